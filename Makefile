@@ -1,0 +1,36 @@
+# Quick start: `make run` (set up + run the workflow) and `make test` (set up + run the tests).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CORES ?= all
+
+.PHONY: setup run test repro bench mlflow-ui clean
+
+setup: $(VENV)/.installed
+
+# torch is installed first and pinned, so pip never resolves an unpinned (multi-GB) build.
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+run: setup
+	$(VENV)/bin/snakemake --cores $(CORES)
+
+test: setup
+	$(PY) -m pytest
+
+repro: setup
+	. $(VENV)/bin/activate && dvc repro
+
+bench: setup
+	$(PY) bench/bench_bm25.py
+	$(PY) bench/bench_embedding_cache.py
+	$(PY) bench/bench_dryrun.py
+
+mlflow-ui: setup
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db
+
+clean:
+	rm -rf .snakemake data/prepared data/raw results logs benchmarks

@@ -1,0 +1,18 @@
+# mmir workflow: `snakemake --cores all` builds every table named in params.yaml.
+# The config is validated (defaults filled) before any job starts; rules live in workflow/rules/.
+
+configfile: "params.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/retrieval.smk"
+include: "workflow/rules/evaluation.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        expand(paths.TABLE_MD, task=config["tasks"]),
+        expand(paths.TRACKING, task=config["tasks"]),
+    default_target: True

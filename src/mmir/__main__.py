@@ -1,0 +1,5 @@
+import sys
+
+from mmir.cli import main
+
+sys.exit(main())

@@ -1,0 +1,157 @@
+"""params.yaml: load, validate against workflow/schemas/params.schema.yaml, fill defaults.
+
+Validation happens once, before any job starts (Snakefile and CLI alike); an error names the offending key
+as a dotted path. Every default lives in the schema, so the validated dict is complete and rules never
+guess.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from mmir.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = PROJECT_ROOT / "workflow" / "schemas" / "params.schema.yaml"
+
+# The 29 MM-BRIGHT domains as hub splits (README of the released code; used when `domains: all` cannot
+# list the repository, e.g. for a dry run).
+MM_BRIGHT_DOMAINS = [
+    "academia", "apple", "aviation", "bioacoustics", "bioinformatics", "biology", "bitcoin", "chemistry",
+    "christianity", "crypto", "earth_science", "economics", "gaming", "gis", "islam", "law", "math",
+    "medical_sciences", "philosophy", "physics", "pm", "psychology", "quant", "quantum_computing",
+    "robotics", "salesforce", "sustainability", "travel", "ubuntu",
+]
+
+
+def _with_defaults(cls):
+    """A validator class that also writes each schema ``default`` into the instance."""
+    validate_props = cls.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from validate_props(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(cls, {"properties": set_defaults})
+
+
+_Validator = _with_defaults(jsonschema.Draft202012Validator)
+
+
+def load_schema() -> dict:
+    """The params.yaml JSON schema as a dict."""
+    with open(SCHEMA_PATH, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _key_of(error: jsonschema.ValidationError) -> str:
+    path = [str(p) for p in error.absolute_path]
+    if error.validator == "required":
+        missing = [r for r in error.validator_value if isinstance(error.instance, dict) and r not in error.instance]
+        path += missing[:1]
+    elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = [k for k in error.instance if k not in allowed]
+        path += extra[:1]
+    return ".".join(path) or "<root>"
+
+
+def _deepest(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    # if/then and oneOf wrap the useful error; descend to the most specific one.
+    while error.context:
+        error = max(error.context, key=lambda e: len(e.absolute_path))
+    return error
+
+
+def validate_config(config: dict, file: str | None = None) -> dict:
+    """Validate ``config`` in place against the schema and fill defaults.
+
+    Returns the same dict (validated, complete). Raises :class:`ConfigError` naming the first bad key.
+    """
+    if not isinstance(config, dict):
+        raise ConfigError("<root>", "params must be a mapping", file)
+    validator = _Validator(load_schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(list(e.absolute_path)), str(e.message)))
+    if errors:
+        err = _deepest(errors[0])
+        raise ConfigError(_key_of(err), err.message, file)
+    # Cross-key checks the schema cannot express.
+    primary = config["evaluation"]["primary_measure"]
+    if primary not in config["measures"]:
+        raise ConfigError("evaluation.primary_measure", f"{primary!r} is not listed in measures", file)
+    for name, ds in config["datasets"].items():
+        if ds["source"] == "trec" and ds["domains"] != "all" and len(ds["domains"]) != 1:
+            raise ConfigError(f"datasets.{name}.domains", "a trec dataset has exactly one domain", file)
+    return config
+
+
+def load_config(path: str | os.PathLike = "params.yaml") -> dict:
+    """Read and validate a params file. Raises ConfigError (bad key) or a DataError-free OSError."""
+    path = Path(path)
+    with open(path, encoding="utf-8") as fh:
+        try:
+            raw = yaml.safe_load(fh) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError("<root>", f"not valid YAML: {exc}", str(path)) from exc
+    return validate_config(raw, str(path))
+
+
+def resolve_path(p: str, base: str | os.PathLike | None = None) -> Path:
+    """Expand ``~`` and ``$VARS`` and make ``p`` absolute against ``base`` (default: the working directory)."""
+    q = Path(os.path.expandvars(os.path.expanduser(p)))
+    return q if q.is_absolute() else (Path(base) if base else Path.cwd()) / q
+
+
+def dataset_domains(name: str, ds: dict) -> list[str]:
+    """The domain names of a validated dataset entry; resolves ``all``.
+
+    local: every ``documents/<domain>.parquet`` (or ``<domain>-*.parquet`` shard) under root.
+    trec: one domain named after the dataset. hf: listed from the hub repository, and the 29 published
+    MM-BRIGHT domains when the hub cannot be reached (so dry runs work offline).
+    """
+    if ds["domains"] != "all":
+        return list(ds["domains"])
+    if ds["source"] == "trec":
+        return [name]
+    if ds["source"] == "local":
+        docs = resolve_path(ds["root"]) / "documents"
+        if not docs.is_dir():
+            raise ConfigError(f"datasets.{name}.root", f"no documents/ directory under {docs.parent}")
+        names = {_strip_shard(p.name) for p in docs.glob("*.parquet")}
+        return sorted(names)
+    from mmir.data.hub import list_hub_domains
+
+    return list_hub_domains(ds["repo_id"], ds["revision"]) or list(MM_BRIGHT_DOMAINS)
+
+
+def _strip_shard(filename: str) -> str:
+    """``biology-00000-of-00001.parquet`` -> ``biology``; ``calculus-1.parquet`` -> ``calculus-1``."""
+    import re
+
+    stem = filename[: -len(".parquet")]
+    m = re.match(r"^(.*)-\d{5}-of-\d{5}$", stem)
+    return m.group(1) if m else stem
+
+
+def units(config: dict) -> list[tuple[str, str]]:
+    """Every (dataset, domain) pair of the config, in config order."""
+    return [(name, dom) for name, ds in config["datasets"].items() for dom in dataset_domains(name, ds)]
+
+
+def config_slice(config: dict, *, dataset: str | None = None, system: str | None = None) -> dict[str, Any]:
+    """The part of the config a (dataset, system) step reads: used as rule params and MLflow params."""
+    out: dict[str, Any] = {"evaluation": config["evaluation"]}
+    if dataset is not None:
+        out["dataset"] = {"name": dataset, **config["datasets"][dataset]}
+    if system is not None:
+        out["system"] = {"name": system, **config["systems"][system]}
+    return out

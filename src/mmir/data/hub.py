@@ -1,0 +1,66 @@
+"""MM-BRIGHT from the Hugging Face hub: list domains and download only the configured ones.
+
+Files land in ``data/raw/<dataset>/`` in the local layout (``<config>/<domain>.parquet`` or the hub's
+shards), so the prepare step reads hub and local copies the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from mmir.errors import DataError
+
+OFFLINE_HELP = (
+    "cannot reach the Hugging Face hub to fetch {repo}@{rev} ({why}). On a machine with network, download it "
+    "with `hf download {repo} --repo-type dataset --revision {rev} --local-dir /path/to/MM-BRIGHT` "
+    "(or only the domains you need with --include '*/<domain>*.parquet'), copy that folder here, and set in "
+    "params.yaml: `source: local` and `root: /path/to/MM-BRIGHT` for this dataset."
+)
+
+
+def _offline_error(repo: str, rev: str, why: str, where: str) -> DataError:
+    return DataError(where, OFFLINE_HELP.format(repo=repo, rev=rev, why=why))
+
+
+def list_hub_domains(repo_id: str, revision: str) -> list[str]:
+    """Domain names of the hub dataset (from its ``documents/`` files); [] when the hub is unreachable."""
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return []
+    try:
+        from huggingface_hub import HfApi
+
+        files = HfApi().list_repo_files(repo_id, repo_type="dataset", revision=revision)
+    except Exception:  # offline or hub error: the caller falls back to the published domain list
+        return []
+    names = set()
+    for f in files:
+        m = re.match(r"^documents/(.+?)(-\d{5}-of-\d{5})?\.parquet$", f)
+        if m:
+            names.add(m.group(1))
+    return sorted(names)
+
+
+def fetch_domain(repo_id: str, revision: str, domain: str, configs: list[str], dest: str | Path) -> dict:
+    """Download ``configs`` of one ``domain`` into ``dest`` (local layout). Returns ``{"commit", "files"}``.
+
+    Raises:
+        DataError: at once, with instructions for a local copy, when the hub cannot be reached.
+    """
+    try:
+        from huggingface_hub import HfApi, snapshot_download
+    except ImportError as exc:  # pragma: no cover - dependency of the package
+        raise DataError(repo_id, f"huggingface_hub is not installed: {exc}") from exc
+    patterns = [p for c in configs for p in (f"{c}/{domain}.parquet", f"{c}/{domain}-*-of-*.parquet")]
+    try:
+        info = HfApi().dataset_info(repo_id, revision=revision)
+        path = snapshot_download(
+            repo_id, repo_type="dataset", revision=info.sha, allow_patterns=patterns, local_dir=str(dest)
+        )
+    except Exception as exc:  # offline, DNS, HTTP, auth: all end the same way, with the local-copy recipe
+        raise _offline_error(repo_id, revision, f"{type(exc).__name__}: {str(exc)[:200]}", f"hf://{repo_id}") from exc
+    files = sorted(str(p.relative_to(path)) for p in Path(path).rglob("*.parquet"))
+    if not any(f.startswith("documents/") for f in files):
+        raise DataError(f"hf://{repo_id}@{info.sha}", f"no documents file for domain '{domain}'")
+    return {"commit": info.sha, "files": files}

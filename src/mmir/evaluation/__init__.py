@@ -1,0 +1,1 @@
+"""Measures (pytrec_eval), per-query values and their aggregation."""

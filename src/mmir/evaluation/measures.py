@@ -1,0 +1,65 @@
+"""Retrieval measures by name, computed with pytrec_eval (the trec_eval C code).
+
+Names follow ir_measures: ``nDCG@k`` (Järvelin & Kekäläinen 2002, trec_eval ``ndcg_cut``; gain = graded
+rel, log2 discount), ``Recall@k``/``R@k`` (``recall``), ``P@k`` (``P``), ``MAP`` (``map``, to the run depth),
+``MRR`` (``recip_rank``). Relevance >= 1 counts as relevant for the binary measures.
+
+Queries: every query with judgments is scored. A query with judgments but no retrieved document scores 0
+on every measure and counts in the mean (ir_measures / ranx convention). The MM-BRIGHT code instead averages
+over the queries present in its run, so an empty ranking there vanishes from the mean and raises it. Run
+queries without judgments are ignored (they cannot be scored).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytrec_eval
+
+_NAME = re.compile(r"^(nDCG|R|Recall|P)@(\d+)$")
+_TREC = {"nDCG": "ndcg_cut", "R": "recall", "Recall": "recall", "P": "P"}
+
+
+def trec_measure(name: str) -> tuple[str, str]:
+    """``(pytrec_eval family, result key)`` for a measure name. Raises ValueError for unknown names."""
+    if name == "MAP":
+        return "map", "map"
+    if name == "MRR":
+        return "recip_rank", "recip_rank"
+    m = _NAME.match(name)
+    if not m:
+        raise ValueError(f"unknown measure {name!r} (use nDCG@k, Recall@k, R@k, P@k, MAP, MRR)")
+    fam = _TREC[m.group(1)]
+    return f"{fam}.{m.group(2)}", f"{fam}_{m.group(2)}"
+
+
+def evaluate(qrels: dict[str, dict[str, int]], run: dict[str, list[tuple[str, float]]],
+             measures: list[str]) -> dict[str, dict[str, float]]:
+    """Per-query values ``{qid: {measure: value}}`` for every judged query (see module docstring).
+
+    Args:
+        qrels: ``{qid: {doc_id: rel}}`` (int rel; 0 = judged non-relevant).
+        run: ``{qid: [(doc_id, score), ...]}``; pytrec_eval orders by score (ties: trec_eval's rule).
+        measures: names such as ``nDCG@10``.
+    """
+    specs = {m: trec_measure(m) for m in measures}
+    grouped: dict[str, set[str]] = {}  # pytrec_eval wants "ndcg_cut.10,25" per family
+    for fam, _ in specs.values():
+        base, _, cut = fam.partition(".")
+        grouped.setdefault(base, set()).update([cut] if cut else [])
+    req = {f"{b}.{','.join(sorted(c, key=int))}" if c else b for b, c in grouped.items()}
+    judged = {q: {d: int(r) for d, r in v.items()} for q, v in qrels.items() if v}
+    trec_run = {q: {d: float(s) for d, s in run.get(q, [])} for q in judged}
+    present = {q: r for q, r in trec_run.items() if r}
+    results = pytrec_eval.RelevanceEvaluator(judged, req).evaluate(present) if present else {}
+    out: dict[str, dict[str, float]] = {}
+    for q in judged:
+        res = results.get(q, {})
+        out[q] = {m: float(res.get(key, 0.0)) for m, (_, key) in specs.items()}
+    return out
+
+
+def mean(per_query: dict[str, dict[str, float]], measures: list[str]) -> dict[str, float]:
+    """Arithmetic mean over queries of each measure (0.0 when there is no query)."""
+    n = len(per_query)
+    return {m: (sum(v[m] for v in per_query.values()) / n if n else 0.0) for m in measures}

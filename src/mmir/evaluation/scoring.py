@@ -1,0 +1,34 @@
+"""Score one run file against its qrels: per-query values (TSV) and the domain means (JSON)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mmir.data.trec import read_qrels
+from mmir.evaluation.measures import evaluate, mean
+from mmir.io import write_json, write_text
+from mmir.retrieval.runs import read_run
+
+
+def score_run(run_path: str | Path, qrels_path: str | Path, measures: list[str], out_json: str | Path,
+              out_perquery: str | Path, meta: dict | None = None) -> dict:
+    """Evaluate ``run_path`` and write ``out_json`` (means + counts + meta) and ``out_perquery``
+    (``qid<TAB>measure<TAB>value`` rows). Returns the JSON dict.
+
+    Counts: ``queries`` judged, ``queries_without_results`` (scored 0, see
+    :mod:`mmir.evaluation.measures`), ``run_queries_without_qrels`` (ignored).
+    """
+    qrels = read_qrels(qrels_path)
+    run = read_run(run_path)
+    per_query = evaluate(qrels, run, measures)
+    lines = ["qid\tmeasure\tvalue"] + [f"{q}\t{m}\t{v[m]!r}" for q in sorted(per_query) for m in measures for v in [per_query[q]]]
+    write_text(out_perquery, "\n".join(lines) + "\n")
+    summary = {
+        **(meta or {}),
+        "measures": mean(per_query, measures),
+        "queries": len(per_query),
+        "queries_without_results": sum(1 for q in per_query if not run.get(q)),
+        "run_queries_without_qrels": sum(1 for q in run if q not in qrels),
+    }
+    write_json(out_json, summary)
+    return summary

@@ -1,0 +1,1 @@
+"""Model registry, text and multimodal encoders, the embedding cache."""

@@ -1,0 +1,31 @@
+"""Where every artifact lives. Paths encode the experiment; Snakemake rules, DVC stages and the CLI all
+use these functions, so the layout is defined once.
+
+    data/raw/<dataset>/                               fetched hub files (hf source)
+    data/prepared/<dataset>/<domain>/                 corpus, topics, qrels, excluded ids, report
+    results/runs/<task>/<dataset>/<system>/<domain>.trec
+    results/metrics/<task>/<dataset>/<system>/<domain>.json  (+ .perquery.tsv)
+    results/tables/<task>.{md,csv,metrics.json}
+    results/tracking/<task>.json                      MLflow run ids of the last invocation
+
+Systems come before domains so that one system's outputs form one directory (a DVC output per system).
+"""
+
+from __future__ import annotations
+
+RAW = "data/raw/{dataset}"
+FETCHED = "data/raw/{dataset}/.fetched/{domain}.json"
+PREPARED = "data/prepared/{dataset}/{domain}"
+RUN = "results/runs/{task}/{dataset}/{system}/{domain}.trec"
+RUN_STATS = "results/runs/{task}/{dataset}/{system}/{domain}.stats.json"
+METRICS = "results/metrics/{task}/{dataset}/{system}/{domain}.json"
+PERQUERY = "results/metrics/{task}/{dataset}/{system}/{domain}.perquery.tsv"
+TABLE_MD = "results/tables/{task}.md"
+TABLE_CSV = "results/tables/{task}.csv"
+TABLE_METRICS = "results/tables/{task}.metrics.json"
+TRACKING = "results/tracking/{task}.json"
+
+
+def prepared(dataset: str, domain: str, name: str) -> str:
+    """A file of the prepared domain, e.g. ``prepared("openstax", "statistics", "corpus.parquet")``."""
+    return f"{PREPARED.format(dataset=dataset, domain=domain)}/{name}"

@@ -1,0 +1,1 @@
+"""Tables (markdown, CSV) and DVC metrics files from the per-domain metric files."""

@@ -1,0 +1,1 @@
+"""Retrievers (BM25, dense), exact top-k, TREC run files."""

@@ -1,0 +1,107 @@
+"""MLflow run hierarchy: one parent run per workflow invocation, one child per (task, dataset, domain, system).
+
+Store: ``MLFLOW_TRACKING_URI`` when set, else ``mlflow.tracking_uri`` of params.yaml, else an embedded SQLite
+file ``mlflow.db`` in the project (artifacts in ``mlartifacts/``). Open it with
+``mlflow ui --backend-store-uri sqlite:///mlflow.db``.
+
+Child runs carry: params = the validated config slice the step read (flattened), metrics by measure name,
+tags = git commit, rule, wildcards, dataset revision, model revision; artifacts = the run file and the
+per-query metrics. Nothing from the environment is logged, so API keys never reach the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+
+def tracking_uri(config: dict, project_dir: str | Path = ".") -> str:
+    """The MLflow store URI to use (see module docstring)."""
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    if config.get("mlflow", {}).get("tracking_uri"):
+        return config["mlflow"]["tracking_uri"]
+    return f"sqlite:///{(Path(project_dir).resolve() / 'mlflow.db')}"
+
+
+def redact(uri: str) -> str:
+    """``uri`` with any password in its user-info replaced by ``***`` (safe to log)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(uri)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return uri
+
+
+def git_commit(cwd: str | Path = ".") -> str:
+    """HEAD commit of the project (with ``-dirty`` when the tree has changes), or ``unknown``."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, str]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}`` (lists as JSON), values cut to MLflow's 6000 chars."""
+    out: dict[str, str] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out |= flatten(v, key + ".")
+        else:
+            out[key] = (json.dumps(v) if isinstance(v, (list, tuple)) else str(v))[:6000]
+    return out
+
+
+def _mlflow_key(measure: str) -> str:
+    return measure.replace("@", "_at_")  # MLflow metric names allow [A-Za-z0-9_./ -]
+
+
+def log_invocation(config: dict, task: str, entries: list[dict], project_dir: str | Path = ".",
+                   run_name: str | None = None) -> dict:
+    """Log a parent run for this invocation and a child per entry. Returns ``{"parent", "children"}`` ids.
+
+    Each entry: ``dataset, domain, system, metrics_json, run_file, perquery, params`` (config slice),
+    ``tags`` (extra tags such as dataset/model revision) and optional ``extra_metrics`` (counts).
+    """
+    import mlflow
+
+    project_dir = Path(project_dir).resolve()
+    mlflow.set_tracking_uri(tracking_uri(config, project_dir))
+    exp_name = config.get("mlflow", {}).get("experiment", "mmir")
+    exp = mlflow.get_experiment_by_name(exp_name)
+    if exp is None:
+        exp_id = mlflow.create_experiment(exp_name, artifact_location=(project_dir / "mlartifacts").as_uri())
+    else:
+        exp_id = exp.experiment_id
+    commit = git_commit(project_dir)
+    ids: dict = {"parent": None, "children": []}
+    with mlflow.start_run(experiment_id=exp_id, run_name=run_name or f"{task}", tags={"mmir.level": "invocation", "mmir.task": task, "git_commit": commit}) as parent:
+        ids["parent"] = parent.info.run_id
+        mlflow.log_params({"task": task, "protocol": config["evaluation"]["protocol"], "top_k": config["evaluation"]["top_k"],
+                           "systems": ",".join(sorted({e["system"] for e in entries})),
+                           "datasets": ",".join(sorted({e["dataset"] for e in entries}))})
+        for e in entries:
+            summary = json.loads(Path(e["metrics_json"]).read_text(encoding="utf-8"))
+            tags = {"mmir.level": "unit", "git_commit": commit, "rule": "score",
+                    "wildcards": json.dumps({"task": task, "dataset": e["dataset"], "domain": e["domain"], "system": e["system"]}),
+                    "task": task, "dataset": e["dataset"], "domain": e["domain"], "system": e["system"],
+                    "protocol": config["evaluation"]["protocol"], **e.get("tags", {})}
+            with mlflow.start_run(experiment_id=exp_id, nested=True, run_name=f"{task}/{e['dataset']}/{e['domain']}/{e['system']}", tags=tags) as child:
+                mlflow.log_params(flatten(e.get("params", {})))
+                metrics = {_mlflow_key(m): float(v) for m, v in summary["measures"].items()}
+                metrics |= {"queries": summary["queries"], "queries_without_results": summary["queries_without_results"]}
+                metrics |= {k: float(v) for k, v in e.get("extra_metrics", {}).items()}
+                mlflow.log_metrics(metrics)
+                for art in ("run_file", "perquery", "metrics_json"):
+                    if e.get(art):
+                        mlflow.log_artifact(str(e[art]))
+                ids["children"].append(child.info.run_id)
+    return ids

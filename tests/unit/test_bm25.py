@@ -1,0 +1,83 @@
+"""BM25 checked against rank_bm25 on the same tokens, and the Lucene variant against its formula by hand."""
+
+import math
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from mmir.retrieval.bm25 import BM25, make_tokenizer
+from mmir.retrieval.runs import top_k
+
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog",
+    "a fast brown fox and a sleepy cat",
+    "statistics: the mean and median of samples",
+    "the derivative of a function measures its rate of change",
+    "integration gives the area under the curve of a function",
+    "foxes are mammals; dogs are mammals too",
+    "histogram bins count the frequency of observations",
+    "sample variance and standard deviation measure spread",
+]
+QUERIES = ["brown fox", "rate of change of a function", "median of a sample", "mammals dogs", "spread of samples"]
+
+
+def test_robertson_equals_rank_bm25_okapi_on_same_tokens():
+    tok = make_tokenizer("en", "english")
+    tokens = tok(CORPUS)
+    df = {}
+    for t in tokens:
+        for w in set(t):
+            df[w] = df.get(w, 0) + 1
+    assert max(df.values()) <= len(CORPUS) / 2  # no epsilon-floored idf, so the two formulas agree
+    ref = BM25Okapi(tokens, k1=1.2, b=0.75)
+    ours = BM25(CORPUS, method="robertson", k1=1.2, b=0.75)
+    for q in QUERIES:
+        expected = ref.get_scores(tok([q])[0])
+        got = ours.get_scores(q)
+        # bm25s leaves out the constant (k1 + 1) numerator factor: same ranking, scaled scores
+        np.testing.assert_allclose(got * (1.2 + 1), expected, rtol=1e-5, atol=1e-6)
+        assert list(top_k(got, 5)[0]) == list(top_k(expected, 5)[0])
+
+
+def test_rank_bm25_backend_is_the_reference():
+    tok = make_tokenizer("en", "english")
+    ours = BM25(CORPUS, backend="rank_bm25", k1=0.9, b=0.4)
+    ref = BM25Okapi(tok(CORPUS), k1=0.9, b=0.4)
+    np.testing.assert_allclose(ours.get_scores("brown fox"), ref.get_scores(tok(["brown fox"])[0]))
+
+
+def test_lucene_variant_by_hand():
+    k1, b = 0.9, 0.4
+    tok = make_tokenizer(None, None)
+    tokens = tok(CORPUS)
+    n, avgdl = len(tokens), sum(map(len, tokens)) / len(tokens)
+    ours = BM25(CORPUS, method="lucene", k1=k1, b=b, stopwords=None, stemmer=None)
+    q = "the function of a fox"
+    expected = np.zeros(n)
+    for w in set(tok([q])[0]):
+        df = sum(w in t for t in tokens)
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for i, t in enumerate(tokens):
+            tf = t.count(w)
+            expected[i] += idf * tf / (tf + k1 * (1 - b + b * len(t) / avgdl))
+    np.testing.assert_allclose(ours.get_scores(q), expected, rtol=1e-5)
+
+
+def test_query_of_stopwords_only_scores_zero():
+    assert not BM25(CORPUS).get_scores("the and of").any()
+
+
+def test_top_k_ties_exclusions_and_short_corpus():
+    s = np.array([1.0, 3.0, 3.0, 2.0, 3.0, 0.5])
+    idx, sc = top_k(s, 3)
+    assert idx.tolist() == [1, 2, 4] and sc.tolist() == [3.0, 3.0, 3.0]
+    idx, _ = top_k(s, 2, exclude=[2])
+    assert idx.tolist() == [1, 4]
+    idx, _ = top_k(s, 10, exclude=[0, 5])
+    assert idx.tolist() == [1, 2, 4, 3]
+    rng = np.random.default_rng(0)
+    r = rng.integers(0, 5, size=500).astype(float)  # many ties
+    idx, _ = top_k(r, 50, exclude=[3, 7])
+    ref = [i for i in sorted(range(500), key=lambda i: (-r[i], i)) if i not in (3, 7)][:50]
+    assert idx.tolist() == ref

@@ -1,0 +1,72 @@
+import copy
+
+import pytest
+import yaml
+
+from mmir.config import PROJECT_ROOT, load_config, units, validate_config
+from mmir.errors import ConfigError
+
+BASE = {
+    "datasets": {"tiny": {"source": "local", "root": "/tmp/x", "domains": ["d"]}},
+    "systems": {"bm25": {"kind": "bm25"}},
+}
+
+
+def test_defaults_are_filled():
+    cfg = validate_config(copy.deepcopy(BASE))
+    assert cfg["systems"]["bm25"] == {"kind": "bm25", "backend": "bm25s", "method": "lucene", "k1": 0.9, "b": 0.4,
+                                      "stopwords": "en", "stemmer": "english"}
+    assert cfg["evaluation"] == {"protocol": "official", "top_k": 1000, "primary_measure": "nDCG@10"}
+    assert cfg["tasks"] == ["task1"] and "nDCG@10" in cfg["measures"]
+    assert cfg["datasets"]["tiny"]["integrity"]["missing_gold"] == "error"
+
+
+@pytest.mark.parametrize(
+    "mutate, key",
+    [
+        (lambda c: c.pop("systems"), "systems"),
+        (lambda c: c["systems"]["bm25"].update(k1="high"), "systems.bm25.k1"),
+        (lambda c: c["systems"].update(dense={"kind": "dense"}), "systems.dense.model"),
+        (lambda c: c["datasets"]["tiny"].pop("root"), "datasets.tiny.root"),
+        (lambda c: c["datasets"]["tiny"].update(source="s3"), "datasets.tiny.source"),
+        (lambda c: c["systems"]["bm25"].update(k3=1), "systems.bm25.k3"),
+        (lambda c: c.update(evaluation={"protocol": "loose"}), "evaluation.protocol"),
+        (lambda c: c.update(measures=["nDCG@10", "F1"]), "measures.1"),
+        (lambda c: c.update(evaluation={"primary_measure": "MAP"}, measures=["nDCG@10"]), "evaluation.primary_measure"),
+    ],
+)
+def test_errors_name_the_key(mutate, key):
+    cfg = copy.deepcopy(BASE)
+    mutate(cfg)
+    with pytest.raises(ConfigError) as exc:
+        validate_config(cfg, "params.yaml")
+    assert exc.value.key == key
+    assert f"'{key}'" in str(exc.value) and "params.yaml" in str(exc.value)
+
+
+def test_project_params_validate_and_resolve_units(tmp_path):
+    cfg = load_config(PROJECT_ROOT / "params.yaml")
+    assert set(cfg["systems"]) >= {"bm25", "minilm", "e5-small"}
+    assert cfg["datasets"]["openstax"]["domains"] == ["statistics", "calculus-1"]
+
+
+def test_domains_all_lists_local_files_and_shards(tmp_path):
+    for name in ("alpha.parquet", "beta-00000-of-00002.parquet", "beta-00001-of-00002.parquet", "calc-1.parquet"):
+        (tmp_path / "documents").mkdir(exist_ok=True)
+        (tmp_path / "documents" / name).write_bytes(b"")
+    cfg = validate_config({"datasets": {"x": {"source": "local", "root": str(tmp_path)}}, "systems": BASE["systems"]})
+    assert units(cfg) == [("x", "alpha"), ("x", "beta"), ("x", "calc-1")]
+
+
+def test_invalid_yaml_is_a_config_error(tmp_path):
+    p = tmp_path / "params.yaml"
+    p.write_text("datasets: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(p)
+
+
+def test_schema_integrity_defaults_match_prepare():
+    from mmir.data.prepare import DEFAULT_POLICY
+
+    cfg = validate_config(copy.deepcopy(BASE))
+    assert cfg["datasets"]["tiny"]["integrity"] == DEFAULT_POLICY

@@ -1,0 +1,67 @@
+import json
+
+import pandas as pd
+import pytest
+
+from mmir.io import write_json
+from mmir.reporting.tables import collect, write_task_table
+from mmir.tracking import flatten, log_invocation, redact
+
+
+def _metric(tmp, ds, dom, sys_, ndcg, q=10):
+    p = tmp / f"{ds}-{dom}-{sys_}.json"
+    write_json(p, {"dataset": ds, "domain": dom, "system": sys_, "task": "task1", "queries": q,
+                   "queries_without_results": 0, "run_queries_without_qrels": 0,
+                   "measures": {"nDCG@10": ndcg, "MAP": ndcg / 2}})
+    return p
+
+
+def test_table_rows_systems_columns_domains_avg_best_bold(tmp_path):
+    files = [_metric(tmp_path, "os", "stat", "bm25", 0.20), _metric(tmp_path, "os", "calc", "bm25", 0.10),
+             _metric(tmp_path, "os", "stat", "dense", 0.30), _metric(tmp_path, "os", "calc", "dense", 0.05),
+             _metric(tmp_path, "va", "va", "bm25", 0.40)]
+    md, csv, met = tmp_path / "t.md", tmp_path / "t.csv", tmp_path / "t.json"
+    write_task_table(collect(files), "task1", "nDCG@10", "official", md, csv, met)
+    text = md.read_text()
+    assert "Protocol: **official**" in text and "## os" in text and "## va" in text
+    assert "| bm25 | 20.0 | **10.0** | 15.0 |" in text
+    assert "| dense | **30.0** | 5.0 | **17.5** |" in text
+    df = pd.read_csv(csv)
+    assert df.columns.tolist() == ["dataset", "system", "stat", "calc", "va", "Avg."]
+    assert df.loc[(df.dataset == "os") & (df.system == "dense"), "Avg."].item() == pytest.approx(17.5)
+    m = json.loads(met.read_text())
+    assert m["task1"]["os"]["bm25"] == {"stat": 20.0, "calc": 10.0, "Avg.": 15.0}
+
+
+def test_flatten_and_redact():
+    assert flatten({"a": {"b": 1, "c": [1, 2]}}) == {"a.b": "1", "a.c": "[1, 2]"}
+    assert redact("https://user:s3cret@host/x") == "https://user:***@host/x"
+
+
+def test_mlflow_parent_and_children_in_a_real_store(tmp_path, monkeypatch):
+    import mlflow
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-SECRET-123")
+    run_file = tmp_path / "r.trec"
+    run_file.write_text("q 0 d 1 1.0 bm25\n")
+    entries = [{"dataset": "os", "domain": d, "system": "bm25", "metrics_json": _metric(tmp_path, "os", d, "bm25", v),
+                "run_file": run_file, "perquery": run_file,
+                "params": {"system": {"k1": 0.9}}, "tags": {"dataset_revision": "local"}, "extra_metrics": {"seconds": 1.5}}
+               for d, v in [("stat", 0.2), ("calc", 0.1)]]
+    cfg = {"evaluation": {"protocol": "official", "top_k": 1000}, "mlflow": {"experiment": "t"}}
+    ids = log_invocation(cfg, "task1", entries, project_dir=tmp_path)
+    client = mlflow.tracking.MlflowClient()
+    parent = client.get_run(ids["parent"])
+    assert parent.data.tags["mmir.level"] == "invocation"
+    kids = [client.get_run(i) for i in ids["children"]]
+    assert {k.data.tags["domain"] for k in kids} == {"stat", "calc"}
+    for k in kids:
+        assert k.data.tags["mlflow.parentRunId"] == ids["parent"]
+        assert k.data.params["system.k1"] == "0.9" and k.data.metrics["seconds"] == 1.5
+        assert json.loads(k.data.tags["wildcards"])["system"] == "bm25"
+        assert {a.path for a in client.list_artifacts(k.info.run_id)} >= {"r.trec"}
+    assert {k.data.tags["domain"]: k.data.metrics["nDCG_at_10"] for k in kids} == {"stat": 0.2, "calc": 0.1}
+    # no secret from the environment anywhere in params, tags or metrics
+    blob = json.dumps([[r.data.params, r.data.tags, r.data.metrics] for r in [parent, *kids]])
+    assert "SECRET" not in blob

@@ -1,0 +1,46 @@
+# report: the paper-style table per task; track: MLflow parent + child runs for this invocation.
+
+
+def task_metric_files(wildcards):
+    return [paths.METRICS.format(task=wildcards.task, **u) for u in all_units(wildcards.task)]
+
+
+rule report:
+    input:
+        task_metric_files,
+    output:
+        md=paths.TABLE_MD,
+        csv=paths.TABLE_CSV,
+        metrics=paths.TABLE_METRICS,
+    params:
+        measure=config["evaluation"]["primary_measure"],
+        protocol=config["evaluation"]["protocol"],
+    log:
+        "logs/report/{task}.log",
+    benchmark:
+        "benchmarks/report/{task}.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    script:
+        "../scripts/report.py"
+
+
+rule track:
+    input:
+        metrics=task_metric_files,
+        table=paths.TABLE_MD,
+    output:
+        paths.TRACKING,
+    params:
+        config=lambda w: {k: config[k] for k in ("datasets", "systems", "measures", "evaluation", "mlflow")},
+        units=lambda w: all_units(w.task),
+    log:
+        "logs/track/{task}.log",
+    benchmark:
+        "benchmarks/track/{task}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+    script:
+        "../scripts/track.py"

@@ -1,0 +1,4 @@
+from mmir import logs, steps
+
+logs.setup(snakemake.log[0])
+steps.fetch(snakemake.wildcards.dataset, snakemake.params.ds, snakemake.wildcards.domain, snakemake.output[0])

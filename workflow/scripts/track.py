@@ -1,0 +1,4 @@
+from mmir import logs, steps
+
+logs.setup(snakemake.log[0])
+steps.track(snakemake.params.config, snakemake.wildcards.task, snakemake.params.units, snakemake.output[0])
