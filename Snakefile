@@ -7,6 +7,7 @@ configfile: "params.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/retrieval.smk"
+include: "workflow/rules/generation.smk"
 include: "workflow/rules/evaluation.smk"
 include: "workflow/rules/report.smk"
 
@@ -15,4 +16,6 @@ rule all:
     input:
         expand(paths.TABLE_MD, task=config["tasks"]),
         expand(paths.TRACKING, task=config["tasks"]),
+        expand(paths.ABLATION_MD, grid=GRIDS),
+        expand(paths.TRACKING, task=[f"{g}_ablation" for g in GRIDS]),
     default_target: True

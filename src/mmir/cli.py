@@ -6,10 +6,12 @@ per domain instead.
 
     mmir validate                       check params.yaml, print the resolved units
     mmir prepare  --dataset D
+    mmir caption  --dataset D [--captioner C]
     mmir retrieve --task T --dataset D --system S
     mmir score    --task T --dataset D --system S
     mmir report   --task T
     mmir track    --task T
+    mmir ablations                      caption/reformulation grids: queries, runs, scores, tables, MLflow
 """
 
 from __future__ import annotations
@@ -18,12 +20,23 @@ import argparse
 import sys
 
 from mmir import logs, paths
-from mmir.config import load_config, units
+from pathlib import Path
+
+from mmir.config import ablation_systems, ablation_units, load_config, task_units, units
 from mmir.errors import MmirError
 
 
-def _domains(config, dataset):
-    return [dom for ds, dom in units(config) if ds == dataset]
+def _domains(config, dataset, task="task1"):
+    """Domains of ``dataset`` that ``task`` runs on (Tasks 2–4: multimodal ones only)."""
+    return list(dict.fromkeys(u["domain"] for u in task_units(config, task) if u["dataset"] == dataset))
+
+
+def _skip_note(out_dir: str, what: str) -> None:
+    # DVC expects every declared output: a dataset a task does not apply to gets a directory with a note.
+    from mmir.io import write_json
+
+    write_json(Path(out_dir) / "SKIPPED.json", {"reason": what})
+    print(f"mmir: {what}; wrote {out_dir}/SKIPPED.json", file=sys.stderr)
 
 
 def cmd_validate(config, args):
@@ -44,41 +57,109 @@ def cmd_prepare(config, args):
         steps.prepare(args.dataset, ds, dom, paths.PREPARED.format(dataset=args.dataset, domain=dom), marker)
 
 
+def cmd_caption(config, args):
+    from mmir import steps
+
+    name = args.captioner or config["evaluation"]["image_text"]
+    domains = _domains(config, args.dataset, "task2")
+    if not domains:
+        return _skip_note(f"results/captions/{args.dataset}", f"dataset {args.dataset} has no images: no captions")
+    for dom in domains:
+        steps.caption(paths.PREPARED.format(dataset=args.dataset, domain=dom), name, config["captioners"][name],
+                      f"{config['paths']['caption_cache']}/{name}.sqlite",
+                      paths.CAPTIONS.format(dataset=args.dataset, domain=dom, captioner=name))
+
+
 def cmd_retrieve(config, args):
     from mmir import steps
 
-    for dom in _domains(config, args.dataset):
+    system = config["systems"][args.system]
+    domains = _domains(config, args.dataset, args.task)
+    if not domains:
+        out = str(Path(paths.RUN.format(task=args.task, dataset=args.dataset, system=args.system, domain="x")).parent)
+        return _skip_note(out, f"{args.task} does not apply to dataset {args.dataset} (no multimodal data)")
+    for dom in domains:
         f = dict(task=args.task, dataset=args.dataset, system=args.system, domain=dom)
-        steps.retrieve(args.task, paths.PREPARED.format(**f), args.system, config["systems"][args.system],
-                       config["evaluation"], config["paths"]["embedding_cache"], paths.RUN.format(**f), paths.RUN_STATS.format(**f))
+        captions = None
+        if args.task != "task1" and system["kind"] != "mm":
+            captions = paths.CAPTIONS.format(dataset=args.dataset, domain=dom, captioner=config["evaluation"]["image_text"])
+        steps.retrieve(args.task, paths.PREPARED.format(**f), args.system, system, config["evaluation"],
+                       config["paths"]["embedding_cache"], paths.RUN.format(**f), paths.RUN_STATS.format(**f), captions)
 
 
 def cmd_score(config, args):
     from mmir import steps
 
-    for dom in _domains(config, args.dataset):
+    domains = _domains(config, args.dataset, args.task)
+    if not domains:
+        out = str(Path(paths.METRICS.format(task=args.task, dataset=args.dataset, system=args.system, domain="x")).parent)
+        return _skip_note(out, f"{args.task} does not apply to dataset {args.dataset} (no multimodal data)")
+    binary = args.task == "task4" and config["evaluation"]["task4_protocol"] == "official"
+    for dom in domains:
         f = dict(task=args.task, dataset=args.dataset, system=args.system, domain=dom)
         steps.score(paths.RUN.format(**f), paths.prepared(args.dataset, dom, f"qrels.{args.task}.txt"), config["measures"],
-                    paths.METRICS.format(**f), paths.PERQUERY.format(**f), f)
+                    paths.METRICS.format(**f), paths.PERQUERY.format(**f), f, binary)
 
 
 def _units(config, task):
-    return [dict(dataset=ds, domain=dom, system=s) for ds, dom in units(config) for s in config["systems"]]
+    return task_units(config, task)
 
 
 def cmd_report(config, args):
     from mmir import steps
 
     files = [paths.METRICS.format(task=args.task, **u) for u in _units(config, args.task)]
-    steps.report(args.task, files, config["evaluation"]["primary_measure"], config["evaluation"]["protocol"],
+    ev = config["evaluation"]
+    protocol = ev["protocol"] + (f", task4 labels: {ev['task4_protocol']}" if args.task == "task4" else "")
+    steps.report(args.task, files, ev["primary_measure"], protocol,
                  paths.TABLE_MD.format(task=args.task), paths.TABLE_CSV.format(task=args.task),
-                 paths.TABLE_METRICS.format(task=args.task))
+                 paths.TABLE_METRICS.format(task=args.task),
+                 [n for n, s in config["systems"].items() if s.get("random_init")])
 
 
 def cmd_track(config, args):
     from mmir import steps
 
     steps.track(config, args.task, _units(config, args.task), paths.TRACKING.format(task=args.task))
+
+
+def cmd_ablations(config, args):
+    """Everything of the ablation grids (Task 1, MM-BRIGHT section 5), one grid after the other."""
+    from mmir import steps
+
+    derived = ablation_systems(config)
+    ev = config["evaluation"]
+    for grid in ("caption", "reformulation"):
+        gunits = ablation_units(config, grid)
+        if not gunits:
+            continue
+        for u in gunits:
+            d = derived.get(u["system"])
+            f = dict(u)
+            prep = paths.PREPARED.format(**f)
+            queries = None
+            if d:
+                queries = paths.QUERIES.format(dataset=u["dataset"], domain=u["domain"], variant=d["variant"])
+                if not Path(queries).exists():
+                    if grid == "caption":
+                        caps = paths.CAPTIONS.format(dataset=u["dataset"], domain=u["domain"], captioner=d["source"])
+                        steps.augment(f"{prep}/topics.parquet", caps, queries)
+                    else:
+                        ref = config["reformulators"][d["source"]]
+                        caps = paths.CAPTIONS.format(dataset=u["dataset"], domain=u["domain"], captioner=ref["image_text"])
+                        steps.reformulate(f"{prep}/topics.parquet", caps, ref, config["generators"][ref["generator"]],
+                                          config["paths"]["generation_cache"], queries,
+                                          paths.QUERIES_STATS.format(dataset=u["dataset"], domain=u["domain"], variant=d["variant"]))
+            if d or not Path(paths.METRICS.format(**f)).exists():
+                steps.retrieve(u["task"], prep, u["system"], config["systems"][d["base"] if d else u["system"]], ev,
+                               config["paths"]["embedding_cache"], paths.RUN.format(**f), paths.RUN_STATS.format(**f),
+                               queries=queries)
+                steps.score(paths.RUN.format(**f), paths.prepared(u["dataset"], u["domain"], "qrels.task1.txt"),
+                            config["measures"], paths.METRICS.format(**f), paths.PERQUERY.format(**f), f)
+        files = [paths.METRICS.format(**u) for u in gunits]
+        steps.ablation_report(grid, files, ev["primary_measure"], derived, *(p.format(grid=grid) for p in (
+            paths.ABLATION_MD, paths.ABLATION_CSV, paths.ABLATION_PLOT, paths.ABLATION_PLOT_DATA)))
+        steps.track(config, "task1", gunits, paths.TRACKING.format(task=f"{grid}_ablation"), run_name=f"{grid}_ablation")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("validate")
     sub.add_parser("prepare").add_argument("--dataset", required=True)
+    p = sub.add_parser("caption")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--captioner", default=None, help="default: evaluation.image_text")
     for name in ("retrieve", "score"):
         p = sub.add_parser(name)
         p.add_argument("--task", default="task1")
@@ -95,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--system", required=True)
     for name in ("report", "track"):
         sub.add_parser(name).add_argument("--task", default="task1")
+    sub.add_parser("ablations")
     args = parser.parse_args(argv)
     logs.setup()
     try:

@@ -88,10 +88,63 @@ def validate_config(config: dict, file: str | None = None) -> dict:
     primary = config["evaluation"]["primary_measure"]
     if primary not in config["measures"]:
         raise ConfigError("evaluation.primary_measure", f"{primary!r} is not listed in measures", file)
+    mm_tasks = [t for t in config["tasks"] if t != "task1"]
+    text_systems = [n for n, s in config["systems"].items() if s["kind"] in ("bm25", "dense")]
+    if mm_tasks and text_systems and config["evaluation"]["image_text"] not in config["captioners"]:
+        raise ConfigError("evaluation.image_text", f"{config['evaluation']['image_text']!r} is not a key of captioners "
+                          f"(text systems {', '.join(text_systems)} need image text on {', '.join(mm_tasks)})", file)
+    for name, s in config["systems"].items():
+        if s["kind"] == "mm" and s["random_init"] and not s["encoder"].startswith("open_clip:"):
+            raise ConfigError(f"systems.{name}.random_init", "random weights are supported for open_clip:<arch> encoders", file)
+    _check_generative(config, file)
     for name, ds in config["datasets"].items():
         if ds["source"] == "trec" and ds["domains"] != "all" and len(ds["domains"]) != 1:
             raise ConfigError(f"datasets.{name}.domains", "a trec dataset has exactly one domain", file)
     return config
+
+
+def _check_generative(config: dict, file: str | None) -> None:
+    """Cross-references of captioners, generators, reformulators and ablations."""
+    gens, caps, refs = config["generators"], config["captioners"], config["reformulators"]
+    for name, c in caps.items():
+        if c["kind"] == "vlm" and c["generator"] not in gens:
+            raise ConfigError(f"captioners.{name}.generator", f"{c['generator']!r} is not a key of generators", file)
+    for name, r in refs.items():
+        if r["generator"] not in gens:
+            raise ConfigError(f"reformulators.{name}.generator", f"{r['generator']!r} is not a key of generators", file)
+        if r["image_text"] not in caps:
+            raise ConfigError(f"reformulators.{name}.image_text", f"{r['image_text']!r} is not a key of captioners", file)
+    for grid, key, pool in (("caption", "captioners", caps), ("reformulation", "reformulators", refs)):
+        ab = config["ablations"][grid]
+        for i, s in enumerate(ab["systems"]):
+            if s not in config["systems"] or config["systems"][s]["kind"] == "mm":
+                raise ConfigError(f"ablations.{grid}.systems.{i}", f"{s!r} is not a bm25/dense system of systems", file)
+        for i, v in enumerate(ab[key]):
+            if v not in pool:
+                raise ConfigError(f"ablations.{grid}.{key}.{i}", f"{v!r} is not a key of {key}", file)
+
+
+def ablation_systems(config: dict) -> dict[str, dict]:
+    """Derived Task 1 systems of the ablation grids: ``{"bm25+cap:ocr": {"base": "bm25", "variant": "cap-ocr",
+    "grid": "caption", "source": "ocr"}, "bm25+ref:qwen": {..., "variant": "ref-qwen", ...}}``."""
+    out = {}
+    ab = config["ablations"]
+    for s in ab["caption"]["systems"]:
+        for c in ab["caption"]["captioners"]:
+            out[f"{s}+cap:{c}"] = {"base": s, "variant": f"cap-{c}", "grid": "caption", "source": c}
+    for s in ab["reformulation"]["systems"]:
+        for r in ab["reformulation"]["reformulators"]:
+            out[f"{s}+ref:{r}"] = {"base": s, "variant": f"ref-{r}", "grid": "reformulation", "source": r}
+    return out
+
+
+def has_query_images(ds: dict, domain: str) -> bool:
+    """Whether a domain's queries can have images (hub MM-BRIGHT; local copies with examples_images)."""
+    if ds["source"] != "local":
+        return ds["source"] == "hf"
+    from mmir.data.parquet import domain_files
+
+    return bool(domain_files(resolve_path(ds["root"]), "examples_images", domain))
 
 
 def load_config(path: str | os.PathLike = "params.yaml") -> dict:
@@ -145,6 +198,48 @@ def _strip_shard(filename: str) -> str:
 def units(config: dict) -> list[tuple[str, str]]:
     """Every (dataset, domain) pair of the config, in config order."""
     return [(name, dom) for name, ds in config["datasets"].items() for dom in dataset_domains(name, ds)]
+
+
+def has_multimodal(ds: dict, domain: str) -> bool:
+    """Whether a domain has Task 2–4 data: hub MM-BRIGHT yes, TREC no, local when examples_multimodal exists."""
+    if ds["source"] == "hf":
+        return True
+    if ds["source"] == "trec":
+        return False
+    from mmir.data.parquet import domain_files
+
+    return bool(domain_files(resolve_path(ds["root"]), "examples_multimodal", domain))
+
+
+def task_units(config: dict, task: str) -> list[dict]:
+    """``{dataset, domain, system}`` of every unit a task runs on.
+
+    Task 1 (text only, the paper's Table 3) runs the text systems (bm25, dense) on every domain; Tasks 2–4 run
+    every system on the domains with multimodal data (text systems through image text). The ablation systems
+    are :func:`ablation_units`.
+    """
+    out = []
+    for name, dom in units(config):
+        if task == "task1" or has_multimodal(config["datasets"][name], dom):
+            out += [{"dataset": name, "domain": dom, "system": s} for s, sys_ in config["systems"].items()
+                    if task != "task1" or sys_["kind"] != "mm"]
+    return out
+
+
+ABLATION_TASK = "ablation"  # path segment of the derived systems' runs and metrics (Task 1 queries, qrels)
+
+
+def ablation_units(config: dict, grid: str) -> list[dict]:
+    """Units of an ablation grid, on the domains whose queries have images: ``{task, dataset, domain, system}``
+    for each base system (``task1``) and each derived system (``ablation``: Task 1 qrels, own paths)."""
+    derived = {n: d for n, d in ablation_systems(config).items() if d["grid"] == grid}
+    bases = list(dict.fromkeys(d["base"] for d in derived.values()))
+    out = []
+    for name, dom in units(config):
+        if derived and has_query_images(config["datasets"][name], dom):
+            out += [{"task": "task1", "dataset": name, "domain": dom, "system": s} for s in bases]
+            out += [{"task": ABLATION_TASK, "dataset": name, "domain": dom, "system": s} for s in derived]
+    return out
 
 
 def config_slice(config: dict, *, dataset: str | None = None, system: str | None = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ def setup(log_file: str | None = None, level: int = logging.INFO) -> logging.Log
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
     root = logging.getLogger("mmir")
     root.setLevel(level)
+    root.propagate = False  # libraries that call logging.basicConfig() would print every line twice
     root.handlers.clear()
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:

@@ -2,10 +2,13 @@
 use these functions, so the layout is defined once.
 
     data/raw/<dataset>/                               fetched hub files (hf source)
-    data/prepared/<dataset>/<domain>/                 corpus, topics, qrels, excluded ids, report
+    data/prepared/<dataset>/<domain>/                 corpus, topics, qrels, excluded ids, images, pairs, report
+    results/captions/<dataset>/<domain>/<captioner>.parquet   image text (path, role, text)
+    results/queries/<dataset>/<domain>/<cap-X|ref-Y>.parquet   ablation queries (+ .json generation stats)
     results/runs/<task>/<dataset>/<system>/<domain>.trec
     results/metrics/<task>/<dataset>/<system>/<domain>.json  (+ .perquery.tsv)
-    results/tables/<task>.{md,csv,metrics.json}
+    results/tables/<task>.{md,csv,metrics.json}, results/tables/<grid>_ablation.{md,csv}
+    results/plots/<grid>_ablation.{png,csv}
     results/tracking/<task>.json                      MLflow run ids of the last invocation
 
 Systems come before domains so that one system's outputs form one directory (a DVC output per system).
@@ -16,6 +19,13 @@ from __future__ import annotations
 RAW = "data/raw/{dataset}"
 FETCHED = "data/raw/{dataset}/.fetched/{domain}.json"
 PREPARED = "data/prepared/{dataset}/{domain}"
+CAPTIONS = "results/captions/{dataset}/{domain}/{captioner}.parquet"
+QUERIES = "results/queries/{dataset}/{domain}/{variant}.parquet"
+QUERIES_STATS = "results/queries/{dataset}/{domain}/{variant}.json"
+ABLATION_MD = "results/tables/{grid}_ablation.md"
+ABLATION_CSV = "results/tables/{grid}_ablation.csv"
+ABLATION_PLOT = "results/plots/{grid}_ablation.png"
+ABLATION_PLOT_DATA = "results/plots/{grid}_ablation.csv"
 RUN = "results/runs/{task}/{dataset}/{system}/{domain}.trec"
 RUN_STATS = "results/runs/{task}/{dataset}/{system}/{domain}.stats.json"
 METRICS = "results/metrics/{task}/{dataset}/{system}/{domain}.json"

@@ -51,16 +51,121 @@ def prepare(dataset: str, ds: dict, domain: str, out_dir: str | Path, fetched_ma
     return report
 
 
+def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cache_path: str | Path,
+            out_parquet: str | Path, generator: dict | None = None, generation_cache: str | Path | None = None) -> dict:
+    """Image text for every corpus and query image of a prepared domain (``path, role, text``).
+
+    ``ocr``: rapidocr-onnxruntime, cached by image bytes (:mod:`mmir.generation.ocr`). ``vlm``: the
+    ``generator`` backend with a detailed-description prompt, through the generation cache
+    (:mod:`mmir.generation.captions`). Corrupt images get "" and are counted. Writes ``out_parquet``
+    atomically and returns counts.
+    """
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from mmir.generation.ocr import OcrCaptioner
+    from mmir.io import write_parquet
+
+    prep = Path(prepared_dir)
+    rows, n = [], {"images": 0, "empty": 0, "skipped_corrupt": 0}
+    frames = [(role, pd.read_parquet(prep / fname)) for role, fname in (("corpus", "images.parquet"), ("query", "query_images.parquet"))]
+    if captioner["kind"] == "vlm":
+        from mmir.generation.captions import vlm_captions
+
+        for role, df in frames:
+            texts, stats = vlm_captions(df, captioner, generator, generation_cache)
+            rows += [{"path": p, "role": role, "text": t} for p, t in zip(df["path"], texts)]
+            for k, v in stats.items():
+                n[k] = n.get(k, 0) + v
+        n["empty"] = sum(not r["text"] for r in rows)
+        n["skipped_corrupt"] = sum(int((~df["ok"].astype(bool)).sum()) for _, df in frames)
+        n["engine_calls"] = n.get("cache_backend_calls", 0)
+    else:
+        with OcrCaptioner(cache_path, min_score=captioner["min_score"]) as ocr:
+            for role, df in frames:
+                for path, data, ok in tqdm(zip(df["path"], df["bytes"], df["ok"]), total=len(df), desc=f"{captioner_name} {role}", leave=False):
+                    text = ocr.caption(data, source=path) if ok else ""
+                    n["skipped_corrupt"] += not ok
+                    n["empty"] += not text
+                    rows.append({"path": path, "role": role, "text": text})
+            n["engine_calls"] = ocr.calls
+    n["images"] = len(rows)
+    write_parquet(out_parquet, pd.DataFrame(rows, columns=["path", "role", "text"]))
+    log.info("read %s images of %s; wrote %s: %d captions (%d empty, %d corrupt images skipped, %d OCR runs, "
+             "the rest from the cache)", n["images"], prep, out_parquet, n["images"], n["empty"], n["skipped_corrupt"], n["engine_calls"])
+    return n
+
+
+def augment(topics_file: str | Path, captions_file: str | Path, out_parquet: str | Path) -> int:
+    """Caption-augmented Task 1 queries (:func:`mmir.generation.queries.caption_augmented`)."""
+    import pandas as pd
+
+    from mmir.generation.queries import caption_augmented
+    from mmir.io import write_parquet
+
+    topics = pd.read_parquet(topics_file)
+    caps = pd.read_parquet(captions_file)
+    out = caption_augmented(topics, dict(zip(caps["path"], caps["text"])))
+    changed = int((out["query"] != topics["query"]).sum())
+    write_parquet(out_parquet, out)
+    log.info("read %s (%d topics) and %s; wrote %s: %d queries augmented, %d without image text kept as is",
+             topics_file, len(topics), captions_file, out_parquet, changed, len(out) - changed)
+    return changed
+
+
+def reformulate(topics_file: str | Path, captions_file: str | Path, reformulator: dict, generator: dict,
+                generation_cache: str | Path, out_parquet: str | Path, out_stats: str | Path) -> dict:
+    """LLM-reformulated Task 1 queries (:func:`mmir.generation.queries.reformulate`), every generation
+    cached; writes the queries and a stats JSON (statuses, tokens, requests, failures, retries, latency, cost)."""
+    import pandas as pd
+
+    from mmir.generation.backends import make_backend
+    from mmir.generation.cache import GenerationCache, load_prompt
+    from mmir.generation.queries import reformulate as do_reformulate
+    from mmir.io import write_parquet
+
+    topics = pd.read_parquet(topics_file)
+    caps = pd.read_parquet(captions_file)
+    backend = make_backend(generator)
+    t0 = time.perf_counter()
+    with GenerationCache(generation_cache) as cache:
+        frame, counts = do_reformulate(topics, dict(zip(caps["path"], caps["text"])), backend, cache,
+                                       load_prompt(reformulator["prompt"]), temperature=reformulator["temperature"],
+                                       max_tokens=reformulator["max_tokens"], seed=reformulator["seed"])
+    stats = {**counts, **backend.usage.as_metrics(), "seconds": round(time.perf_counter() - t0, 2),
+             "topics": len(topics), "model": backend.model_id}
+    write_parquet(out_parquet, frame)
+    write_json(out_stats, stats)
+    log.info("read %s (%d topics); wrote %s: %d ok, %d without 'Search query:' (whole output used), %d failed "
+             "(original query kept); %d backend calls, %d cache hits, %.0fs", topics_file, len(topics), out_parquet,
+             counts["ok"], counts["no_marker"], counts["failed"], counts["cache_backend_calls"], counts["cache_hits"], stats["seconds"])
+    return stats
+
+
 def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict, evaluation: dict,
-             cache_root: str | Path, out_run: str | Path, out_stats: str | Path) -> dict:
-    """Run one system on one prepared domain; writes the TREC run and a stats JSON."""
+             cache_root: str | Path, out_run: str | Path, out_stats: str | Path,
+             captions: str | Path | None = None, queries: str | Path | None = None) -> dict:
+    """Run one system on one prepared domain; writes the TREC run and a stats JSON.
+
+    Tasks 2–4 with a text system need ``captions`` (the image-text parquet of :func:`caption`). ``queries``
+    (Task 1 ablations) replaces each topic's text by the ``qid, query`` rows of that parquet.
+    """
     from mmir.retrieval.runs import write_run
     from mmir.retrieval.search import retrieve as do_retrieve
 
-    if task != "task1":
-        raise ValueError(f"task {task!r} is not implemented yet")
     t0 = time.perf_counter()
-    run, stats = do_retrieve(prepared_dir, system, evaluation, cache_root)
+    if task in ("task1", "ablation"):  # ablation: Task 1 with query variants
+        run, stats = do_retrieve(prepared_dir, system, evaluation, cache_root, queries)
+    else:
+        import pandas as pd
+
+        from mmir.retrieval.mm_search import retrieve_mm
+
+        cap = None
+        if captions is not None:
+            df = pd.read_parquet(captions)
+            cap = dict(zip(df["path"], df["text"]))
+        run, stats = retrieve_mm(task, prepared_dir, system, evaluation, cache_root, cap)
     n = write_run(out_run, run, tag=system_name)
     stats |= {"seconds": round(time.perf_counter() - t0, 3), "system": system_name}
     write_json(out_stats, stats)
@@ -69,48 +174,78 @@ def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict
 
 
 def score(run_file: str | Path, qrels_file: str | Path, measures: list[str], out_json: str | Path,
-          out_perquery: str | Path, meta: dict) -> dict:
-    """Evaluate a run (:func:`mmir.evaluation.scoring.score_run`)."""
+          out_perquery: str | Path, meta: dict, binary: bool = False) -> dict:
+    """Evaluate a run (:func:`mmir.evaluation.scoring.score_run`); ``binary`` collapses graded qrels
+    (Task 4 under ``task4_protocol: official``)."""
     from mmir.evaluation.scoring import score_run
 
-    s = score_run(run_file, qrels_file, measures, out_json, out_perquery, meta)
+    s = score_run(run_file, qrels_file, measures, out_json, out_perquery, meta | {"binary_labels": binary}, binary)
     log.info("read %s and %s; wrote %s: %d judged queries (%d with no results, scored 0; %d run queries "
              "without qrels skipped); nDCG@10 = %s", run_file, qrels_file, out_json, s["queries"],
              s["queries_without_results"], s["run_queries_without_qrels"], s["measures"].get("nDCG@10"))
     return s
 
 
-def report(task: str, metric_files: list[str], measure: str, protocol: str, out_md, out_csv, out_metrics) -> None:
-    """Write the task table (:mod:`mmir.reporting.tables`)."""
+def report(task: str, metric_files: list[str], measure: str, protocol: str, out_md, out_csv, out_metrics,
+           untrained: list[str] = ()) -> None:
+    """Write the task table (:mod:`mmir.reporting.tables`); systems in ``untrained`` (random weights) are
+    labelled so."""
     from mmir.reporting.tables import collect, write_task_table
 
     long = collect(metric_files)
+    long["system"] = [f"{s} (untrained)" if s in set(untrained) else s for s in long["system"]]
     write_task_table(long, task, measure, protocol, out_md, out_csv, out_metrics)
     log.info("read %d metric files; wrote %s, %s, %s", len(metric_files), out_md, out_csv, out_metrics)
 
 
-def track(config: dict, task: str, units: list[dict], out_json: str | Path) -> dict:
+def ablation_report(grid: str, metric_files: list[str], measure: str, derived: dict, out_md, out_csv, out_png,
+                    out_plot_csv) -> None:
+    """The caption or reformulation grid (:mod:`mmir.reporting.ablation`)."""
+    from mmir.reporting.ablation import ablation_frame, write_ablation
+
+    frame = ablation_frame(metric_files, measure, derived)
+    write_ablation(grid, frame, measure, out_md, out_csv, out_png, out_plot_csv)
+    log.info("read %d metric files; wrote %s, %s, %s, %s (%d cells)", len(metric_files), out_md, out_csv, out_png,
+             out_plot_csv, len(frame))
+
+
+def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_name: str | None = None) -> dict:
     """Log this invocation to MLflow (:func:`mmir.tracking.log_invocation`); writes the run ids."""
-    from mmir.config import config_slice
+    from mmir.config import ablation_systems, config_slice
     from mmir.tracking import log_invocation, redact, tracking_uri
 
+    derived = ablation_systems(config)
     entries = []
     for u in units:
-        fmt = dict(task=task, dataset=u["dataset"], domain=u["domain"], system=u["system"])
+        fmt = dict(task=u.get("task", task), dataset=u["dataset"], domain=u["domain"], system=u["system"])
         prep = json.loads(Path(paths.prepared(u["dataset"], u["domain"], "prepare.json")).read_text(encoding="utf-8"))
-        system = config["systems"][u["system"]]
+        d = derived.get(u["system"])
+        system = config["systems"][d["base"] if d else u["system"]]
+        params = config_slice(config, dataset=u["dataset"], system=d["base"] if d else u["system"])
+        gen_metrics = {}
+        if d:
+            params["ablation"] = d
+            if d["grid"] == "reformulation":
+                params["reformulator"] = config["reformulators"][d["source"]]
+                params["generator"] = {k: v for k, v in config["generators"][params["reformulator"]["generator"]].items()}
+                stats = Path(paths.QUERIES_STATS.format(dataset=u["dataset"], domain=u["domain"], variant=d["variant"]))
+                gen_metrics = {k: v for k, v in json.loads(stats.read_text()).items()
+                               if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            else:
+                params["captioner"] = config["captioners"][d["source"]]
         entries.append({
             **u,
             "metrics_json": paths.METRICS.format(**fmt),
             "perquery": paths.PERQUERY.format(**fmt),
             "run_file": paths.RUN.format(**fmt),
-            "params": config_slice(config, dataset=u["dataset"], system=u["system"]) | {"measures": config["measures"]},
+            "params": params | {"measures": config["measures"]},
             "tags": {"dataset_revision": str(prep.get("revision", "local")),
-                     "model_revision": str(system.get("revision") or system.get("model", system.get("backend", "")))},
-            "extra_metrics": {k: v for k, v in json.loads(Path(paths.RUN_STATS.format(**fmt)).read_text()).items()
-                              if isinstance(v, (int, float)) and not isinstance(v, bool)},
+                     "model_revision": str(system.get("revision") or system.get("model") or system.get("encoder")
+                                          or system.get("backend", ""))},
+            "extra_metrics": gen_metrics | {k: v for k, v in json.loads(Path(paths.RUN_STATS.format(**fmt)).read_text()).items()
+                                            if isinstance(v, (int, float)) and not isinstance(v, bool)},
         })
-    ids = log_invocation(config, task, entries)
+    ids = log_invocation(config, task, entries, run_name=run_name)
     write_json(out_json, {"tracking_uri": redact(tracking_uri(config)), **ids})
     log.info("logged parent run %s with %d child runs to %s", ids["parent"], len(ids["children"]), redact(tracking_uri(config)))
     return ids

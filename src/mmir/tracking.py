@@ -91,8 +91,8 @@ def log_invocation(config: dict, task: str, entries: list[dict], project_dir: st
         for e in entries:
             summary = json.loads(Path(e["metrics_json"]).read_text(encoding="utf-8"))
             tags = {"mmir.level": "unit", "git_commit": commit, "rule": "score",
-                    "wildcards": json.dumps({"task": task, "dataset": e["dataset"], "domain": e["domain"], "system": e["system"]}),
-                    "task": task, "dataset": e["dataset"], "domain": e["domain"], "system": e["system"],
+                    "wildcards": json.dumps({"task": e.get("task", task), "dataset": e["dataset"], "domain": e["domain"], "system": e["system"]}),
+                    "task": e.get("task", task), "dataset": e["dataset"], "domain": e["domain"], "system": e["system"],
                     "protocol": config["evaluation"]["protocol"], **e.get("tags", {})}
             with mlflow.start_run(experiment_id=exp_id, nested=True, run_name=f"{task}/{e['dataset']}/{e['domain']}/{e['system']}", tags=tags) as child:
                 mlflow.log_params(flatten(e.get("params", {})))

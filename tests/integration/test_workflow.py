@@ -158,3 +158,99 @@ def test_dvc_repro_then_bm25_change_touches_only_bm25(tmp_path):
     out = dvc("repro", "--dry")
     ran = set(re.findall(r"Running stage '([^']+)'", out))
     assert ran == {"retrieve@task1-openstax-bm25", "score@task1-openstax-bm25", "report@task1", "track@task1"}, out
+
+
+def test_tasks_2_to_4_with_an_untrained_clip_on_real_images(tmp_path):
+    """The multimodal path end to end on openstax statistics: real images, open_clip ViT-B/32 with seeded random
+    weights (no CLIP weights offline). Task 3 is re-scored here from the raw parquet's positive_images."""
+    data_root = shared("openstax")
+    params = {
+        "datasets": {"openstax": {"source": "local", "root": str(data_root), "domains": ["statistics"]}},
+        "tasks": ["task2", "task3", "task4"],
+        "systems": {"clip-untrained": {"kind": "mm", "encoder": "open_clip:ViT-B-32", "random_init": True}},
+        "measures": ["nDCG@10", "Recall@100"],
+        "paths": {"embedding_cache": str(tmp_path / "emb")},
+    }
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    proc = _snakemake(tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ex = pd.read_parquet(data_root / "examples_multimodal" / "statistics.parquet")
+    ranked: dict[str, list[tuple[float, str]]] = {}
+    for line in (tmp_path / "results/runs/task3/openstax/clip-untrained/statistics.trec").read_text().splitlines():
+        q, _, d, _, s, _ = line.split()
+        ranked.setdefault(q, []).append((float(s), d))
+    values = []
+    for qid, pos in zip(ex["id"], ex["positive_images"]):
+        gold = {p["image_path"] for p in pos}
+        if gold:
+            docs = [d for _, d in sorted(ranked[qid], key=lambda x: -x[0])]
+            values.append(ndcg10_by_hand(docs, gold))
+    metrics = json.loads((tmp_path / "results/metrics/task3/openstax/clip-untrained/statistics.json").read_text())
+    assert metrics["queries"] == len(values) == 82
+    assert metrics["measures"]["nDCG@10"] == pytest.approx(sum(values) / len(values), abs=1e-4)
+    for task in ("task2", "task3", "task4"):
+        table = (tmp_path / f"results/tables/{task}.md").read_text()
+        assert "clip-untrained (untrained)" in table and "randomly initialised" in table
+    assert "task4 labels: paper" in (tmp_path / "results/tables/task4.md").read_text()
+
+
+def _slice(data_root: Path, dest: Path, n_queries: int, n_doc_images: int) -> Path:
+    """A small MM-BRIGHT-layout slice of a real domain: all documents, the first queries, their images."""
+    dom = "statistics"
+    for sub in ("documents", "examples", "examples_multimodal", "examples_images", "document_images"):
+        (dest / sub).mkdir(parents=True)
+    shutil.copy(data_root / "documents" / f"{dom}.parquet", dest / "documents")
+    ex = pd.read_parquet(data_root / "examples" / f"{dom}.parquet").head(n_queries)
+    ex.to_parquet(dest / "examples" / f"{dom}.parquet")
+    pd.read_parquet(data_root / "examples_multimodal" / f"{dom}.parquet").head(n_queries).to_parquet(
+        dest / "examples_multimodal" / f"{dom}.parquet")
+    wanted = {p for paths in ex["image_paths"] for p in paths}
+    qi = pd.read_parquet(data_root / "examples_images" / f"{dom}.parquet")
+    qi[qi["path"].isin(wanted)].to_parquet(dest / "examples_images" / f"{dom}.parquet")
+    pd.read_parquet(data_root / "document_images" / f"{dom}.parquet").head(n_doc_images).to_parquet(
+        dest / "document_images" / f"{dom}.parquet")
+    return dest
+
+
+def test_ablation_grids_with_ocr_and_the_local_llm(tmp_path):
+    """Caption and reformulation grids end to end on a real slice (8 queries), with OCR and the offline
+    Qwen2.5 0.5B through llama.cpp; a rerun makes no OCR or LLM call."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    root = _slice(shared("openstax"), tmp_path / "slice", n_queries=8, n_doc_images=10)
+    params = {
+        "datasets": {"os": {"source": "local", "root": str(root), "domains": ["statistics"]}},
+        "systems": {"bm25": {"kind": "bm25"}},
+        "measures": ["nDCG@10"],
+        "generators": {"qwen": {"backend": "llama_cpp", "n_ctx": 2048, "n_threads": 2}},
+        "reformulators": {"qwen": {"generator": "qwen", "max_tokens": 48}},
+        "ablations": {"caption": {"systems": ["bm25"], "captioners": ["ocr"]},
+                      "reformulation": {"systems": ["bm25"], "reformulators": ["qwen"]}},
+        "paths": {"embedding_cache": str(tmp_path / "emb")},
+    }
+    wd = tmp_path / "wf"
+    wd.mkdir()
+    (wd / "params.yaml").write_text(yaml.safe_dump(params))
+    proc = _snakemake(wd)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    queries = pd.read_parquet(wd / "results/queries/os/statistics/cap-ocr.parquet")
+    caps = pd.read_parquet(wd / "results/captions/os/statistics/ocr.parquet").set_index("path")["text"]
+    topics = pd.read_parquet(wd / "data/prepared/os/statistics/topics.parquet")
+    for q, paths, aug in zip(topics["query"], topics["image_paths"], queries["query"]):
+        assert aug == "\n\n".join([q, *(caps[p] for p in paths if caps.get(p))])
+    stats = json.loads((wd / "results/queries/os/statistics/ref-qwen.json").read_text())
+    assert stats["topics"] == 8 and stats["ok"] + stats["no_marker"] + stats["failed"] == 8
+    assert stats["gen_requests"] >= 8 and stats["gen_completion_tokens"] > 0
+    md = (wd / "results/tables/caption_ablation.md").read_text()
+    assert re.search(r"\| bm25 \| \d+\.\d \| \d+\.\d \([+-]\d+\.\d\) \|", md), md
+    assert (wd / "results/plots/reformulation_ablation.png").stat().st_size > 1000
+    # MLflow child runs of the ablation systems carry the generation accounting
+    db = sqlite3.connect(wd / "mlflow.db")
+    got = db.execute("SELECT COUNT(*) FROM metrics WHERE key='gen_completion_tokens'").fetchone()[0]
+    assert got >= 1
+    # rerun from scratch of the derived runs only: the OCR and generation caches answer everything
+    shutil.rmtree(wd / "results/runs/ablation/os/bm25+ref:qwen")
+    os.remove(wd / "results/queries/os/statistics/ref-qwen.parquet")
+    proc = _snakemake(wd)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    again = json.loads((wd / "results/queries/os/statistics/ref-qwen.json").read_text())
+    assert again["cache_backend_calls"] == again["failed"] and again["cache_hits"] >= 8 - again["failed"]

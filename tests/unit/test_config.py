@@ -16,7 +16,10 @@ def test_defaults_are_filled():
     cfg = validate_config(copy.deepcopy(BASE))
     assert cfg["systems"]["bm25"] == {"kind": "bm25", "backend": "bm25s", "method": "lucene", "k1": 0.9, "b": 0.4,
                                       "stopwords": "en", "stemmer": "english"}
-    assert cfg["evaluation"] == {"protocol": "official", "top_k": 1000, "primary_measure": "nDCG@10"}
+    assert cfg["evaluation"] == {"protocol": "official", "top_k": 1000, "primary_measure": "nDCG@10",
+                                 "task4_protocol": "paper", "image_text": "ocr"}
+    assert cfg["captioners"] == {"ocr": {"kind": "ocr", "min_score": 0.5}}
+    assert cfg["ablations"]["caption"] == {"systems": [], "captioners": []}
     assert cfg["tasks"] == ["task1"] and "nDCG@10" in cfg["measures"]
     assert cfg["datasets"]["tiny"]["integrity"]["missing_gold"] == "error"
 
@@ -33,6 +36,14 @@ def test_defaults_are_filled():
         (lambda c: c.update(evaluation={"protocol": "loose"}), "evaluation.protocol"),
         (lambda c: c.update(measures=["nDCG@10", "F1"]), "measures.1"),
         (lambda c: c.update(evaluation={"primary_measure": "MAP"}, measures=["nDCG@10"]), "evaluation.primary_measure"),
+        (lambda c: c.update(tasks=["task5"]), "tasks.0"),
+        (lambda c: c["systems"].update(clip={"kind": "mm"}), "systems.clip.encoder"),
+        (lambda c: c["systems"].update(clip={"kind": "mm", "encoder": "clip", "random_init": True}), "systems.clip.random_init"),
+        (lambda c: c.update(tasks=["task2"], evaluation={"image_text": "blip"}), "evaluation.image_text"),
+        (lambda c: c.update(reformulators={"r": {"generator": "nope"}}), "reformulators.r.generator"),
+        (lambda c: c.update(generators={"g": {"backend": "openai", "api_key": "sk-x"}}), "generators.g.api_key"),
+        (lambda c: c.update(ablations={"caption": {"systems": ["bm25"], "captioners": ["blip"]}}), "ablations.caption.captioners.0"),
+        (lambda c: c.update(ablations={"reformulation": {"systems": ["nope"]}}), "ablations.reformulation.systems.0"),
     ],
 )
 def test_errors_name_the_key(mutate, key):
@@ -70,3 +81,23 @@ def test_schema_integrity_defaults_match_prepare():
 
     cfg = validate_config(copy.deepcopy(BASE))
     assert cfg["datasets"]["tiny"]["integrity"] == DEFAULT_POLICY
+
+
+def test_ablation_systems_and_units(tmp_path):
+    from mmir.config import ablation_systems, ablation_units, task_units
+    from conftest import write_domain
+
+    root = write_domain(tmp_path / "raw")
+    (root / "examples_images").mkdir()
+    (root / "examples_images" / "d.parquet").write_bytes(b"")
+    cfg = validate_config({"datasets": {"x": {"source": "local", "root": str(root)}},
+                           "systems": {"bm25": {"kind": "bm25"}, "clip": {"kind": "mm", "encoder": "clip"}},
+                           "generators": {"g": {"backend": "llama_cpp"}}, "reformulators": {"r": {"generator": "g"}},
+                           "ablations": {"caption": {"systems": ["bm25"], "captioners": ["ocr"]},
+                                         "reformulation": {"systems": ["bm25"], "reformulators": ["r"]}}})
+    assert ablation_systems(cfg) == {
+        "bm25+cap:ocr": {"base": "bm25", "variant": "cap-ocr", "grid": "caption", "source": "ocr"},
+        "bm25+ref:r": {"base": "bm25", "variant": "ref-r", "grid": "reformulation", "source": "r"}}
+    assert [u["system"] for u in task_units(cfg, "task1")] == ["bm25"]
+    assert [(u["task"], u["system"]) for u in ablation_units(cfg, "caption")] == [("task1", "bm25"), ("ablation", "bm25+cap:ocr")]
+    assert [u["system"] for u in ablation_units(cfg, "reformulation")] == ["bm25", "bm25+ref:r"]

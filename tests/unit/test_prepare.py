@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from conftest import DOCS, EXAMPLES, write_domain
-from mmir.data.prepare import PREPARED_FILES, prepare_domain, write_prepared
+from mmir.data.prepare import ALL_FILES, prepare_domain, write_prepared
 from mmir.data.trec import read_qrels
 from mmir.errors import DataError
 
@@ -19,7 +19,7 @@ def test_prepare_writes_typed_artifacts(tiny_root, tmp_path):
     p = prepare_domain("tiny", ds(tiny_root), "d")
     out = tmp_path / "prep"
     report = write_prepared(p, out)
-    assert sorted(f.name for f in out.iterdir()) == sorted(PREPARED_FILES)
+    assert sorted(f.name for f in out.iterdir()) == sorted(ALL_FILES)
     corpus = pd.read_parquet(out / "corpus.parquet")
     assert corpus["doc_id"].tolist() == [d for d, _ in DOCS]
     topics = pd.read_parquet(out / "topics.parquet")

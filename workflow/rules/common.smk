@@ -6,26 +6,58 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # run from a checkout without installing
 
 from mmir import paths
-from mmir.config import config_slice, dataset_domains, validate_config
+from mmir.config import ablation_systems, ablation_units, config_slice, dataset_domains, task_units, validate_config
 from mmir.data.parquet import domain_files
+from mmir.data.prepare import ALL_FILES as ALL_PREPARED_FILES
 
 validate_config(config, "params.yaml")  # raises ConfigError naming the bad key; no job has started
 
+DERIVED = ablation_systems(config)  # "<system>+cap:<captioner>", "<system>+ref:<reformulator>"
 DOMAINS = {name: dataset_domains(name, ds) for name, ds in config["datasets"].items()}
 UNITS = [(ds, dom) for ds, doms in DOMAINS.items() for dom in doms]
 
 
 wildcard_constraints:
     dataset="|".join(map(re.escape, config["datasets"])) if config["datasets"] else "x",
-    system="|".join(map(re.escape, config["systems"])),
-    task="task[1-4]",
+    system="|".join(map(re.escape, sorted([*config["systems"], *DERIVED], key=len, reverse=True))),
+    variant=r"(cap|ref)-[A-Za-z0-9][A-Za-z0-9_.-]*",
+    grid="caption|reformulation",
+    source=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    task="task[1-4]|ablation",
     domain=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    captioner="|".join(map(re.escape, config["captioners"])),
+
+
+TASK_UNITS = {t: task_units(config, t) for t in config["tasks"]}
 
 
 def all_units(task):
-    """(dataset, domain, system) triples of a task."""
-    return [dict(dataset=d, domain=m, system=s) for d, m in UNITS for s in config["systems"]]
+    """{dataset, domain, system} of every unit of a task (Tasks 2-4: multimodal domains only)."""
+    return TASK_UNITS[task]
 
 
-def dense(system):
-    return config["systems"][system]["kind"] == "dense"
+def system_config(system):
+    """The retriever config of a system; an ablation system uses its base system's."""
+    return config["systems"][DERIVED[system]["base"] if system in DERIVED else system]
+
+
+def mm_system(system):
+    return system_config(system)["kind"] == "mm"
+
+
+GRIDS = [g for g in ("caption", "reformulation") if any(d["grid"] == g for d in DERIVED.values())]
+
+
+onstart:
+    # Before any job runs (never in a dry run): a hub dataset still to be fetched needs the hub. Offline,
+    # stop now with one message on how to use a local copy instead of failing job by job.
+    from mmir.data.hub import check_reachable
+
+    for name, ds in config["datasets"].items():
+        if ds["source"] == "hf" and not all(
+            Path(paths.FETCHED.format(dataset=name, domain=d)).exists() for d in DOMAINS[name]
+        ):
+            try:
+                check_reachable(ds["repo_id"], ds["revision"])
+            except Exception as exc:
+                raise WorkflowError(f"dataset {name}: {exc}")

@@ -38,8 +38,7 @@ rule prepare:
     input:
         raw_inputs,
     output:
-        **{Path(f).stem.replace(".", "_"): f"{paths.PREPARED}/{f}" for f in
-           ("corpus.parquet", "topics.parquet", "qrels.task1.txt", "excluded.tsv", "prepare.json")},
+        **{f.replace(".", "_"): f"{paths.PREPARED}/{f}" for f in ALL_PREPARED_FILES},
     params:
         ds=lambda w: config["datasets"][w.dataset],
         out_dir=lambda w: paths.PREPARED.format(dataset=w.dataset, domain=w.domain),
@@ -52,3 +51,24 @@ rule prepare:
         mem_mb=4000,
     script:
         "../scripts/prepare.py"
+
+
+rule caption:
+    input:
+        images=f"{paths.PREPARED}/images.parquet",
+        query_images=f"{paths.PREPARED}/query_images.parquet",
+    output:
+        paths.CAPTIONS,
+    params:
+        captioner=lambda w: config["captioners"][w.captioner],
+        cache=config["paths"]["caption_cache"] + "/{captioner}.sqlite",
+        prepared_dir=lambda w: paths.PREPARED.format(dataset=w.dataset, domain=w.domain),
+    log:
+        "logs/caption/{dataset}/{domain}/{captioner}.log",
+    benchmark:
+        "benchmarks/caption/{dataset}/{domain}/{captioner}.tsv"
+    threads: 2
+    resources:
+        mem_mb=4000,
+    script:
+        "../scripts/caption.py"

@@ -4,12 +4,13 @@
 rule score:
     input:
         run=paths.RUN,
-        qrels=f"{paths.PREPARED}/qrels.{{task}}.txt",
+        qrels=lambda w: paths.prepared(w.dataset, w.domain, f"qrels.{'task1' if w.task == 'ablation' else w.task}.txt"),
     output:
         metrics=paths.METRICS,
         perquery=paths.PERQUERY,
     params:
         measures=config["measures"],
+        binary=lambda w: w.task == "task4" and config["evaluation"]["task4_protocol"] == "official",
     log:
         "logs/score/{task}/{dataset}/{system}/{domain}.log",
     benchmark:

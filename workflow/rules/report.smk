@@ -14,7 +14,9 @@ rule report:
         metrics=paths.TABLE_METRICS,
     params:
         measure=config["evaluation"]["primary_measure"],
-        protocol=config["evaluation"]["protocol"],
+        protocol=lambda w: config["evaluation"]["protocol"] + (
+            f", task4 labels: {config['evaluation']['task4_protocol']}" if w.task == "task4" else ""),
+        untrained=[n for n, s in config["systems"].items() if s.get("random_init")],
     log:
         "logs/report/{task}.log",
     benchmark:

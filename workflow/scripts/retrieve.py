@@ -3,4 +3,5 @@ from mmir import logs, steps
 logs.setup(snakemake.log[0])
 steps.retrieve(snakemake.wildcards.task, snakemake.params.prepared_dir, snakemake.wildcards.system,
                snakemake.params.system, snakemake.params.evaluation, snakemake.params.cache_root,
-               snakemake.output.run, snakemake.output.stats)
+               snakemake.output.run, snakemake.output.stats, snakemake.input.get("captions"),
+               snakemake.input.get("queries"))

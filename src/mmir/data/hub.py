@@ -42,6 +42,16 @@ def list_hub_domains(repo_id: str, revision: str) -> list[str]:
     return sorted(names)
 
 
+def check_reachable(repo_id: str, revision: str) -> str:
+    """Resolve ``revision`` to a commit on the hub; raises DataError (local-copy recipe) when unreachable."""
+    try:
+        from huggingface_hub import HfApi
+
+        return HfApi().dataset_info(repo_id, revision=revision).sha
+    except Exception as exc:  # offline, DNS, HTTP, auth: all end the same way
+        raise _offline_error(repo_id, revision, f"{type(exc).__name__}: {str(exc)[:200]}", f"hf://{repo_id}") from exc
+
+
 def fetch_domain(repo_id: str, revision: str, domain: str, configs: list[str], dest: str | Path) -> dict:
     """Download ``configs`` of one ``domain`` into ``dest`` (local layout). Returns ``{"commit", "files"}``.
 

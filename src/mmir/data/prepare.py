@@ -9,6 +9,17 @@ Outputs, in ``data/prepared/<dataset>/<domain>/``:
                        removes them from the ranking; ``protocol: official``)
 - ``prepare.json``     counts, warnings and the source files read
 
+and for Tasks 2–4 (:mod:`mmir.data.multimodal`; empty when the dataset has no ``examples_multimodal``):
+
+- ``topics_mm.parquet``      qid, query, image_paths, positive_images, negative_images
+- ``images.parquet``         the corpus images (path, sha256, alt, bytes, width, height, ok)
+- ``query_images.parquet``   the query images (same columns; ``ok`` False = corrupt, blank at encoding)
+- ``pairs.parquet``          Task 4 items: pair_id, doc_id, image_path ("" for the text-only pair)
+- ``qrels.task2.txt``, ``qrels.task3.txt``, ``qrels.task4.txt`` (graded 2/1)
+- ``excluded.task2.tsv``     the multimodal queries' negative_ids (removed under ``protocol: official``)
+- ``excluded.task4.tsv``     pairs of negative_ids documents (removed under ``protocol: official``)
+- ``excluded.task4.always.tsv``  pairs with an image annotated negative (removed under every protocol)
+
 Integrity rules (each names file, row and field):
 
 | problem                          | default | why |
@@ -42,6 +53,10 @@ from mmir.io import write_json, write_parquet, write_text
 log = logging.getLogger(__name__)
 
 PREPARED_FILES = ("corpus.parquet", "topics.parquet", "qrels.task1.txt", "excluded.tsv", "prepare.json")
+MM_FILES = ("topics_mm.parquet", "images.parquet", "query_images.parquet", "pairs.parquet", "qrels.task2.txt",
+            "qrels.task3.txt", "qrels.task4.txt", "excluded.task2.tsv", "excluded.task4.tsv",
+            "excluded.task4.always.tsv")
+ALL_FILES = PREPARED_FILES + MM_FILES
 
 
 @dataclass
@@ -53,6 +68,7 @@ class Prepared:
     qrels: dict[str, dict[str, int]]
     excluded: dict[str, list[str]]
     report: dict = field(default_factory=dict)
+    mm: "MultimodalPrepared | None" = None
 
 
 # Defaults of datasets.<name>.integrity (the schema states the same; a test keeps them equal).
@@ -145,15 +161,28 @@ def _check_topics(ex: pd.DataFrame, doc_ids: set[str], checks: _Checks):
     return pd.DataFrame(topics, columns=["qid", "query", "image_paths", "gold_answers"]), qrels, excluded
 
 
-def load_mmbright_domain(root: str | Path, domain: str, policy: dict) -> Prepared:
-    """Read ``documents`` and ``examples`` of one domain in the MM-BRIGHT layout and check them."""
+def load_mmbright_domain(root: str | Path, domain: str, policy: dict, max_pixels: int = 89_478_485) -> Prepared:
+    """Read one domain in the MM-BRIGHT layout and check it: ``documents`` and ``examples`` (Task 1), and
+    when present ``examples_multimodal``, ``document_images``, ``examples_images`` (Tasks 2–4)."""
+    from mmir.data.multimodal import build_multimodal, check_images
+
     checks = _Checks(policy)
     docs = read_config(root, "documents", domain, ["id", "content"])
     ex = read_config(root, "examples", domain, ["id", "query", "gold_ids"])
     corpus = _check_corpus(docs, checks)
     topics, qrels, excluded = _check_topics(ex, set(corpus["doc_id"]), checks)
-    sources = sorted(set(docs["_file"]) | set(ex["_file"]))
-    return Prepared(corpus, topics, qrels, excluded, {"sources": sources, "problems": checks.counts, "examples": checks.examples})
+    sources = set(docs["_file"]) | set(ex["_file"])
+    mm = None
+    exm = read_config(root, "examples_multimodal", domain, ["id", "query", "gold_ids", "image_paths"], required=False)
+    if exm is not None:
+        dimg = read_config(root, "document_images", domain, ["path", "bytes"])
+        qimg = read_config(root, "examples_images", domain, ["path", "bytes"], required=False)
+        images = check_images(dimg, "corpus", max_pixels, checks.counts, checks.examples)
+        qimages = check_images(dimg.iloc[:0] if qimg is None else qimg, "query", max_pixels, checks.counts, checks.examples)
+        mm = build_multimodal(corpus, exm, images, qimages, checks.counts)
+        sources |= set(exm["_file"]) | set(dimg["_file"]) | (set(qimg["_file"]) if qimg is not None else set())
+    return Prepared(corpus, topics, qrels, excluded,
+                    {"sources": sorted(sources), "problems": checks.counts, "examples": checks.examples}, mm)
 
 
 def load_trec_domain(ds: dict, policy: dict) -> Prepared:
@@ -211,13 +240,42 @@ def write_prepared(p: Prepared, out_dir: str | Path, meta: dict | None = None) -
         write_parquet(stage / "corpus.parquet", p.corpus)
         write_parquet(stage / "topics.parquet", p.topics)
         write_qrels(stage / "qrels.task1.txt", p.qrels)
-        lines = [f"{q}\t{d}" for q in sorted(p.excluded) for d in p.excluded[q]]
-        write_text(stage / "excluded.tsv", "qid\tdoc_id\n" + "".join(f"{x}\n" for x in lines))
+        _write_excluded(stage / "excluded.tsv", p.excluded)
+        _write_mm(p.mm, stage, report)
         write_json(stage / "prepare.json", report)
         out.mkdir(exist_ok=True)
-        for name in PREPARED_FILES:
+        for name in ALL_FILES:
             os.replace(stage / name, out / name)
     return report
+
+
+def _write_excluded(path: Path, excluded: dict[str, list[str]]) -> None:
+    lines = [f"{q}\t{d}\n" for q in sorted(excluded) for d in excluded[q]]
+    write_text(path, "qid\tdoc_id\n" + "".join(lines))
+
+
+def _write_mm(mm, stage: Path, report: dict) -> None:
+    """Task 2–4 artifacts (empty tables and qrels when the dataset has none, so every domain has the same files)."""
+    from mmir.data.multimodal import MultimodalPrepared
+    from mmir.data.trec import write_qrels
+
+    if mm is None:
+        empty = pd.DataFrame(columns=["path", "sha256", "alt", "bytes", "width", "height", "ok"])
+        mm = MultimodalPrepared(
+            pd.DataFrame(columns=["qid", "query", "image_paths", "positive_images", "negative_images"]), empty, empty,
+            pd.DataFrame(columns=["pair_id", "doc_id", "image_path"]), {"task2": {}, "task3": {}, "task4": {}},
+            {"task2": {}, "task4": {}}, {})
+    report["multimodal"] = bool(len(mm.topics))
+    report.update(mm.report)
+    write_parquet(stage / "topics_mm.parquet", mm.topics)
+    write_parquet(stage / "images.parquet", mm.images)
+    write_parquet(stage / "query_images.parquet", mm.query_images)
+    write_parquet(stage / "pairs.parquet", mm.pairs)
+    for task in ("task2", "task3", "task4"):
+        write_qrels(stage / f"qrels.{task}.txt", mm.qrels[task])
+    _write_excluded(stage / "excluded.task2.tsv", mm.excluded["task2"])
+    _write_excluded(stage / "excluded.task4.tsv", mm.excluded["task4"])
+    _write_excluded(stage / "excluded.task4.always.tsv", mm.always_excluded)
 
 
 def read_excluded(path: str | Path) -> dict[str, set[str]]:

@@ -11,14 +11,16 @@ from mmir.retrieval.runs import read_run
 
 
 def score_run(run_path: str | Path, qrels_path: str | Path, measures: list[str], out_json: str | Path,
-              out_perquery: str | Path, meta: dict | None = None) -> dict:
+              out_perquery: str | Path, meta: dict | None = None, binary: bool = False) -> dict:
     """Evaluate ``run_path`` and write ``out_json`` (means + counts + meta) and ``out_perquery``
-    (``qid<TAB>measure<TAB>value`` rows). Returns the JSON dict.
+    (``qid<TAB>measure<TAB>value`` rows). ``binary`` turns graded labels into rel > 0 → 1. Returns the JSON dict.
 
     Counts: ``queries`` judged, ``queries_without_results`` (scored 0, see
     :mod:`mmir.evaluation.measures`), ``run_queries_without_qrels`` (ignored).
     """
     qrels = read_qrels(qrels_path)
+    if binary:
+        qrels = {q: {d: int(r > 0) for d, r in v.items()} for q, v in qrels.items()}
     run = read_run(run_path)
     per_query = evaluate(qrels, run, measures)
     lines = ["qid\tmeasure\tvalue"] + [f"{q}\t{m}\t{v[m]!r}" for q in sorted(per_query) for m in measures for v in [per_query[q]]]

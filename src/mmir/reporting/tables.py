@@ -14,6 +14,12 @@ import pandas as pd
 from mmir.io import write_json, write_text
 
 AVG = "Avg."
+TITLES = {
+    "task1": "Task 1: text query → documents",
+    "task2": "Task 2: text + image query → documents",
+    "task3": "Task 3: text + image query → images",
+    "task4": "Task 4: text + image query → (document, image) pairs",
+}
 
 
 def collect(metric_files: list[str | Path]) -> pd.DataFrame:
@@ -57,11 +63,15 @@ def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str,
     """Write ``out_md`` (a section per dataset), ``out_csv`` (dataset, system, domains..., Avg.) and, when
     given, ``out_metrics`` = ``{dataset: {system: {domain: value, "Avg.": value}}}`` for ``dvc metrics``."""
     datasets = list(dict.fromkeys(long["dataset"]))
-    title = {"task1": "Task 1: text query → documents"}.get(task, task)
+    title = TITLES.get(task, task)
     parts = [f"# {title} — {measure} (×100)", "",
              f"Protocol: **{protocol}** "
-             + ("(each query's negative_ids removed from its ranking, as the MM-BRIGHT code does)." if protocol == "official"
+             + ("(each query's negative_ids removed from its ranking, as the MM-BRIGHT code does)." if protocol.startswith("official")
                 else "(negative_ids kept: hard negatives compete)."),
+             "Text systems (bm25, dense) see images through their image text (OCR; plus alt text for corpus images)."
+             if task != "task1" else "",
+             "Rows marked (untrained) use randomly initialised weights: they exercise the pipeline, not the model."
+             if task != "task1" and long["system"].str.endswith("(untrained)").any() else "",
              f"Avg. = mean over the dataset's domains. Best per column in bold.", ""]
     csv_frames, metrics = [], {}
     for ds in datasets:

@@ -89,14 +89,25 @@ def dense_run(corpus: pd.DataFrame, topics: pd.DataFrame, system: dict, excluded
     return run, stats
 
 
-def retrieve(prepared_dir: str | Path, system: dict, evaluation: dict, cache_root: str | Path) -> tuple[Run, dict]:
+def retrieve(prepared_dir: str | Path, system: dict, evaluation: dict, cache_root: str | Path,
+             queries: str | Path | None = None) -> tuple[Run, dict]:
     """Run one validated system over a prepared domain. Returns ``(run, stats)``.
 
-    Raises ValueError for an unknown system kind.
+    ``queries``: a ``qid, query`` parquet replacing the topics' text (caption-augmented or reformulated).
+
+    Raises ValueError for an unknown system kind, DataError when ``queries`` misses a topic.
     """
     prepared_dir = Path(prepared_dir)
     corpus = pd.read_parquet(prepared_dir / "corpus.parquet")
     topics = pd.read_parquet(prepared_dir / "topics.parquet")
+    if queries is not None:
+        from mmir.errors import DataError
+
+        text = dict(pd.read_parquet(queries, columns=["qid", "query"]).itertuples(index=False))
+        missing = [q for q in topics["qid"] if q not in text]
+        if missing:
+            raise DataError(queries, f"{len(missing)} topics have no query, e.g. {missing[0]!r}", field="qid")
+        topics = topics.assign(query=[text[q] for q in topics["qid"]])
     excluded = exclusions(prepared_dir, evaluation["protocol"])
     k = evaluation["top_k"]
     log.info("read %s: %d documents, %d topics, %d queries with excluded ids (protocol %s)",
@@ -105,6 +116,10 @@ def retrieve(prepared_dir: str | Path, system: dict, evaluation: dict, cache_roo
         run, stats = bm25_run(corpus, topics, system, excluded, k), {}
     elif system["kind"] == "dense":
         run, stats = dense_run(corpus, topics, system, excluded, k, cache_root)
+    elif system["kind"] == "mm":  # a multimodal encoder on text-only Task 1: its text tower
+        from mmir.retrieval.mm_search import TextTower, make_mm_encoder
+
+        run, stats = dense_run(corpus, topics, system, excluded, k, cache_root, TextTower(make_mm_encoder(system)))
     else:
         raise ValueError(f"unknown system kind {system['kind']!r}")
     stats |= {"topics": len(topics), "documents": len(corpus), "excluded_queries": len(excluded),

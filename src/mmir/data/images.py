@@ -1,0 +1,365 @@
+"""Safe image decoding for every image that enters the pipeline (query images, corpus images, OCR input).
+
+Every image is decoded by :func:`decode_image`, which returns a fully loaded 8-bit RGB
+:class:`PIL.Image.Image` whatever the source format and mode:
+
+* transparency (``RGBA``, ``LA``, ``PA``, ``P`` or ``L``/``RGB`` with a ``tRNS`` transparency entry) is
+  composited on white, so a transparent diagram background reads as white paper, not black;
+* ``CMYK`` (and ``YCbCr``, ``LAB``, ``HSV``, ``1``, ``L``, ``P``) are converted to RGB;
+* 16-bit and 32-bit integer greyscale (``I;16*``, ``I``) are scaled to 8 bit (``value / 257`` for 16-bit data,
+  i.e. 65535 -> 255); floating-point (``F``) data in [0, 1] is scaled by 255, otherwise clipped to [0, 255];
+* the EXIF orientation tag is applied (:func:`PIL.ImageOps.exif_transpose`), so a phone photo stored sideways
+  is seen upright;
+* an animated image (GIF, WebP, APNG) gives its first frame;
+* every format Pillow reads is accepted (PNG, JPEG, WebP, GIF, BMP, TIFF, ...).
+
+Failures raise a :class:`~mmir.errors.DataError` subclass that names the source:
+
+* :class:`CorruptImage`: bytes that are empty, not an image, truncated or otherwise undecodable;
+* :class:`ImageTooLarge`: a decompression bomb, i.e. more pixels than ``max_pixels`` (checked from the header,
+  before any pixel is decoded). The default limit, 89,478,485 pixels, is Pillow's own
+  ``Image.MAX_IMAGE_PIXELS`` (about 0.25 GiB of 24-bit pixels).
+
+**Rule for bad images** (applied by :func:`load_image_for_role`, counted by :class:`ImageTally`):
+
+* a corrupt or too-large **corpus** image (Task 3/4 image corpus, MM-BRIGHT §3.1) is **dropped** from the
+  image corpus: it can never be retrieved, and the drop is counted per domain with the failing source named;
+* a corrupt or too-large **query** image is **replaced by the blank image** (:func:`blank_image`, white
+  224x224 RGB) and counted: the query stays in the evaluation, exactly like a query without an image, which the
+  paper's protocol (§4.1) also encodes with a blank image. Dropping a query would change the query set and
+  make scores incomparable across systems.
+
+:func:`resolve_inside` guards file paths read from data files (``image_paths`` columns, manifests): it rejects
+absolute paths and anything that leaves the root after ``..`` and symlinks are resolved.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import struct
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Literal
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from mmir.errors import DataError
+
+log = logging.getLogger(__name__)
+
+#: Pillow's default decompression-bomb limit (``PIL.Image.MAX_IMAGE_PIXELS``), in pixels.
+DEFAULT_MAX_PIXELS = 89_478_485
+#: Side of the blank image that stands in for a missing or broken query image (MM-BRIGHT §4.1), in pixels.
+BLANK_SIZE = 224
+
+Role = Literal["corpus", "query"]
+
+
+class CorruptImage(DataError):
+    """Image bytes that cannot be decoded (empty, not an image, truncated, broken stream).
+
+    ``file`` (from :class:`DataError`) is the source the caller passed, e.g. ``parquet-file:image-path``.
+    """
+
+    def __init__(self, source: str, message: str, row: int | None = None, field: str | None = None):
+        super().__init__(source, f"corrupt image: {message}", row=row, field=field)
+        self.source = source
+
+
+class ImageTooLarge(DataError):
+    """An image whose pixel count exceeds the decompression-bomb limit.
+
+    Attributes ``pixels`` (width x height from the header) and ``max_pixels`` (the limit) are kept for reports.
+    """
+
+    def __init__(self, source: str, pixels: int, max_pixels: int, size: tuple[int, int] | None = None,
+                 row: int | None = None, field: str | None = None):
+        dims = f"{size[0]}x{size[1]} = " if size else ""
+        super().__init__(
+            source,
+            f"image too large: {dims}{pixels:,} pixels exceeds the limit of {max_pixels:,} pixels "
+            "(possible decompression bomb; raise max_pixels if the image is legitimate)",
+            row=row,
+            field=field,
+        )
+        self.source, self.pixels, self.max_pixels = source, pixels, max_pixels
+
+
+def blank_image(size: int = BLANK_SIZE) -> Image.Image:
+    """A white ``size`` x ``size`` RGB image: the stand-in for a query without (usable) image (MM-BRIGHT §4.1)."""
+    return Image.new("RGB", (size, size), (255, 255, 255))
+
+
+def _scale_to_uint8(img: Image.Image) -> Image.Image:
+    """16/32-bit integer or float greyscale -> 8-bit ``L`` (see the module docstring for the scaling rule)."""
+    arr = np.asarray(img)
+    if img.mode == "F":
+        arr = arr.astype(np.float64)
+        if arr.size and np.nanmax(arr) <= 1.0:
+            arr = arr * 255.0
+        out = np.clip(np.nan_to_num(arr), 0, 255)
+    else:
+        arr = arr.astype(np.int64)
+        if img.mode.startswith("I;16") or (arr.size and arr.max() > 255):
+            out = np.clip(arr, 0, 65535) / 257.0  # 16-bit full scale -> 8-bit full scale
+        else:
+            out = np.clip(arr, 0, 255)
+    return Image.fromarray(np.rint(out).astype(np.uint8))
+
+
+def _has_transparency(img: Image.Image) -> bool:
+    if img.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        return True
+    return "transparency" in img.info and img.mode in ("P", "L", "RGB", "1", "I", "I;16")
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """Any loaded Pillow image -> 8-bit RGB with the rules of the module docstring (transparency on white,
+    16-bit scaled, CMYK converted). Returns ``img`` itself when it is already RGB."""
+    if img.mode in ("I", "F") or img.mode.startswith("I;16"):
+        # tRNS on 16-bit greyscale is rare; the scaled image is treated as opaque
+        return _scale_to_uint8(img).convert("RGB")
+    if _has_transparency(img):
+        rgba = img.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    if img.mode == "RGB":
+        return img
+    return img.convert("RGB")
+
+
+def image_size(data: bytes, *, source: str) -> tuple[int, int]:
+    """``(width, height)`` from the image header, without decoding pixels.
+
+    Raises:
+        CorruptImage: the bytes are not a readable image.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as im:
+                return im.size
+    except Image.DecompressionBombError as e:
+        raise CorruptImage(source, f"header declares a huge image ({e})") from e
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
+        raise CorruptImage(source, f"{type(e).__name__}: {e}") from e
+
+
+def decode_image(data: bytes, *, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+    """Decode image bytes into a loaded 8-bit RGB image (see the module docstring for every mode rule).
+
+    Args:
+        data: the encoded image file (PNG, JPEG, WebP, GIF, BMP, TIFF, ... bytes).
+        source: where the bytes come from (file, parquet row, image path); named in every error.
+        max_pixels: decompression-bomb limit on width x height, in pixels, checked before decoding.
+
+    Returns:
+        An RGB :class:`PIL.Image.Image` (mode ``"RGB"``, pixels loaded, no file handle kept), upright per its
+        EXIF orientation; the first frame of an animation.
+
+    Raises:
+        CorruptImage: empty, unidentifiable, truncated or otherwise undecodable bytes.
+        ImageTooLarge: ``width * height > max_pixels``.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CorruptImage(source, f"expected bytes, got {type(data).__name__}")
+    if len(data) == 0:
+        raise CorruptImage(source, "empty byte string")
+    try:
+        with warnings.catch_warnings():
+            # our own max_pixels check below replaces Pillow's warning; Pillow's hard error is mapped below
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(io.BytesIO(bytes(data)))
+    except Image.DecompressionBombError as e:
+        raise ImageTooLarge(source, _pixels_from_bomb_message(str(e)), max_pixels) from e
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
+        raise CorruptImage(source, f"cannot identify image ({type(e).__name__}: {e})") from e
+    with im:
+        w, h = im.size
+        if w <= 0 or h <= 0:
+            raise CorruptImage(source, f"invalid size {w}x{h}")
+        if w * h > max_pixels:
+            raise ImageTooLarge(source, w * h, max_pixels, size=(w, h))
+        try:
+            if getattr(im, "n_frames", 1) > 1:
+                im.seek(0)  # animated: first frame
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                im.load()
+        except (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error) as e:
+            raise CorruptImage(source, f"cannot decode pixels ({type(e).__name__}: {e})") from e
+        img = _apply_exif_orientation(im, source)
+        rgb = to_rgb(img)
+        # detach from the file object (convert() already copies; a plain RGB image is copied here)
+        return rgb.copy() if (rgb is im or rgb is img) else rgb
+
+
+def _apply_exif_orientation(im: Image.Image, source: str) -> Image.Image:
+    try:
+        out = ImageOps.exif_transpose(im)
+    except (OSError, ValueError, KeyError, TypeError, SyntaxError, struct.error) as e:
+        # broken EXIF does not make the pixels unusable: keep the image as stored, and say so
+        log.warning("%s: EXIF orientation not applied (%s: %s)", source, type(e).__name__, e)
+        return im
+    return im if out is None else out
+
+
+def _pixels_from_bomb_message(msg: str) -> int:
+    """Pillow's DecompressionBombError message: 'Image size (N pixels) exceeds limit of M pixels ...'."""
+    m = re.search(r"\((\d+) pixels\)", msg)
+    return int(m.group(1)) if m else -1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# counting good and bad images
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass
+class ImageTally:
+    """Counts of decoded / corrupt / too-large images per domain, with examples of failing sources.
+
+    ``counts[domain]`` has the keys ``ok``, ``corrupt``, ``too_large`` (decode outcomes) and ``dropped``
+    (corpus images left out) and ``blank_substituted`` (query images replaced by the blank image), see the rule
+    in the module docstring. ``examples[domain]`` lists up to ``max_examples`` ``(source, message)`` pairs of
+    failures per domain, for run reports.
+    """
+
+    max_examples: int = 5
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    examples: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+    _KEYS = ("ok", "corrupt", "too_large", "dropped", "blank_substituted")
+
+    def _row(self, domain: str) -> dict[str, int]:
+        return self.counts.setdefault(domain, {k: 0 for k in self._KEYS})
+
+    def record_ok(self, domain: str, n: int = 1) -> None:
+        """Count ``n`` images of ``domain`` that decoded fine."""
+        self._row(domain)["ok"] += n
+
+    def record_failure(self, domain: str, error: DataError, role: Role) -> None:
+        """Count one failed image: its kind (corrupt / too large) and the action the rule takes for ``role``."""
+        row = self._row(domain)
+        row["too_large" if isinstance(error, ImageTooLarge) else "corrupt"] += 1
+        row["dropped" if role == "corpus" else "blank_substituted"] += 1
+        ex = self.examples.setdefault(domain, [])
+        if len(ex) < self.max_examples:
+            ex.append((getattr(error, "source", error.file), str(error)))
+
+    def merge(self, other: ImageTally) -> None:
+        """Add ``other``'s counts and examples (up to ``max_examples``) into this tally."""
+        for dom, row in other.counts.items():
+            mine = self._row(dom)
+            for k, v in row.items():
+                mine[k] = mine.get(k, 0) + v
+        for dom, ex in other.examples.items():
+            mine_ex = self.examples.setdefault(dom, [])
+            mine_ex.extend(ex[: max(0, self.max_examples - len(mine_ex))])
+
+    def total(self, key: str) -> int:
+        """Sum of one count over all domains."""
+        return sum(row.get(key, 0) for row in self.counts.values())
+
+    def metrics(self, prefix: str = "images") -> dict[str, float]:
+        """Flat ``{"<prefix>/<domain>/<count>": value}`` for MLflow ``log_metrics`` (MLflow keys allow ``/``)."""
+        out: dict[str, float] = {}
+        for dom in sorted(self.counts):
+            for k, v in self.counts[dom].items():
+                out[f"{prefix}/{dom}/{k}"] = float(v)
+        return out
+
+    def report(self) -> dict:
+        """JSON-serialisable ``{"counts": ..., "examples": ..., "rule": ...}`` for run reports."""
+        return {
+            "counts": {d: dict(r) for d, r in sorted(self.counts.items())},
+            "examples": {d: [list(e) for e in ex] for d, ex in sorted(self.examples.items())},
+            "rule": "corrupt/too-large corpus images are dropped; query images are replaced by a blank "
+            f"{BLANK_SIZE}x{BLANK_SIZE} white image",
+        }
+
+
+def load_image_for_role(
+    data: bytes,
+    *,
+    source: str,
+    role: Role,
+    domain: str,
+    tally: ImageTally | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> Image.Image | None:
+    """Decode one image applying the bad-image rule of the module docstring.
+
+    Returns:
+        The RGB image; for a corrupt/too-large image: ``None`` when ``role == "corpus"`` (drop it) and
+        :func:`blank_image` when ``role == "query"``. The outcome is counted in ``tally`` (if given) and a
+        failure is logged as a warning naming the source.
+
+    Raises:
+        ValueError: ``role`` is not ``"corpus"`` or ``"query"``.
+    """
+    if role not in ("corpus", "query"):
+        raise ValueError(f"role must be 'corpus' or 'query', got {role!r}")
+    try:
+        img = decode_image(data, source=source, max_pixels=max_pixels)
+    except (CorruptImage, ImageTooLarge) as e:
+        if tally is not None:
+            tally.record_failure(domain, e, role)
+        action = "dropped from the image corpus" if role == "corpus" else "replaced by the blank image"
+        log.warning("%s (%s)", e, action)
+        return None if role == "corpus" else blank_image()
+    if tally is not None:
+        tally.record_ok(domain)
+    return img
+
+
+# ---------------------------------------------------------------------------------------------------------
+# paths from data files
+# ---------------------------------------------------------------------------------------------------------
+
+def resolve_inside(root: str | os.PathLike, rel_path: str | os.PathLike) -> Path:
+    """Join a relative path read from data onto ``root`` and make sure the result stays inside ``root``.
+
+    Symlinks are resolved (the target must still lie inside ``root``); the file need not exist.
+
+    Returns:
+        The resolved absolute :class:`~pathlib.Path`.
+
+    Raises:
+        DataError: ``rel_path`` is empty, contains a NUL byte, is absolute (POSIX ``/x``, Windows ``C:\\x``
+            or ``\\\\server``), or escapes ``root`` through ``..`` or a symlink. ``file`` names ``rel_path``.
+    """
+    rel = os.fspath(rel_path)
+    if not rel or "\0" in rel:
+        raise DataError(rel, f"invalid path (empty or NUL byte) under root {root}")
+    if PurePosixPath(rel).is_absolute() or PureWindowsPath(rel).is_absolute() or PureWindowsPath(rel).drive:
+        raise DataError(rel, f"absolute path not allowed; paths must be relative to {root}")
+    root_resolved = Path(root).resolve()
+    candidate = (root_resolved / rel).resolve()
+    if candidate != root_resolved and root_resolved not in candidate.parents:
+        raise DataError(rel, f"path escapes the root {root_resolved} (resolves to {candidate})")
+    return candidate
+
+
+def iter_decoded(
+    items: Iterable[tuple[str, bytes]],
+    *,
+    role: Role,
+    domain: str,
+    tally: ImageTally,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+):
+    """Yield ``(source, image_or_None)`` for ``(source, bytes)`` pairs under the bad-image rule.
+
+    Corpus images that fail give ``None`` (the caller leaves them out); query images that fail give the blank
+    image. Counts go to ``tally``.
+    """
+    for source, data in items:
+        yield source, load_image_for_role(
+            data, source=source, role=role, domain=domain, tally=tally, max_pixels=max_pixels
+        )

@@ -1,0 +1,75 @@
+"""Ablation grids (MM-BRIGHT Figures 5 and 7): rows = retrievers, columns = captioners or reformulators, each
+cell the macro-average nDCG@10 (×100) of the system with that query variant and its delta against the plain
+query; plus a grouped bar chart like the paper's figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from mmir.io import atomic_path, write_text
+from mmir.reporting.tables import collect
+
+LABEL = {"caption": ("captioner", "Caption-augmented queries (query + captions of its images)"),
+         "reformulation": ("reformulator", "LLM-reformulated queries (reason, then write the search query)")}
+
+
+def ablation_frame(metric_files: list[str | Path], measure: str, derived: dict[str, dict]) -> pd.DataFrame:
+    """Long frame ``dataset, system, variant, value, plain, delta`` (×100, macro mean over domains).
+
+    Only domains where the variants ran are averaged, for the plain system too, so deltas compare like with like.
+    """
+    long = collect(metric_files)
+    long = long[long["measure"] == measure]
+    long = long.assign(base=[derived[s]["base"] if s in derived else s for s in long["system"]],
+                       variant=[derived[s]["source"] if s in derived else "plain" for s in long["system"]])
+    avg = long.groupby(["dataset", "base", "variant"], sort=False)["value"].mean().mul(100).reset_index()
+    plain = avg[avg["variant"] == "plain"].set_index(["dataset", "base"])["value"]
+    rows = avg[avg["variant"] != "plain"].copy()
+    rows["plain"] = [plain.get((d, b)) for d, b in zip(rows["dataset"], rows["base"])]
+    rows["delta"] = rows["value"] - rows["plain"]
+    return rows.rename(columns={"base": "system"})[["dataset", "system", "variant", "value", "plain", "delta"]]
+
+
+def write_ablation(grid: str, frame: pd.DataFrame, measure: str, out_md, out_csv, out_png, out_plot_csv) -> None:
+    """Markdown and CSV tables (cells ``value (±delta)``), the plot data CSV and a grouped bar chart PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    col, title = LABEL[grid]
+    parts = [f"# {title} — Task 1 {measure} (×100), Avg. over domains", "",
+             f"Each cell: {measure} of the system fed the {col}'s queries, and in brackets its change against the plain "
+             "query on the same domains.", ""]
+    for ds, sub in frame.groupby("dataset", sort=False):
+        variants = list(dict.fromkeys(sub["variant"]))
+        head = f"| system | plain | " + " | ".join(variants) + " |"
+        lines = [head, "|---|---:|" + "---:|" * len(variants)]
+        for system, g in sub.groupby("system", sort=False):
+            cells = {v: f"{x:.1f} ({d:+.1f})" for v, x, d in zip(g["variant"], g["value"], g["delta"])}
+            lines.append(f"| {system} | {g['plain'].iloc[0]:.1f} | " + " | ".join(cells.get(v, "–") for v in variants) + " |")
+        parts += [f"## {ds}", "", *lines, ""]
+    write_text(out_md, "\n".join(parts))
+    write_text(out_csv, frame.round(4).to_csv(index=False))
+    plot = pd.concat([frame[["dataset", "system", "variant", "value"]],
+                      frame.drop_duplicates(["dataset", "system"]).assign(variant="plain", value=lambda f: f["plain"])[
+                          ["dataset", "system", "variant", "value"]]])
+    write_text(out_plot_csv, plot.round(4).to_csv(index=False))
+    datasets = list(dict.fromkeys(frame["dataset"])) or ["-"]
+    fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4), squeeze=False)
+    for ax, ds in zip(axes[0], datasets):
+        sub = plot[plot["dataset"] == ds]
+        if not len(sub):
+            continue
+        piv = sub.pivot(index="system", columns="variant", values="value")
+        piv = piv[["plain", *[c for c in piv.columns if c != "plain"]]]
+        piv.plot.bar(ax=ax, rot=0)
+        ax.set_title(f"{ds}: {title.split(' (')[0]}")
+        ax.set_ylabel(f"{measure} (×100)")
+        ax.legend(title=col, fontsize=8)
+    fig.tight_layout()
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)

@@ -1,0 +1,5 @@
+from mmir import logs, steps
+
+logs.setup(snakemake.log[0])
+steps.caption(snakemake.params.prepared_dir, snakemake.wildcards.captioner, snakemake.params.captioner,
+              snakemake.params.cache, snakemake.output[0])
