@@ -10,6 +10,7 @@ include: "workflow/rules/retrieval.smk"
 include: "workflow/rules/generation.smk"
 include: "workflow/rules/evaluation.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/rag.smk"
 
 
 rule all:
@@ -18,4 +19,5 @@ rule all:
         expand(paths.TRACKING, task=config["tasks"]),
         expand(paths.ABLATION_MD, grid=GRIDS),
         expand(paths.TRACKING, task=[f"{g}_ablation" for g in GRIDS]),
+        [paths.RAG_TABLE_MD] if RAG_UNITS else [],
     default_target: True

@@ -12,6 +12,7 @@ per domain instead.
     mmir report   --task T
     mmir track    --task T
     mmir ablations                      caption/reformulation grids: queries, runs, scores, tables, MLflow
+    mmir rag                            RAG QA answers + judge for every setting, the table, MLflow
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import sys
 from mmir import logs, paths
 from pathlib import Path
 
-from mmir.config import ablation_systems, ablation_units, load_config, task_units, units
+from mmir.config import (ablation_systems, ablation_units, has_query_images, load_config, rag_units, task_units,
+                         units)
 from mmir.errors import MmirError
 
 
@@ -162,6 +164,28 @@ def cmd_ablations(config, args):
         steps.track(config, "task1", gunits, paths.TRACKING.format(task=f"{grid}_ablation"), run_name=f"{grid}_ablation")
 
 
+def cmd_rag(config, args):
+    """Every RAG unit (dataset, domain, setting), then the table and its MLflow runs."""
+    from mmir import steps
+
+    rag = config.get("rag")
+    if not rag:
+        print("mmir: params.yaml has no rag section: nothing to do", file=sys.stderr)
+        return
+    files = []
+    for u in rag_units(config):
+        out = paths.RAG.format(**u)
+        run = paths.RUN.format(task=rag["task"], dataset=u["dataset"], domain=u["domain"], system=u["setting"][5:]) \
+            if u["setting"].startswith("topk:") else None
+        caps = paths.CAPTIONS.format(dataset=u["dataset"], domain=u["domain"], captioner=config["evaluation"]["image_text"]) \
+            if has_query_images(config["datasets"][u["dataset"]], u["domain"]) else None
+        steps.rag(u["dataset"], u["domain"], u["setting"], paths.PREPARED.format(**u), rag,
+                  config["generators"][rag["generator"]], config["generators"][rag["judge"]],
+                  config["paths"]["generation_cache"], out, run, caps)
+        files.append(f"{out}/summary.json")
+    steps.rag_report(config, files, paths.RAG_TABLE_MD, paths.RAG_TABLE_CSV, paths.TRACKING.format(task="rag"))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad config or data, with the error on stderr)."""
     parser = argparse.ArgumentParser(prog="mmir", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -180,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("report", "track"):
         sub.add_parser(name).add_argument("--task", default="task1")
     sub.add_parser("ablations")
+    sub.add_parser("rag")
     args = parser.parse_args(argv)
     logs.setup()
     try:

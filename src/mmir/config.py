@@ -97,6 +97,7 @@ def validate_config(config: dict, file: str | None = None) -> dict:
         if s["kind"] == "mm" and s["random_init"] and not s["encoder"].startswith("open_clip:"):
             raise ConfigError(f"systems.{name}.random_init", "random weights are supported for open_clip:<arch> encoders", file)
     _check_generative(config, file)
+    _check_rag(config, file)
     for name, ds in config["datasets"].items():
         if ds["source"] == "trec" and ds["domains"] != "all" and len(ds["domains"]) != 1:
             raise ConfigError(f"datasets.{name}.domains", "a trec dataset has exactly one domain", file)
@@ -122,6 +123,33 @@ def _check_generative(config: dict, file: str | None) -> None:
         for i, v in enumerate(ab[key]):
             if v not in pool:
                 raise ConfigError(f"ablations.{grid}.{key}.{i}", f"{v!r} is not a key of {key}", file)
+
+
+def _check_rag(config: dict, file: str | None) -> None:
+    rag = config.get("rag")
+    if not rag:
+        return
+    for key in ("generator", "judge"):
+        if rag[key] not in config["generators"]:
+            raise ConfigError(f"rag.{key}", f"{rag[key]!r} is not a key of generators", file)
+    if rag["task"] not in config["tasks"]:
+        raise ConfigError("rag.task", f"{rag['task']!r} is not in tasks", file)
+    for i, s in enumerate(rag["settings"]):
+        if s.startswith("topk:") and s[5:] not in config["systems"]:
+            raise ConfigError(f"rag.settings.{i}", f"system {s[5:]!r} is not a key of systems", file)
+    for i, d in enumerate(rag["datasets"] or []):
+        if d not in config["datasets"]:
+            raise ConfigError(f"rag.datasets.{i}", f"{d!r} is not a key of datasets", file)
+
+
+def rag_units(config: dict) -> list[dict]:
+    """``{dataset, domain, setting, slug}`` of the RAG stage (slug = setting with ':' as '-', for paths)."""
+    rag = config.get("rag")
+    if not rag:
+        return []
+    wanted = rag["datasets"] or list(config["datasets"])
+    return [{"dataset": d, "domain": dom, "setting": s, "slug": s.replace(":", "-")}
+            for d, dom in units(config) if d in wanted for s in rag["settings"]]
 
 
 def ablation_systems(config: dict) -> dict[str, dict]:

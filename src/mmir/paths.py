@@ -9,6 +9,7 @@ use these functions, so the layout is defined once.
     results/metrics/<task>/<dataset>/<system>/<domain>.json  (+ .perquery.tsv)
     results/tables/<task>.{md,csv,metrics.json}, results/tables/<grid>_ablation.{md,csv}
     results/plots/<grid>_ablation.{png,csv}
+    results/rag/<dataset>/<domain>/<setting>/    answers, judgments, summary.json (RAG QA)
     results/tracking/<task>.json                      MLflow run ids of the last invocation
 
 Systems come before domains so that one system's outputs form one directory (a DVC output per system).
@@ -26,6 +27,9 @@ ABLATION_MD = "results/tables/{grid}_ablation.md"
 ABLATION_CSV = "results/tables/{grid}_ablation.csv"
 ABLATION_PLOT = "results/plots/{grid}_ablation.png"
 ABLATION_PLOT_DATA = "results/plots/{grid}_ablation.csv"
+RAG = "results/rag/{dataset}/{domain}/{slug}"
+RAG_TABLE_MD = "results/tables/rag.md"
+RAG_TABLE_CSV = "results/tables/rag.csv"
 RUN = "results/runs/{task}/{dataset}/{system}/{domain}.trec"
 RUN_STATS = "results/runs/{task}/{dataset}/{system}/{domain}.stats.json"
 METRICS = "results/metrics/{task}/{dataset}/{system}/{domain}.json"

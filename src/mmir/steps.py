@@ -198,6 +198,69 @@ def report(task: str, metric_files: list[str], measure: str, protocol: str, out_
     log.info("read %d metric files; wrote %s, %s, %s", len(metric_files), out_md, out_csv, out_metrics)
 
 
+def rag(dataset: str, domain: str, setting: str, prepared_dir: str | Path, rag_cfg: dict, generator: dict,
+        judge: dict, generation_cache: str | Path, out_dir: str | Path, run_file: str | Path | None = None,
+        captions: str | Path | None = None) -> dict:
+    """Answer and judge one RAG setting on one domain (:mod:`mmir.rag.qa`); writes ``answers.parquet``,
+    ``judgments.parquet`` and ``summary.json`` in ``out_dir``. A domain without reference answers is skipped
+    with the reason in the summary."""
+    import pandas as pd
+
+    from mmir.generation.backends import make_backend
+    from mmir.generation.cache import GenerationCache
+    from mmir.io import write_parquet
+    from mmir.rag.qa import DomainIndex, run_setting, select_queries, summarize
+
+    out = Path(out_dir)
+    base = {"dataset": dataset, "domain": domain, "setting": setting}
+    topics = select_queries(pd.read_parquet(Path(prepared_dir) / "topics.parquet"), rag_cfg["max_queries"])
+    if topics.empty:
+        reason = f"no query of {dataset}/{domain} has a reference answer (gold_answers): nothing to judge"
+        log.warning("skipped: %s", reason)
+        write_parquet(out / "answers.parquet", pd.DataFrame(columns=["qid", "answer", "evidence_ids", "status"]))
+        write_parquet(out / "judgments.parquet", pd.DataFrame(columns=["qid", "repeat", "score", "status", "raw"]))
+        write_json(out / "summary.json", base | {"skipped": reason, "queries": 0})
+        return base | {"skipped": reason}
+    caps = {}
+    if captions:
+        c = pd.read_parquet(captions)
+        caps = dict(zip(c["path"], c["text"]))
+    gen, jud = make_backend(generator), make_backend(judge)
+    takes_images = rag_cfg["images"]
+    t0 = time.perf_counter()
+    with GenerationCache(generation_cache) as cache:
+        answers, judgments = run_setting(setting, topics, DomainIndex(prepared_dir, caps), run_file, rag_cfg["k"], gen,
+                                         jud, cache, takes_images=takes_images, repeats=rag_cfg["judge_repeats"],
+                                         answer_max_tokens=rag_cfg["answer_max_tokens"], seed=rag_cfg["seed"])
+        cstats = dict(cache.stats)
+    summary = base | summarize(answers, judgments) | {
+        "seconds": round(time.perf_counter() - t0, 1), "generator": gen.model_id, "judge": jud.model_id,
+        "cache": cstats, **gen.usage.as_metrics("gen_"), **jud.usage.as_metrics("judge_")}
+    write_parquet(out / "answers.parquet", answers)
+    write_parquet(out / "judgments.parquet", judgments)
+    write_json(out / "summary.json", summary)
+    log.info("read %s (%d queries with a reference answer)%s; wrote %s: score %s over %d scored answers, %d judge "
+             "failures, %d answers failed, %.0fs", prepared_dir, len(topics), f" and {run_file}" if run_file else "",
+             out, None if summary["score"] is None else round(summary["score"], 2), summary["answers_scored"],
+             summary["judge_failures"], summary["answers_failed"], summary["seconds"])
+    return summary
+
+
+def rag_report(config: dict, summary_files: list[str], out_md, out_csv, out_tracking) -> None:
+    """The RAG table (:mod:`mmir.reporting.rag`) and its MLflow runs (:func:`mmir.tracking.log_rag`)."""
+    from mmir.reporting.rag import collect_rag, write_rag_table
+    from mmir.tracking import log_rag
+
+    rag = config["rag"]
+    write_rag_table(collect_rag(summary_files), rag["generator"], rag["judge"], rag["judge_repeats"], out_md, out_csv)
+    summaries = [json.loads(Path(f).read_text(encoding="utf-8")) for f in summary_files]
+    arts = [[str(Path(f).parent / "answers.parquet"), str(Path(f).parent / "judgments.parquet"), str(f)] for f in summary_files]
+    ids = log_rag(config, summaries, arts)
+    write_json(out_tracking, ids)
+    log.info("read %d RAG summaries; wrote %s, %s; logged MLflow parent %s with %d children", len(summary_files),
+             out_md, out_csv, ids["parent"], len(ids["children"]))
+
+
 def ablation_report(grid: str, metric_files: list[str], measure: str, derived: dict, out_md, out_csv, out_png,
                     out_plot_csv) -> None:
     """The caption or reformulation grid (:mod:`mmir.reporting.ablation`)."""

@@ -64,6 +64,51 @@ def _mlflow_key(measure: str) -> str:
     return measure.replace("@", "_at_")  # MLflow metric names allow [A-Za-z0-9_./ -]
 
 
+def _experiment(config: dict, project_dir: Path) -> str:
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(config, project_dir))
+    name = config.get("mlflow", {}).get("experiment", "mmir")
+    exp = mlflow.get_experiment_by_name(name)
+    if exp is None:
+        return mlflow.create_experiment(name, artifact_location=(project_dir / "mlartifacts").as_uri())
+    return exp.experiment_id
+
+
+def log_rag(config: dict, summaries: list[dict], artifacts: list[list[str]], project_dir: str | Path = ".") -> dict:
+    """A parent run for the RAG stage and a child per (dataset, domain, setting): params = the rag config and
+    the generator/judge settings, metrics = score, counts, judge failures, agreement, tokens; artifacts = the
+    answers and judgments. Returns ``{"parent", "children"}``."""
+    import mlflow
+
+    project_dir = Path(project_dir).resolve()
+    exp_id = _experiment(config, project_dir)
+    commit = git_commit(project_dir)
+    rag = config["rag"]
+    params = flatten({"rag": rag, "generator": config["generators"][rag["generator"]], "judge": config["generators"][rag["judge"]]})
+    ids: dict = {"parent": None, "children": []}
+    with mlflow.start_run(experiment_id=exp_id, run_name="rag", tags={"mmir.level": "invocation", "mmir.task": "rag", "git_commit": commit}) as parent:
+        ids["parent"] = parent.info.run_id
+        mlflow.log_params(params)
+        for s, arts in zip(summaries, artifacts):
+            tags = {"mmir.level": "unit", "git_commit": commit, "rule": "rag", "task": "rag", "dataset": s["dataset"],
+                    "domain": s["domain"], "setting": s["setting"], "skipped": str(s.get("skipped") or "")}
+            with mlflow.start_run(experiment_id=exp_id, nested=True, run_name=f"rag/{s['dataset']}/{s['domain']}/{s['setting']}", tags=tags) as child:
+                mlflow.log_params(params)
+                flat = flatten({k: v for k, v in s.items() if k not in ("dataset", "domain", "setting", "generator", "judge", "skipped")})
+                metrics = {}
+                for k, v in flat.items():
+                    try:
+                        metrics[k.replace(".", "_")] = float(v)
+                    except ValueError:
+                        continue
+                mlflow.log_metrics({k: v for k, v in metrics.items() if v == v})  # NaN/None never logged
+                for a in arts:
+                    mlflow.log_artifact(a)
+                ids["children"].append(child.info.run_id)
+    return ids
+
+
 def log_invocation(config: dict, task: str, entries: list[dict], project_dir: str | Path = ".",
                    run_name: str | None = None) -> dict:
     """Log a parent run for this invocation and a child per entry. Returns ``{"parent", "children"}`` ids.

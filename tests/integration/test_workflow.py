@@ -225,6 +225,8 @@ def test_ablation_grids_with_ocr_and_the_local_llm(tmp_path):
         "reformulators": {"qwen": {"generator": "qwen", "max_tokens": 48}},
         "ablations": {"caption": {"systems": ["bm25"], "captioners": ["ocr"]},
                       "reformulation": {"systems": ["bm25"], "reformulators": ["qwen"]}},
+        "rag": {"settings": ["none", "oracle", "topk:bm25"], "generator": "qwen", "judge": "qwen", "max_queries": 2,
+                "answer_max_tokens": 48, "judge_repeats": 2},
         "paths": {"embedding_cache": str(tmp_path / "emb")},
     }
     wd = tmp_path / "wf"
@@ -247,6 +249,34 @@ def test_ablation_grids_with_ocr_and_the_local_llm(tmp_path):
     db = sqlite3.connect(wd / "mlflow.db")
     got = db.execute("SELECT COUNT(*) FROM metrics WHERE key='gen_completion_tokens'").fetchone()[0]
     assert got >= 1
+    # RAG: the first 2 queries with a reference answer, three settings, two judgings each
+    ex = pd.read_parquet(root / "examples" / "statistics.parquet")
+    with_ref = [q for q, a in zip(ex["id"], ex["gold_answers"]) if len(a)][:2]
+    for slug in ("none", "oracle", "topk-bm25"):
+        s = json.loads((wd / f"results/rag/os/statistics/{slug}/summary.json").read_text())
+        assert s["queries"] == 2 and s["judgments"] == 4
+        j = pd.read_parquet(wd / f"results/rag/os/statistics/{slug}/judgments.parquet")
+        assert s["judge_failures"] == int(j["score"].isna().sum())  # failures counted, not turned into 0
+        valid = j.dropna(subset=["score"])
+        assert s["answers_scored"] == valid["qid"].nunique()
+        if s["answers_scored"]:
+            per_answer = valid.groupby("qid")["score"].mean()
+            assert s["score"] == pytest.approx(per_answer.mean()) and 0 <= s["score"] <= 100
+        answers = pd.read_parquet(wd / f"results/rag/os/statistics/{slug}/answers.parquet")
+        assert answers["qid"].tolist() == with_ref
+    oracle = pd.read_parquet(wd / "results/rag/os/statistics/oracle/answers.parquet")
+    qrels = {}
+    for line in (wd / "data/prepared/os/statistics/qrels.task1.txt").read_text().splitlines():
+        q, _, d, _ = line.split()
+        qrels.setdefault(q, []).append(d)
+    assert [list(e) for e in oracle["evidence_ids"]] == [qrels[q] for q in with_ref]
+    topk = pd.read_parquet(wd / "results/rag/os/statistics/topk-bm25/answers.parquet")
+    run = {}
+    for line in (wd / "results/runs/task1/os/bm25/statistics.trec").read_text().splitlines():
+        run.setdefault(line.split()[0], []).append(line.split()[2])
+    assert [list(e) for e in topk["evidence_ids"]] == [run[q][:5] for q in with_ref]
+    table = (wd / "results/tables/rag.md").read_text()
+    assert "| None |" in table and "| Oracle |" in table and "| topk:bm25 |" in table and "judge failures" in table
     # rerun from scratch of the derived runs only: the OCR and generation caches answer everything
     shutil.rmtree(wd / "results/runs/ablation/os/bm25+ref:qwen")
     os.remove(wd / "results/queries/os/statistics/ref-qwen.parquet")

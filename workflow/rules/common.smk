@@ -6,7 +6,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # run from a checkout without installing
 
 from mmir import paths
-from mmir.config import ablation_systems, ablation_units, config_slice, dataset_domains, task_units, validate_config
+from mmir.config import (ablation_systems, ablation_units, config_slice, dataset_domains, has_query_images,
+                         rag_units, task_units, validate_config)
 from mmir.data.parquet import domain_files
 from mmir.data.prepare import ALL_FILES as ALL_PREPARED_FILES
 
@@ -23,12 +24,14 @@ wildcard_constraints:
     variant=r"(cap|ref)-[A-Za-z0-9][A-Za-z0-9_.-]*",
     grid="caption|reformulation",
     source=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    slug=r"none|oracle|topk-[A-Za-z0-9][A-Za-z0-9_.+:-]*",
     task="task[1-4]|ablation",
     domain=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     captioner="|".join(map(re.escape, config["captioners"])),
 
 
 TASK_UNITS = {t: task_units(config, t) for t in config["tasks"]}
+RAG_UNITS = {(u["dataset"], u["domain"], u["slug"]): u for u in rag_units(config)}
 
 
 def all_units(task):

@@ -25,7 +25,8 @@ import pandas as pd
 
 from mmir.data.images import blank_image
 from mmir.models.embedding_cache import EmbeddingCache, content_key, encoder_key
-from mmir.retrieval.runs import Run, top_k
+from mmir.retrieval.runs import Run
+from mmir.retrieval.search import rank_scores
 from mmir.retrieval.topk import topk_inner_product
 
 log = logging.getLogger(__name__)
@@ -60,15 +61,6 @@ def _items(task: str, prep: Path) -> pd.DataFrame:
         return pd.DataFrame({"item_id": im["path"], "doc_id": "", "image_path": im["path"]})
     p = pd.read_parquet(prep / "pairs.parquet")
     return p.rename(columns={"pair_id": "item_id"})
-
-
-def _rank(score_rows, qids, item_ids, excluded, k) -> Run:
-    pos = {d: i for i, d in enumerate(item_ids)}
-    run: Run = {}
-    for i, qid in enumerate(qids):
-        idx, sc = top_k(score_rows(i), k, [pos[d] for d in excluded.get(qid, ()) if d in pos])
-        run[qid] = [(item_ids[j], float(s)) for j, s in zip(idx, sc)]
-    return run
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -110,7 +102,7 @@ def text_system_run(task: str, prep: Path, system: dict, excluded: dict, k: int,
         index = BM25(texts, backend=system["backend"], method=system["method"], k1=system["k1"], b=system["b"],
                      stopwords=system["stopwords"], stemmer=system["stemmer"])
         scores = index.iter_scores(queries)
-        return _rank(lambda i: next(scores), qids, item_ids, excluded, k), stats
+        return rank_scores(lambda i: next(scores), qids, item_ids, excluded, k, "bm25"), stats
     enc = make_text_encoder(system)
     bs = system.get("batch_size", 32)
     d, ds = encode_cached(enc, texts, "document", cache_root, bs)

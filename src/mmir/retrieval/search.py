@@ -31,7 +31,7 @@ def exclusions(prepared_dir: str | Path, protocol: str) -> dict[str, set[str]]:
     return read_excluded(Path(prepared_dir) / "excluded.tsv")
 
 
-def _rank_all(score_fn, qids, doc_ids, excluded, k, desc) -> Run:
+def rank_scores(score_fn, qids, doc_ids, excluded, k, desc) -> Run:
     """Top-k of every query; ``score_fn(i)`` gives query i's score vector over ``doc_ids``."""
     from tqdm.auto import tqdm
 
@@ -53,8 +53,8 @@ def bm25_run(corpus: pd.DataFrame, topics: pd.DataFrame, system: dict, excluded:
                  k1=system["k1"], b=system["b"], stopwords=system["stopwords"], stemmer=system["stemmer"])
     log.info("indexed %d documents with %s (%s, k1=%s, b=%s) in %.1fs", len(corpus), system["backend"],
              system["method"], system["k1"], system["b"], time.perf_counter() - t0)
-    scores = index.iter_scores(topics["query"].tolist())  # consumed in query order by _rank_all
-    return _rank_all(lambda i: next(scores), topics["qid"].tolist(), corpus["doc_id"].tolist(),
+    scores = index.iter_scores(topics["query"].tolist())  # consumed in query order by rank_scores
+    return rank_scores(lambda i: next(scores), topics["qid"].tolist(), corpus["doc_id"].tolist(),
                      excluded, k, "bm25")
 
 
@@ -84,7 +84,7 @@ def dense_run(corpus: pd.DataFrame, topics: pd.DataFrame, system: dict, excluded
     run = {}
     if len(qs) and len(docs):
         scores = (qs @ docs.T) * 100.0  # (q, n) float32; Task 1 corpora fit in memory
-        run = _rank_all(lambda i: scores[i], topics["qid"].tolist(), corpus["doc_id"].tolist(),
+        run = rank_scores(lambda i: scores[i], topics["qid"].tolist(), corpus["doc_id"].tolist(),
                         excluded, k, "dense")
     return run, stats
 

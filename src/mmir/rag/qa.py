@@ -1,0 +1,147 @@
+"""RAG QA over a prepared domain (MM-BRIGHT §5 "Retrieval augmentation improves end-to-end QA", Appendix G).
+
+Settings: ``none`` (no evidence), ``oracle`` (the query's gold documents, plus its positive images for a backend
+that takes images), ``topk:<system>`` (the first k lines of that system's run for the configured task; a Task 4
+pair gives its document and its image, a Task 3 item an image). Evidence is listed with its id. Images reach a
+backend that takes images as image parts and are replaced by their captions (image text) otherwise — for the
+question's own images too.
+
+Only queries with a reference answer (``gold_answers``) are used, the first ``max_queries`` of them per domain.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from mmir.data.multimodal import PAIR_SEP
+from mmir.retrieval.runs import read_run
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Evidence:
+    """One piece of evidence: ``id``, ``text`` (document text or image caption) and ``image`` bytes or None."""
+
+    id: str
+    text: str
+    image: bytes | None = None
+
+
+def select_queries(topics: pd.DataFrame, max_queries: int | None) -> pd.DataFrame:
+    """Topics with a non-empty reference answer, in topic order, at most ``max_queries``."""
+    has = [bool(len(a)) and any(str(x).strip() for x in a) for a in topics["gold_answers"]]
+    sel = topics[has]
+    return sel.head(max_queries) if max_queries else sel
+
+
+class DomainIndex:
+    """Documents, images and image text of a prepared domain, for building evidence."""
+
+    def __init__(self, prepared_dir: str | Path, captions: dict[str, str]):
+        prep = Path(prepared_dir)
+        self.docs = dict(pd.read_parquet(prep / "corpus.parquet").itertuples(index=False))
+        imgs = pd.read_parquet(prep / "images.parquet")
+        qimgs = pd.read_parquet(prep / "query_images.parquet")
+        self.image_bytes = {p: b for p, b, ok in zip(imgs["path"], imgs["bytes"], imgs["ok"]) if ok}
+        self.image_bytes |= {p: b for p, b, ok in zip(qimgs["path"], qimgs["bytes"], qimgs["ok"]) if ok}
+        alt = dict(zip(imgs["path"], imgs["alt"]))
+        self.image_text = {p: "\n".join(t for t in (captions.get(p, ""), alt.get(p, "")) if t)
+                           for p in set(self.image_bytes) | set(captions)}
+        from mmir.data.trec import read_qrels
+
+        self.gold = {q: [d for d, r in v.items() if r > 0] for q, v in read_qrels(prep / "qrels.task1.txt").items()}
+        mm = prep / "topics_mm.parquet"
+        self.positive_images = {}
+        if mm.exists():
+            t = pd.read_parquet(mm)
+            self.positive_images = {q: list(p) for q, p in zip(t["qid"], t["positive_images"])}
+
+    def item(self, item_id: str) -> list[Evidence]:
+        """Evidence of one run item: a document, an image, or a ``doc|||image`` pair (both)."""
+        if PAIR_SEP in item_id:
+            doc, img = item_id.split(PAIR_SEP, 1)
+            return self.item(doc) + ([] if img == "__NO_IMAGE__" else self.item(img))
+        if item_id in self.docs:
+            return [Evidence(item_id, self.docs[item_id])]
+        if item_id in self.image_bytes:
+            return [Evidence(item_id, self.image_text.get(item_id, ""), self.image_bytes[item_id])]
+        raise KeyError(f"run item {item_id!r} is neither a document nor an image of this domain")
+
+
+def evidence_for(setting: str, qid: str, index: DomainIndex, run: dict | None, k: int,
+                 takes_images: bool = False) -> list[Evidence]:
+    """The evidence of one query under ``setting`` (see module docstring); oracle = its Task 1 qrels documents."""
+    if setting == "none":
+        return []
+    if setting == "oracle":
+        ev = [e for g in index.gold.get(qid, []) for e in index.item(g)]
+        if takes_images:
+            ev += [e for p in index.positive_images.get(qid, []) if p in index.image_bytes for e in index.item(p)]
+        return ev
+    items = [d for d, _ in (run or {}).get(qid, [])[:k]]
+    return [e for it in items for e in index.item(it)]
+
+
+def answer_messages(template, question: str, question_images: list[str], evidence: list[Evidence], index: DomainIndex,
+                    takes_images: bool, max_chars: int = 2500) -> list[dict]:
+    """Chat messages for one answer; images as parts (``takes_images``) or as their text."""
+    lines = []
+    for i, e in enumerate(evidence, 1):
+        kind = "image" if e.image is not None else "document"
+        body = e.text[:max_chars] if e.text else ("(see attached image)" if takes_images else "(no description)")
+        lines.append(f"[{e.id}] ({kind})\n{body}")
+    q_imgs = [f"Image {i}: {index.image_text.get(p, '') or '(no description)'}" for i, p in enumerate(question_images, 1)]
+    text = template.render(question=question, question_images="\n".join(q_imgs) or "(none)",
+                           evidence="\n\n".join(lines) or "(no evidence)")
+    if not takes_images:
+        return [{"role": "user", "content": text}]
+    parts = [{"type": "text", "text": text}]
+    parts += [{"type": "image", "image": bytes(index.image_bytes[p])} for p in question_images if p in index.image_bytes]
+    parts += [{"type": "image", "image": bytes(e.image)} for e in evidence if e.image is not None]
+    return [{"role": "user", "content": parts}]
+
+
+def run_setting(setting: str, topics: pd.DataFrame, index: DomainIndex, run_file: str | Path | None, k: int,
+                generator, judge, cache, *, takes_images: bool, repeats: int = 1, answer_max_tokens: int = 256,
+                seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Generate and judge the answers of one setting. Returns ``(answers, judgments)`` frames:
+    answers ``qid, answer, evidence_ids, status``; judgments ``qid, repeat, score, status, raw``."""
+    from mmir.rag.judge import judge_answer
+    from mmir.rag.prompts import load
+
+    tpl = load("rag_answer_v1")
+    run = read_run(run_file) if run_file else None
+    msgs, evid = [], []
+    for qid, q, paths in zip(topics["qid"], topics["query"], topics["image_paths"]):
+        ev = evidence_for(setting, qid, index, run, k, takes_images)
+        evid.append([e.id for e in ev])
+        msgs.append(answer_messages(tpl, q, list(paths), ev, index, takes_images))
+    recs = cache.cached_generate_many(generator, msgs, tpl.id, tpl.text, temperature=0.0, max_tokens=answer_max_tokens, seed=seed)
+    answers, judgments = [], []
+    for qid, q, ref, ids, rec in zip(topics["qid"], topics["query"], topics["gold_answers"], evid, recs):
+        text = (rec.get("texts") or [""])[0] if rec.get("status") == "ok" else ""
+        status = "ok" if text.strip() else "failed"
+        answers.append({"qid": qid, "answer": text, "evidence_ids": ids, "status": status})
+        for r in range(repeats):
+            j = judge_answer(judge, cache, q, "\n".join(map(str, ref)), text, seed=seed + r)
+            judgments.append({"qid": qid, "repeat": r, "score": j.score, "status": j.status, "raw": j.raw[-1]})
+    return pd.DataFrame(answers), pd.DataFrame(judgments, columns=["qid", "repeat", "score", "status", "raw"])
+
+
+def summarize(answers: pd.DataFrame, judgments: pd.DataFrame) -> dict:
+    """Mean score (valid judgments only; per answer the mean of its repeats), counts and repeat agreement."""
+    from mmir.rag.judge import agreement
+
+    valid = judgments[judgments["score"].notna()]
+    per_answer = valid.groupby("qid")["score"].apply(list)
+    means = [sum(s) / len(s) for s in per_answer]
+    return {"queries": int(len(answers)), "answers_failed": int((answers["status"] != "ok").sum()),
+            "judgments": int(len(judgments)), "judge_failures": int(judgments["score"].isna().sum()),
+            "judge_retried_ok": int((judgments["status"] == "retried_ok").sum()),
+            "answers_scored": len(means), "score": (sum(means) / len(means)) if means else None,
+            "agreement": agreement(per_answer.tolist())}
