@@ -1,0 +1,129 @@
+"""Final MMDR score, the MOSAIC gate and the per-task results record (spec §3, §6.1, §7).
+
+::
+
+    TRACE      = 0.6*EVI + 0.4*VEF                         (VEF in {0, 100})
+    Overall    = 0.2*FLAE + 0.5*TRACE + 0.3*MOSAIC          (the exporter's recomputation)
+    FINAL_MMDR = round((2*GEN + 3*EVI + 3*MM + 2*VEF) / 10, 3)   (the pipeline's stored value, MMDR_WEIGHTS 2,3,3,2)
+
+Both forms are the same linear combination; they differ only by the stored value's 3-dp rounding
+(|Overall - FINAL_MMDR| <= 0.0005). GEN, EVI and MM are rounded to 3 dp before combining.
+
+Gate (§6.1, §10.5): MOSAIC runs only if ``GEN > tau_F`` and ``EVI > tau_T`` with tau = 0 (code). The
+paper's reading gates on TRACE instead of EVI (``gate="trace"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: Pipeline weights (GEN, EVI, MM, VEF), ``MMDR_WEIGHTS`` default.
+MMDR_WEIGHTS: tuple[float, float, float, float] = (2.0, 3.0, 3.0, 2.0)
+#: Leaderboard weights (FLAE, TRACE, MOSAIC).
+OVERALL_WEIGHTS: tuple[float, float, float] = (0.2, 0.5, 0.3)
+LAMBDA_VEF = 0.4
+
+
+def trace_value(evi: float, vef: float, lambda_vef: float = LAMBDA_VEF) -> float:
+    """``TRACE = (1-lambda)*EVI + lambda*VEF`` (0.6 / 0.4), both on 0-100."""
+    return (1.0 - lambda_vef) * float(evi) + lambda_vef * float(vef)
+
+
+def overall_score(flae: float, trace: float, mosaic: float, weights: Sequence[float] = OVERALL_WEIGHTS) -> float:
+    """``Overall = 0.2*FLAE + 0.5*TRACE + 0.3*MOSAIC`` on 0-100, unrounded (spec §7)."""
+    wf, wt, wm = weights
+    return wf * float(flae) + wt * float(trace) + wm * float(mosaic)
+
+
+def final_mmdr(gen: float, evi: float, mm: float | None, vef: float, weights: Sequence[float] = MMDR_WEIGHTS,
+               digits: int | None = 3) -> float:
+    """Stored final score ``(wG*GEN + wE*EVI + wM*MM + wV*VEF) / sum(w)``, rounded to ``digits`` (3; ``None``
+    = unrounded). ``mm=None`` counts as 0; a non-positive weight sum gives 0 (the worker's rules).
+
+    Raises:
+        ValueError: ``weights`` does not have four entries.
+    """
+    if len(weights) != 4:
+        raise ValueError(f"MMDR weights need 4 entries (GEN, EVI, MM, VEF), got {list(weights)}")
+    wg, we, wm, wv = (float(w) for w in weights)
+    total = wg + we + wm + wv
+    if total <= 0:
+        return 0.0
+    s = (wg * float(gen) + we * float(evi) + wm * float(0.0 if mm is None else mm) + wv * float(vef)) / total
+    return s if digits is None else round(s, digits)
+
+
+def parse_weights(text: str) -> tuple[float, float, float, float]:
+    """``MMDR_WEIGHTS``-style ``"2,3,3,2"`` -> floats.
+
+    Raises:
+        ValueError: not four comma-separated numbers.
+    """
+    parts = [p.strip() for p in str(text).split(",")]
+    if len(parts) != 4:
+        raise ValueError(f"MMDR_WEIGHTS must be 4 comma-separated numbers (GEN,EVI,MM,VEF), got {text!r}")
+    try:
+        return tuple(float(p) for p in parts)  # type: ignore[return-value]
+    except ValueError as e:
+        raise ValueError(f"MMDR_WEIGHTS must be numbers, got {text!r}") from e
+
+
+def mosaic_gate(gen: float, evi: float, vef: float = 0.0, *, gate: str = "evi", tau_f: float = 0.0, tau_t: float = 0.0) -> bool:
+    """Whether MOSAIC runs (spec §6.1): ``GEN > tau_F and EVI > tau_T`` (``gate="evi"``, code) or
+    ``GEN > tau_F and TRACE > tau_T`` (``gate="trace"``, the paper's "valid FLAE and TRACE").
+
+    Raises:
+        ValueError: unknown ``gate``.
+    """
+    if gate == "evi":
+        return gen > tau_f and evi > tau_t
+    if gate == "trace":
+        return gen > tau_f and trace_value(evi, vef) > tau_t
+    raise ValueError(f"gate must be 'evi' or 'trace', got {gate!r}")
+
+
+def results_record(
+    *,
+    qid: str,
+    report_type: str,
+    gen: float,
+    evi: float,
+    mm: float | None,
+    vef: float,
+    vef_raw: int = 0,
+    weights: Sequence[float] = MMDR_WEIGHTS,
+    general: Mapping[str, Any] | None = None,
+    evidence: Mapping[str, Any] | None = None,
+    mm_payload: Mapping[str, Any] | None = None,
+    report_path: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One line of the results JSONL, in the layout the exporter reads (spec §8 "Input").
+
+    ``scores`` and ``scoring.scores`` hold GEN, EVI, MM (0 when None), VEF, VEF_Raw and FINAL_MMDR
+    (:func:`final_mmdr`); ``scoring.raw.general`` / ``scoring.raw.evidence`` hold the FLAE and EVI
+    details (R, I, S and E_con, E_cov, E_fid are required by the exporter); ``mm`` the MOSAIC payload.
+    ``extra`` keys (report_model, judge_model, accuracy_detail, ...) are merged at the top level.
+    """
+    mm_v = 0.0 if mm is None else float(mm)
+    scores = {"GEN": float(gen), "EVI": float(evi), "MM": mm_v, "VEF": float(vef), "VEF_Raw": int(vef_raw),
+              "FINAL_MMDR": final_mmdr(gen, evi, mm_v, vef, weights)}
+    rec: dict[str, Any] = {
+        "qid": qid,
+        "report_type": report_type,
+        **dict(extra or {}),
+        "scoring": {"scores": dict(scores), "raw": {"general": dict(general or {}), "evidence": dict(evidence or {})}},
+        "scores": scores,
+        "mm": dict(mm_payload or {"activated": False}),
+    }
+    if report_path is not None:
+        rec["report_path"] = report_path
+    return rec
+
+
+def too_short_record(qid: str, n_chars: int, min_chars: int) -> dict[str, Any]:
+    """Record of a report shorter than ``min_report_chars`` (spec §2): only ``FINAL_MMDR = 0``, so the
+    exporter marks the row incomplete."""
+    return {"qid": qid, "error": "report_too_short", "report_chars": n_chars, "min_report_chars": min_chars,
+            "scores": {"FINAL_MMDR": 0.0}}
