@@ -28,9 +28,10 @@ from mmir.config import (ablation_systems, ablation_units, has_query_images, loa
 from mmir.errors import MmirError
 
 
-def _domains(config, dataset, task="task1"):
-    """Domains of ``dataset`` that ``task`` runs on (Tasks 2–4: multimodal ones only)."""
-    return list(dict.fromkeys(u["domain"] for u in task_units(config, task) if u["dataset"] == dataset))
+def _domains(config, dataset, task="task1", system=None):
+    """Domains of ``dataset`` that ``task`` runs on (Tasks 2–4: multimodal ones only), for ``system`` if given."""
+    return list(dict.fromkeys(u["domain"] for u in task_units(config, task)
+                              if u["dataset"] == dataset and system in (None, u["system"])))
 
 
 def _skip_note(out_dir: str, what: str) -> None:
@@ -76,10 +77,10 @@ def cmd_retrieve(config, args):
     from mmir import steps
 
     system = config["systems"][args.system]
-    domains = _domains(config, args.dataset, args.task)
+    domains = _domains(config, args.dataset, args.task, args.system)
     if not domains:
         out = str(Path(paths.RUN.format(task=args.task, dataset=args.dataset, system=args.system, domain="x")).parent)
-        return _skip_note(out, f"{args.task} does not apply to dataset {args.dataset} (no multimodal data)")
+        return _skip_note(out, f"{args.task} does not apply to system {args.system} on dataset {args.dataset}")
     for dom in domains:
         f = dict(task=args.task, dataset=args.dataset, system=args.system, domain=dom)
         captions = None
@@ -92,10 +93,10 @@ def cmd_retrieve(config, args):
 def cmd_score(config, args):
     from mmir import steps
 
-    domains = _domains(config, args.dataset, args.task)
+    domains = _domains(config, args.dataset, args.task, args.system)
     if not domains:
         out = str(Path(paths.METRICS.format(task=args.task, dataset=args.dataset, system=args.system, domain="x")).parent)
-        return _skip_note(out, f"{args.task} does not apply to dataset {args.dataset} (no multimodal data)")
+        return _skip_note(out, f"{args.task} does not apply to system {args.system} on dataset {args.dataset}")
     binary = args.task == "task4" and config["evaluation"]["task4_protocol"] == "official"
     for dom in domains:
         f = dict(task=args.task, dataset=args.dataset, system=args.system, domain=dom)

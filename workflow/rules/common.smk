@@ -31,6 +31,9 @@ wildcard_constraints:
 
 
 TASK_UNITS = {t: task_units(config, t) for t in config["tasks"]}
+# what MLflow logging reads of the config (the params of the tracked units come from it)
+TRACKED_KEYS = ("datasets", "systems", "measures", "evaluation", "mlflow", "captioners", "generators",
+                "reformulators", "ablations")
 RAG_UNITS = {(u["dataset"], u["domain"], u["slug"]): u for u in rag_units(config)}
 
 

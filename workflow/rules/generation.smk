@@ -76,8 +76,7 @@ rule track_ablation:
     output:
         paths.TRACKING.replace("{task}", "{grid}_ablation"),
     params:
-        config=lambda w: {k: config[k] for k in ("datasets", "systems", "measures", "evaluation", "mlflow",
-                                                 "captioners", "generators", "reformulators")},
+        config=lambda w: {k: config[k] for k in TRACKED_KEYS},
         units=lambda w: ablation_units(config, w.grid),
     log:
         "logs/track/{grid}_ablation.log",

@@ -35,7 +35,7 @@ rule track:
     output:
         paths.TRACKING,
     params:
-        config=lambda w: {k: config[k] for k in ("datasets", "systems", "measures", "evaluation", "mlflow")},
+        config=lambda w: {k: config[k] for k in TRACKED_KEYS},
         units=lambda w: all_units(w.task),
     log:
         "logs/track/{task}.log",
