@@ -68,9 +68,11 @@ def cmd_caption(config, args):
     if not domains:
         return _skip_note(f"results/captions/{args.dataset}", f"dataset {args.dataset} has no images: no captions")
     for dom in domains:
-        steps.caption(paths.PREPARED.format(dataset=args.dataset, domain=dom), name, config["captioners"][name],
+        cap = config["captioners"][name]
+        steps.caption(paths.PREPARED.format(dataset=args.dataset, domain=dom), name, cap,
                       f"{config['paths']['caption_cache']}/{name}.sqlite",
-                      paths.CAPTIONS.format(dataset=args.dataset, domain=dom, captioner=name))
+                      paths.CAPTIONS.format(dataset=args.dataset, domain=dom, captioner=name),
+                      config["generators"].get(cap.get("generator", "")), config["paths"]["generation_cache"])
 
 
 def cmd_retrieve(config, args):

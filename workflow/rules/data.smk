@@ -62,6 +62,8 @@ rule caption:
     params:
         captioner=lambda w: config["captioners"][w.captioner],
         cache=config["paths"]["caption_cache"] + "/{captioner}.sqlite",
+        generator=lambda w: config["generators"].get(config["captioners"][w.captioner].get("generator", "")),
+        generation_cache=config["paths"]["generation_cache"],
         prepared_dir=lambda w: paths.PREPARED.format(dataset=w.dataset, domain=w.domain),
     log:
         "logs/caption/{dataset}/{domain}/{captioner}.log",
