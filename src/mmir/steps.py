@@ -231,7 +231,8 @@ def rag(dataset: str, domain: str, setting: str, prepared_dir: str | Path, rag_c
     with GenerationCache(generation_cache) as cache:
         answers, judgments = run_setting(setting, topics, DomainIndex(prepared_dir, caps), run_file, rag_cfg["k"], gen,
                                          jud, cache, takes_images=takes_images, repeats=rag_cfg["judge_repeats"],
-                                         answer_max_tokens=rag_cfg["answer_max_tokens"], seed=rag_cfg["seed"])
+                                         answer_max_tokens=rag_cfg["answer_max_tokens"], seed=rag_cfg["seed"],
+                                         evidence_chars=rag_cfg["evidence_chars"])
         cstats = dict(cache.stats)
     summary = base | summarize(answers, judgments) | {
         "seconds": round(time.perf_counter() - t0, 1), "generator": gen.model_id, "judge": jud.model_id,

@@ -67,3 +67,65 @@ onstart:
                 check_reachable(ds["repo_id"], ds["revision"])
             except Exception as exc:
                 raise WorkflowError(f"dataset {name}: {exc}")
+
+
+# ---- input functions of the rule files (snakemake --lint wants them here) ----
+
+
+def raw_inputs(wildcards):
+    """What prepare reads: the fetch marker (hf), the domain's parquet files (local), the TREC files."""
+    ds = config["datasets"][wildcards.dataset]
+    if ds["source"] == "hf":
+        return [paths.FETCHED.format(dataset=wildcards.dataset, domain=wildcards.domain)]
+    from mmir.config import resolve_path
+
+    root = resolve_path(ds["root"])
+    if ds["source"] == "trec":
+        return [str(root / ds[k]) for k in ("corpus", "topics", "qrels")]
+    files = [str(f) for c in ("documents", "examples") for f in domain_files(root, c, wildcards.domain)]
+    if not files:
+        raise WorkflowError(f"dataset {wildcards.dataset}: no documents/examples parquet for domain "
+                            f"{wildcards.domain} under {root}")
+    return files
+
+
+def retrieve_inputs(w):
+    """Prepared files the task reads, plus the image text for a text system on Tasks 2-4."""
+    names = {
+        "task1": ["corpus.parquet", "topics.parquet", "excluded.tsv"],
+        "ablation": ["corpus.parquet", "topics.parquet", "excluded.tsv"],
+        "task2": ["corpus.parquet", "topics_mm.parquet", "query_images.parquet", "excluded.task2.tsv"],
+        "task3": ["topics_mm.parquet", "images.parquet", "query_images.parquet"],
+        "task4": ["corpus.parquet", "topics_mm.parquet", "images.parquet", "query_images.parquet",
+                  "pairs.parquet", "excluded.task4.tsv", "excluded.task4.always.tsv"],
+    }[w.task]
+    files = {n.replace(".", "_"): paths.prepared(w.dataset, w.domain, n) for n in names}
+    if w.task not in ("task1", "ablation") and not mm_system(w.system):
+        files["captions"] = paths.CAPTIONS.format(dataset=w.dataset, domain=w.domain,
+                                                  captioner=config["evaluation"]["image_text"])
+    if w.system in DERIVED:
+        files["queries"] = paths.QUERIES.format(dataset=w.dataset, domain=w.domain, variant=DERIVED[w.system]["variant"])
+    return files
+
+
+def ablation_metric_files(w):
+    """Task 1 metrics of the grid's base systems and of their variants."""
+    return [paths.METRICS.format(**u) for u in ablation_units(config, w.grid)]
+
+
+def task_metric_files(wildcards):
+    return [paths.METRICS.format(task=wildcards.task, **u) for u in all_units(wildcards.task)]
+
+
+def rag_inputs(w):
+    u = RAG_UNITS[(w.dataset, w.domain, w.slug)]
+    files = {"topics": paths.prepared(w.dataset, w.domain, "topics.parquet"),
+             "qrels": paths.prepared(w.dataset, w.domain, "qrels.task1.txt"),
+             "images": paths.prepared(w.dataset, w.domain, "images.parquet")}
+    if u["setting"].startswith("topk:"):
+        files["run"] = paths.RUN.format(task=config["rag"]["task"], dataset=w.dataset, domain=w.domain,
+                                        system=u["setting"][5:])
+    if has_query_images(config["datasets"][w.dataset], w.domain):
+        files["captions"] = paths.CAPTIONS.format(dataset=w.dataset, domain=w.domain,
+                                                  captioner=config["evaluation"]["image_text"])
+    return files

@@ -1,23 +1,6 @@
 # fetch (hub datasets only) and prepare: normalise each domain and check its integrity.
 
 
-def raw_inputs(wildcards):
-    """What prepare reads: the fetch marker (hf), the domain's parquet files (local), the TREC files."""
-    ds = config["datasets"][wildcards.dataset]
-    if ds["source"] == "hf":
-        return [paths.FETCHED.format(dataset=wildcards.dataset, domain=wildcards.domain)]
-    from mmir.config import resolve_path
-
-    root = resolve_path(ds["root"])
-    if ds["source"] == "trec":
-        return [str(root / ds[k]) for k in ("corpus", "topics", "qrels")]
-    files = [str(f) for c in ("documents", "examples") for f in domain_files(root, c, wildcards.domain)]
-    if not files:
-        raise WorkflowError(f"dataset {wildcards.dataset}: no documents/examples parquet for domain "
-                            f"{wildcards.domain} under {root}")
-    return files
-
-
 rule fetch:
     output:
         paths.FETCHED,
@@ -61,7 +44,7 @@ rule caption:
         paths.CAPTIONS,
     params:
         captioner=lambda w: config["captioners"][w.captioner],
-        cache=config["paths"]["caption_cache"] + "/{captioner}.sqlite",
+        cache=lambda w: f"{config['paths']['caption_cache']}/{w.captioner}.sqlite",
         generator=lambda w: config["generators"].get(config["captioners"][w.captioner].get("generator", "")),
         generation_cache=config["paths"]["generation_cache"],
         prepared_dir=lambda w: paths.PREPARED.format(dataset=w.dataset, domain=w.domain),

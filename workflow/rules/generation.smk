@@ -42,11 +42,6 @@ rule reformulate:
         "../scripts/reformulate.py"
 
 
-def ablation_metric_files(w):
-    """Task 1 metrics of the grid's base systems and of their variants."""
-    return [paths.METRICS.format(**u) for u in ablation_units(config, w.grid)]
-
-
 rule ablation_report:
     input:
         ablation_metric_files,

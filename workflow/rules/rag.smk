@@ -1,20 +1,6 @@
 # RAG QA with an LLM judge (MM-BRIGHT section 5, Table 7): per (dataset, domain, setting).
 
 
-def rag_inputs(w):
-    u = RAG_UNITS[(w.dataset, w.domain, w.slug)]
-    files = {"topics": paths.prepared(w.dataset, w.domain, "topics.parquet"),
-             "qrels": paths.prepared(w.dataset, w.domain, "qrels.task1.txt"),
-             "images": paths.prepared(w.dataset, w.domain, "images.parquet")}
-    if u["setting"].startswith("topk:"):
-        files["run"] = paths.RUN.format(task=config["rag"]["task"], dataset=w.dataset, domain=w.domain,
-                                        system=u["setting"][5:])
-    if has_query_images(config["datasets"][w.dataset], w.domain):
-        files["captions"] = paths.CAPTIONS.format(dataset=w.dataset, domain=w.domain,
-                                                  captioner=config["evaluation"]["image_text"])
-    return files
-
-
 rule rag:
     input:
         unpack(rag_inputs),

@@ -1,10 +1,6 @@
 # report: the paper-style table per task; track: MLflow parent + child runs for this invocation.
 
 
-def task_metric_files(wildcards):
-    return [paths.METRICS.format(task=wildcards.task, **u) for u in all_units(wildcards.task)]
-
-
 rule report:
     input:
         task_metric_files,

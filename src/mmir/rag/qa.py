@@ -88,12 +88,17 @@ def evidence_for(setting: str, qid: str, index: DomainIndex, run: dict | None, k
 
 
 def answer_messages(template, question: str, question_images: list[str], evidence: list[Evidence], index: DomainIndex,
-                    takes_images: bool, max_chars: int = 2500) -> list[dict]:
-    """Chat messages for one answer; images as parts (``takes_images``) or as their text."""
+                    takes_images: bool, evidence_chars: int = 6000) -> list[dict]:
+    """Chat messages for one answer; images as parts (``takes_images``) or as their text.
+
+    The evidence text is budgeted to ``evidence_chars`` characters in all, shared equally by the pieces (each
+    cut at its share), so the prompt fits a small model's context whatever k is.
+    """
     lines = []
+    share = max(200, evidence_chars // max(1, len(evidence)))
     for i, e in enumerate(evidence, 1):
         kind = "image" if e.image is not None else "document"
-        body = e.text[:max_chars] if e.text else ("(see attached image)" if takes_images else "(no description)")
+        body = e.text[:share] if e.text else ("(see attached image)" if takes_images else "(no description)")
         lines.append(f"[{e.id}] ({kind})\n{body}")
     q_imgs = [f"Image {i}: {index.image_text.get(p, '') or '(no description)'}" for i, p in enumerate(question_images, 1)]
     text = template.render(question=question, question_images="\n".join(q_imgs) or "(none)",
@@ -108,7 +113,7 @@ def answer_messages(template, question: str, question_images: list[str], evidenc
 
 def run_setting(setting: str, topics: pd.DataFrame, index: DomainIndex, run_file: str | Path | None, k: int,
                 generator, judge, cache, *, takes_images: bool, repeats: int = 1, answer_max_tokens: int = 256,
-                seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                seed: int = 0, evidence_chars: int = 6000) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Generate and judge the answers of one setting. Returns ``(answers, judgments)`` frames:
     answers ``qid, answer, evidence_ids, status``; judgments ``qid, repeat, score, status, raw``."""
     from mmir.rag.judge import judge_answer
@@ -120,7 +125,7 @@ def run_setting(setting: str, topics: pd.DataFrame, index: DomainIndex, run_file
     for qid, q, paths in zip(topics["qid"], topics["query"], topics["image_paths"]):
         ev = evidence_for(setting, qid, index, run, k, takes_images)
         evid.append([e.id for e in ev])
-        msgs.append(answer_messages(tpl, q, list(paths), ev, index, takes_images))
+        msgs.append(answer_messages(tpl, q, list(paths), ev, index, takes_images, evidence_chars))
     recs = cache.cached_generate_many(generator, msgs, tpl.id, tpl.text, temperature=0.0, max_tokens=answer_max_tokens, seed=seed)
     answers, judgments = [], []
     for qid, q, ref, ids, rec in zip(topics["qid"], topics["query"], topics["gold_answers"], evid, recs):
