@@ -11,6 +11,7 @@ per-query metrics. Nothing from the environment is logged, so API keys never rea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -64,6 +65,15 @@ def _mlflow_key(measure: str) -> str:
     return measure.replace("@", "_at_")  # MLflow metric names allow [A-Za-z0-9_./ -]
 
 
+@contextlib.contextmanager
+def _store_lock(project_dir: Path):
+    """One writer at a time: parallel jobs creating a fresh SQLite store would race in MLflow's migrations."""
+    from filelock import FileLock
+
+    with FileLock(str(project_dir / ".mlflow.lock"), timeout=600):
+        yield
+
+
 def _experiment(config: dict, project_dir: Path) -> str:
     import mlflow
 
@@ -79,6 +89,12 @@ def log_rag(config: dict, summaries: list[dict], artifacts: list[list[str]], pro
     """A parent run for the RAG stage and a child per (dataset, domain, setting): params = the rag config and
     the generator/judge settings, metrics = score, counts, judge failures, agreement, tokens; artifacts = the
     answers and judgments. Returns ``{"parent", "children"}``."""
+    # holds the store lock (see _store_lock)
+    with _store_lock(Path(project_dir).resolve()):
+        return _log_rag(config, summaries, artifacts, project_dir)
+
+
+def _log_rag(config: dict, summaries: list[dict], artifacts: list[list[str]], project_dir: str | Path = ".") -> dict:
     import mlflow
 
     project_dir = Path(project_dir).resolve()
@@ -116,16 +132,17 @@ def log_invocation(config: dict, task: str, entries: list[dict], project_dir: st
     Each entry: ``dataset, domain, system, metrics_json, run_file, perquery, params`` (config slice),
     ``tags`` (extra tags such as dataset/model revision) and optional ``extra_metrics`` (counts).
     """
+    # holds the store lock (see _store_lock)
+    with _store_lock(Path(project_dir).resolve()):
+        return _log_invocation(config, task, entries, project_dir, run_name)
+
+
+def _log_invocation(config: dict, task: str, entries: list[dict], project_dir: str | Path = ".",
+                    run_name: str | None = None) -> dict:
     import mlflow
 
     project_dir = Path(project_dir).resolve()
-    mlflow.set_tracking_uri(tracking_uri(config, project_dir))
-    exp_name = config.get("mlflow", {}).get("experiment", "mmir")
-    exp = mlflow.get_experiment_by_name(exp_name)
-    if exp is None:
-        exp_id = mlflow.create_experiment(exp_name, artifact_location=(project_dir / "mlartifacts").as_uri())
-    else:
-        exp_id = exp.experiment_id
+    exp_id = _experiment(config, project_dir)
     commit = git_commit(project_dir)
     ids: dict = {"parent": None, "children": []}
     with mlflow.start_run(experiment_id=exp_id, run_name=run_name or f"{task}", tags={"mmir.level": "invocation", "mmir.task": task, "git_commit": commit}) as parent:

@@ -139,6 +139,7 @@ def test_dvc_repro_then_bm25_change_touches_only_bm25(tmp_path):
     os.symlink(PROJECT / "src", wd / "src")
     params = _params(data_root, tmp_path / "emb")
     params["systems"]["minilm"]["batch_size"] = 64
+    params["tasks"] = ["task1"]  # dvc.yaml's matrix reads these keys from params.yaml itself
     (wd / "params.yaml").write_text(yaml.safe_dump(params))
     env = _env()
     env["PYTHONPATH"] = str(PROJECT / "src")

@@ -65,3 +65,26 @@ def test_mlflow_parent_and_children_in_a_real_store(tmp_path, monkeypatch):
     # no secret from the environment anywhere in params, tags or metrics
     blob = json.dumps([[r.data.params, r.data.tags, r.data.metrics] for r in [parent, *kids]])
     assert "SECRET" not in blob
+
+
+def test_parallel_jobs_can_create_the_store_together(tmp_path):
+    """Two track jobs starting at once on a fresh SQLite store (Snakemake runs them in parallel): both land."""
+    import subprocess
+    import sys
+
+    metric = _metric(tmp_path, "os", "stat", "bm25", 0.2)
+    code = (
+        "import sys; from mmir.tracking import log_invocation; "
+        f"e=[{{'dataset':'os','domain':'stat','system':'bm25','metrics_json':r'{metric}'}}]; "
+        "log_invocation({'evaluation':{'protocol':'official','top_k':10},'mlflow':{}}, sys.argv[1], e, project_dir=sys.argv[2])"
+    )
+    env = {**__import__("os").environ}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    procs = [subprocess.Popen([sys.executable, "-c", code, f"task{i}", str(tmp_path)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (2, 3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+    import sqlite3
+
+    n = sqlite3.connect(tmp_path / "mlflow.db").execute("SELECT COUNT(*) FROM tags WHERE key='mmir.level' AND value='invocation'").fetchone()[0]
+    assert n == 2
