@@ -68,11 +68,11 @@ def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str,
              f"Protocol: **{protocol}** "
              + ("(each query's negative_ids removed from its ranking, as the MM-BRIGHT code does)." if protocol.startswith("official")
                 else "(negative_ids kept: hard negatives compete)."),
-             "Text systems (bm25, dense) see images through their image text (OCR; plus alt text for corpus images)."
-             if task != "task1" else "",
-             "Rows marked (untrained) use randomly initialised weights: they exercise the pipeline, not the model."
-             if task != "task1" and long["system"].str.endswith("(untrained)").any() else "",
-             f"Avg. = mean over the dataset's domains. Best per column in bold.", ""]
+             *(["Text systems (bm25, dense) see images through their image text (OCR; plus alt text for corpus images)."]
+               if task != "task1" else []),
+             *(["Rows marked (untrained) use randomly initialised weights: they exercise the pipeline, not the model."]
+               if long["system"].str.endswith("(untrained)").any() else []),
+             "Avg. = mean over the dataset's domains. Best per column in bold.", ""]
     csv_frames, metrics = [], {}
     for ds in datasets:
         t = wide(long, measure, ds)
