@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-
-from mmir import logs, paths
 from pathlib import Path
 
+from mmir import logs, paths
 from mmir.config import (ablation_systems, ablation_units, has_query_images, load_config, rag_units, task_units,
                          units)
 from mmir.errors import MmirError
@@ -52,7 +51,7 @@ def cmd_prepare(config, args):
     from mmir import steps
 
     ds = config["datasets"][args.dataset]
-    for dom in _domains(config, args.dataset):
+    for dom in [d for name, d in units(config) if name == args.dataset]:  # every domain, whatever the systems
         marker = None
         if ds["source"] == "hf":
             marker = paths.FETCHED.format(dataset=args.dataset, domain=dom)
