@@ -28,6 +28,9 @@ bench: setup
 	$(PY) bench/bench_bm25.py
 	$(PY) bench/bench_embedding_cache.py
 	$(PY) bench/bench_dryrun.py
+	$(PY) bench/bench_image_encoding.py
+	$(PY) bench/bench_topk.py
+	$(PY) bench/bench_llm_concurrency.py
 
 mlflow-ui: setup
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db

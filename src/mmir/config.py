@@ -107,6 +107,13 @@ def validate_config(config: dict, file: str | None = None) -> dict:
 def _check_generative(config: dict, file: str | None) -> None:
     """Cross-references of captioners, generators, reformulators and ablations."""
     gens, caps, refs = config["generators"], config["captioners"], config["reformulators"]
+    from mmir.generation.backends import check_backend_config
+
+    for name, g in gens.items():
+        try:
+            check_backend_config(g)
+        except ConfigError as exc:  # name the full key path, not the backend's own
+            raise ConfigError(f"generators.{name}.{exc.key}", str(exc).split(": ", 1)[-1], file) from exc
     for name, c in caps.items():
         if c["kind"] == "vlm" and c["generator"] not in gens:
             raise ConfigError(f"captioners.{name}.generator", f"{c['generator']!r} is not a key of generators", file)

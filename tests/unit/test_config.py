@@ -42,6 +42,7 @@ def test_defaults_are_filled():
         (lambda c: c.update(tasks=["task2"], evaluation={"image_text": "blip"}), "evaluation.image_text"),
         (lambda c: c.update(reformulators={"r": {"generator": "nope"}}), "reformulators.r.generator"),
         (lambda c: c.update(generators={"g": {"backend": "openai", "api_key": "sk-x"}}), "generators.g.api_key"),
+        (lambda c: c.update(generators={"g": {"backend": "llama_cpp", "n_thread": 2}}), "generators.g.n_thread"),
         (lambda c: c.update(ablations={"caption": {"systems": ["bm25"], "captioners": ["blip"]}}), "ablations.caption.captioners.0"),
         (lambda c: c.update(ablations={"reformulation": {"systems": ["nope"]}}), "ablations.reformulation.systems.0"),
     ],

@@ -11,7 +11,8 @@ from mmir.config import (ablation_systems, ablation_units, config_slice, dataset
 from mmir.data.parquet import domain_files
 from mmir.data.prepare import ALL_FILES as ALL_PREPARED_FILES
 
-validate_config(config, "params.yaml")  # raises ConfigError naming the bad key; no job has started
+# raises ConfigError naming the bad key; no job has started
+validate_config(config, "config (params.yaml + any --configfile/--config overlay)")
 
 DERIVED = ablation_systems(config)  # "<system>+cap:<captioner>", "<system>+ref:<reformulator>"
 DOMAINS = {name: dataset_domains(name, ds) for name, ds in config["datasets"].items()}

@@ -24,9 +24,25 @@ def _offline_error(repo: str, rev: str, why: str, where: str) -> DataError:
     return DataError(where, OFFLINE_HELP.format(repo=repo, rev=rev, why=why))
 
 
+def _hub_reachable(timeout_s: float = 3.0) -> bool:
+    """A TCP connection to the hub endpoint opens within ``timeout_s`` (so offline DAG building never waits on
+    the client's retries)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    url = urlsplit(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
+
+
 def list_hub_domains(repo_id: str, revision: str) -> list[str]:
     """Domain names of the hub dataset (from its ``documents/`` files); [] when the hub is unreachable."""
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or not _hub_reachable():
         return []
     try:
         from huggingface_hub import HfApi

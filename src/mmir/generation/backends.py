@@ -1056,6 +1056,21 @@ def make_backend(cfg: Mapping[str, Any]) -> Backend:
     Raises:
         ConfigError: unknown backend, unknown or missing keys (named in the message).
     """
+    cls, cfg, prices = check_backend_config(cfg)
+    backend = cls(**cfg)
+    backend.usage = Usage(
+        prompt_price_per_token=prices.get("prompt_per_token"),
+        completion_price_per_token=prices.get("completion_per_token"),
+    )
+    return backend
+
+
+def check_backend_config(cfg: Mapping[str, Any]) -> tuple[type[Backend], dict[str, Any], dict[str, float]]:
+    """Validate a backend config without building it: ``(class, constructor kwargs, prices)``.
+
+    Raises:
+        ConfigError: unknown backend, unknown or missing keys (named in the message).
+    """
     cfg = dict(cfg)
     kind = cfg.pop("backend", None)
     if kind not in BACKENDS:
@@ -1077,9 +1092,4 @@ def make_backend(cfg: Mapping[str, Any]) -> Backend:
     unknown_prices = set(prices) - {"prompt_per_token", "completion_per_token"}
     if unknown_prices:
         raise ConfigError("prices", f"unknown keys {sorted(unknown_prices)}; expected prompt_per_token, completion_per_token")
-    backend = cls(**cfg)
-    backend.usage = Usage(
-        prompt_price_per_token=prices.get("prompt_per_token"),
-        completion_price_per_token=prices.get("completion_per_token"),
-    )
-    return backend
+    return cls, cfg, prices

@@ -48,7 +48,7 @@ def write_ablation(grid: str, frame: pd.DataFrame, measure: str, out_md, out_csv
         head = f"| system | plain | " + " | ".join(variants) + " |"
         lines = [head, "|---|---:|" + "---:|" * len(variants)]
         for system, g in sub.groupby("system", sort=False):
-            cells = {v: f"{x:.1f} ({d:+.1f})" for v, x, d in zip(g["variant"], g["value"], g["delta"])}
+            cells = {v: f"{x:.1f} ({d + 0.0:+.1f})" for v, x, d in zip(g["variant"], g["value"], g["delta"].round(1))}
             lines.append(f"| {system} | {g['plain'].iloc[0]:.1f} | " + " | ".join(cells.get(v, "–") for v in variants) + " |")
         parts += [f"## {ds}", "", *lines, ""]
     write_text(out_md, "\n".join(parts))
