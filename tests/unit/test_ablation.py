@@ -1,9 +1,7 @@
 """Ablation queries (captions, reformulation) and the grid tables, with a real Backend subclass and cache."""
 
-import json
 
 import pandas as pd
-import pytest
 
 from mmir.generation.backends import Backend, Generation, GenerationFailure
 from mmir.generation.cache import GenerationCache, load_prompt

@@ -3,7 +3,6 @@
 import math
 
 import numpy as np
-import pytest
 from rank_bm25 import BM25Okapi
 
 from mmir.retrieval.bm25 import BM25, make_tokenizer

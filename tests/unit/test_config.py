@@ -1,7 +1,6 @@
 import copy
 
 import pytest
-import yaml
 
 from mmir.config import PROJECT_ROOT, load_config, units, validate_config
 from mmir.errors import ConfigError

@@ -47,7 +47,7 @@ def _report(img) -> str:
         "# Executive Summary\n\nCell division comes in two forms, mitosis and meiosis, and they differ in outcome [1][2].\n\n"
         "## Analysis & Evidence\n\nMitosis produces two identical daughter cells with 46 chromosomes in humans [1]. "
         "Meiosis halves the chromosome number and produces four gametes [2].\n\n"
-        f"Figure 1: diagram of the two division pathways [3]\n\n![Figure 1](https://example.org/fig1.png)\n\n"
+        "Figure 1: diagram of the two division pathways [3]\n\n![Figure 1](https://example.org/fig1.png)\n\n"
         "## Conclusion\n\nThe two pathways serve growth and reproduction respectively [1][2].\n\n"
     )
     body += "Additional discussion sentence for length. " * 20

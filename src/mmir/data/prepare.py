@@ -46,6 +46,7 @@ from pathlib import Path
 import pandas as pd
 
 from mmir.config import resolve_path
+from mmir.data.multimodal import MultimodalPrepared
 from mmir.data.parquet import as_str_list, read_config
 from mmir.errors import DataError
 from mmir.io import write_json, write_parquet, write_text
@@ -68,7 +69,7 @@ class Prepared:
     qrels: dict[str, dict[str, int]]
     excluded: dict[str, list[str]]
     report: dict = field(default_factory=dict)
-    mm: "MultimodalPrepared | None" = None
+    mm: MultimodalPrepared | None = None
 
 
 # Defaults of datasets.<name>.integrity (the schema states the same; a test keeps them equal).

@@ -45,7 +45,7 @@ def write_ablation(grid: str, frame: pd.DataFrame, measure: str, out_md, out_csv
              "query on the same domains.", ""]
     for ds, sub in frame.groupby("dataset", sort=False):
         variants = list(dict.fromkeys(sub["variant"]))
-        head = f"| system | plain | " + " | ".join(variants) + " |"
+        head = "| system | plain | " + " | ".join(variants) + " |"
         lines = [head, "|---|---:|" + "---:|" * len(variants)]
         for system, g in sub.groupby("system", sort=False):
             cells = {v: f"{x:.1f} ({d + 0.0:+.1f})" for v, x, d in zip(g["variant"], g["value"], g["delta"].round(1))}
