@@ -47,7 +47,7 @@ import pandas as pd
 
 from mmir.data.multimodal import doc_base_key, image_base_key
 from mmir.errors import DataError
-from mmir.m2rag.records import Chunk, ImageItem, M2RAGQuery, Webpage
+from mmir.m2rag.records import Chunk, CountReport, ImageItem, M2RAGQuery, Webpage
 from mmir.retrieval.runs import Run, read_run
 
 PageScope = Literal["page", "retrieved"]
@@ -142,26 +142,10 @@ def _image_sort_key(path: str) -> tuple:
 
 
 @dataclass
-class KnowledgeBaseReport:
+class KnowledgeBaseReport(CountReport):
     """Counts over the knowledge bases built (``queries``, ``queries_without_ranking``, ``docs_unknown``,
     ``pages``, ``passages``, ``images``, ``images_not_ok``, ``images_anchored``, ``images_unanchored``,
     ``images_passage_not_in_kb``) with up to five examples each."""
-
-    counts: dict[str, int] = field(default_factory=dict)
-    examples: dict[str, list[str]] = field(default_factory=dict)
-
-    def add(self, key: str, n: int = 1, example: str | None = None) -> None:
-        """Add ``n`` to ``key`` (and keep ``example`` while fewer than five are kept)."""
-        if n <= 0:
-            return
-        self.counts[key] = self.counts.get(key, 0) + n
-        if example is not None and len(self.examples.setdefault(key, [])) < 5:
-            self.examples[key].append(example)
-
-    def to_dict(self) -> dict:
-        """JSON-serialisable form."""
-        return {"counts": dict(sorted(self.counts.items())),
-                "examples": {k: list(v) for k, v in sorted(self.examples.items())}}
 
 
 def build_knowledge_base(qid: str, query: str, ranking: Sequence[tuple[str, float]], domain: PreparedDomain, *,

@@ -32,14 +32,14 @@ import json
 import logging
 import tarfile
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from mmir.data.images import resolve_inside
 from mmir.errors import DataError
-from mmir.m2rag.records import INDEXED_PLACEHOLDER_RE, Chunk, ImageItem, M2RAGQuery, Webpage
+from mmir.m2rag.records import INDEXED_PLACEHOLDER_RE, Chunk, CountReport, ImageItem, M2RAGQuery, Webpage
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +52,11 @@ DEV_SET_FILE = "dev_set.jsonl"
 IMAGE_TARS = tuple(f"images/ELI5/dev_set/dev_set-{i}.tar" for i in range(10))
 #: Where the image tars are unpacked, relative to the fetch folder (the authors' layout).
 IMAGE_DIR = "images/ELI5/dev_set"
-MAX_EXAMPLES = 5
 
 
 # ------------------------------------------------------------------------------------------------ report
 @dataclass
-class LoadReport:
+class LoadReport(CountReport):
     """Counts (and up to five examples each) of what the loader met and how it handled it.
 
     Attributes:
@@ -67,35 +66,10 @@ class LoadReport:
     """
 
     source: str = ""
-    counts: dict[str, int] = field(default_factory=dict)
-    examples: dict[str, list[str]] = field(default_factory=dict)
-
-    def add(self, key: str, n: int = 1, example: str | None = None) -> None:
-        """Add ``n`` to count ``key``, keeping ``example`` if fewer than five are kept."""
-        if n <= 0:
-            return
-        self.counts[key] = self.counts.get(key, 0) + n
-        if example is not None:
-            ex = self.examples.setdefault(key, [])
-            if len(ex) < MAX_EXAMPLES:
-                ex.append(example[:300])
-
-    def merge(self, other: LoadReport) -> None:
-        """Add ``other``'s counts and examples (up to five per count) into this report."""
-        for k, v in other.counts.items():
-            self.counts[k] = self.counts.get(k, 0) + v
-        for k, ex in other.examples.items():
-            mine = self.examples.setdefault(k, [])
-            mine.extend(ex[: max(0, MAX_EXAMPLES - len(mine))])
-
-    def get(self, key: str) -> int:
-        """The count ``key`` (0 if never counted)."""
-        return self.counts.get(key, 0)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable ``{"source", "counts", "examples"}`` (keys sorted)."""
-        return {"source": self.source, "counts": dict(sorted(self.counts.items())),
-                "examples": {k: list(v) for k, v in sorted(self.examples.items())}}
+        return {"source": self.source, **super().to_dict()}
 
 
 @dataclass

@@ -183,3 +183,42 @@ def image_description(image: ImageItem) -> str:
         parts.append(f"Text in the image: {image.ocr.strip()}")
     text = " ".join(parts) if parts else "(no description available)"
     return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+
+
+MAX_EXAMPLES = 5
+
+
+@dataclass
+class CountReport:
+    """Counts by name, with up to five example messages each (what a stage met and how it handled it)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, key: str, n: int = 1, example: str | None = None) -> None:
+        """Add ``n`` to count ``key``, keeping ``example`` (cut to 300 characters) while fewer than five are kept."""
+        if n <= 0:
+            return
+        self.counts[key] = self.counts.get(key, 0) + n
+        if example is not None:
+            ex = self.examples.setdefault(key, [])
+            if len(ex) < MAX_EXAMPLES:
+                ex.append(example[:300])
+
+    def merge(self, other: CountReport) -> None:
+        """Add ``other``'s counts and examples (up to five per count) into this report."""
+        for k, v in other.counts.items():
+            self.counts[k] = self.counts.get(k, 0) + v
+        for k, ex in other.examples.items():
+            mine = self.examples.setdefault(k, [])
+            mine.extend(ex[: max(0, MAX_EXAMPLES - len(mine))])
+
+    def get(self, key: str) -> int:
+        """The count ``key`` (0 if never counted)."""
+        return self.counts.get(key, 0)
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable ``{"counts", "examples"}`` (keys sorted)."""
+        return {"counts": dict(sorted(self.counts.items())),
+                "examples": {k: list(v) for k, v in sorted(self.examples.items())}}
+
