@@ -11,6 +11,8 @@ include: "workflow/rules/generation.smk"
 include: "workflow/rules/evaluation.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/rag.smk"
+include: "workflow/rules/m2rag.smk"
+include: "workflow/rules/mmdr.smk"
 
 
 rule all:
@@ -20,4 +22,6 @@ rule all:
         expand(paths.ABLATION_MD, grid=GRIDS),
         expand(paths.TRACKING, task=[f"{g}_ablation" for g in GRIDS]),
         [paths.RAG_TABLE_MD] if RAG_UNITS else [],
+        [paths.M2RAG_TABLE_MD] if M2RAG_UNITS else [],
+        [paths.MMDR_TABLE_MD] if MMDR_UNITS else [],
     default_target: True

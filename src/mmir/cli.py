@@ -13,6 +13,8 @@ per domain instead.
     mmir track    --task T
     mmir ablations                      caption/reformulation grids: queries, runs, scores, tables, MLflow
     mmir rag                            RAG QA answers + judge for every setting, the table, MLflow
+    mmir m2rag                          M2RAG knowledge bases, answers + eight metrics per strategy, table, MLflow
+    mmir mmdr                           MMDeepResearch-Bench tasks, baseline reports, scoring, leaderboard, MLflow
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import sys
 from pathlib import Path
 
 from mmir import logs, paths
-from mmir.config import (ablation_systems, ablation_units, has_query_images, load_config, rag_units, task_units,
+from mmir.config import (ablation_systems, ablation_units, has_query_images, load_config, m2rag_units, rag_units, task_units,
                          units)
 from mmir.errors import MmirError
 
@@ -188,6 +190,61 @@ def cmd_rag(config, args):
     steps.rag_report(config, files, paths.RAG_TABLE_MD, paths.RAG_TABLE_CSV, paths.TRACKING.format(task="rag"))
 
 
+def cmd_m2rag(config, args):
+    """Every M2RAG knowledge base and answer unit, then the table and its MLflow runs."""
+    from mmir.m2rag import pipeline
+
+    m = config.get("m2rag")
+    if not m:
+        print("mmir: params.yaml has no m2rag section: nothing to do", file=sys.stderr)
+        return
+    gens, cache = config["generators"], config["paths"]["generation_cache"]
+    built, files = set(), []
+    for u in m2rag_units(config):
+        kb_dir = paths.M2RAG_KB.format(**u)
+        kb = (u["dataset"], u["domain"], u["source"])
+        inputs = pipeline.kb_inputs(config, *kb)
+        if kb not in built:
+            if "devset" in inputs:
+                pipeline.load_dev_set_step(inputs["devset"], m["devset"]["image_root"], m, f"{kb_dir}/kb.jsonl",
+                                           f"{kb_dir}/kb.json", levels=m["devset"]["levels"])
+            else:
+                pipeline.build_knowledge_bases_step(*kb, paths.PREPARED.format(**u), inputs["run"], m, gens[m["judge"]],
+                                                    cache, f"{kb_dir}/kb.jsonl", f"{kb_dir}/kb.json",
+                                                    inputs.get("captions"), inputs.get("anchors"))
+            built.add(kb)
+        out = paths.M2RAG.format(**u)
+        encoder = config["systems"][m["separate_encoder"]] if u["strategy"] == "separate" else None
+        pipeline.answer_step(*kb, u["strategy"], f"{kb_dir}/kb.jsonl", m, gens[m["generator"]], gens[m["judge"]], cache,
+                             out, inputs.get("images"), encoder)
+        files.append(f"{out}/summary.json")
+    pipeline.report_step(config, files, paths.M2RAG_TABLE_MD, paths.M2RAG_TABLE_CSV, paths.TRACKING.format(task="m2rag"))
+
+
+def cmd_mmdr(config, args):
+    """Every MMDR domain (tasks, baseline reports, scoring), then the leaderboard export, the table and MLflow."""
+    from mmir.mmdr import pipeline
+
+    m = config.get("mmdr")
+    if not m:
+        print("mmir: params.yaml has no mmdr section: nothing to do", file=sys.stderr)
+        return
+    gens, cache = config["generators"], config["paths"]["generation_cache"]
+    runs, reports = [], []
+    for u in pipeline.units(config):
+        d, dom = u["dataset"], u["domain"]
+        prep = paths.PREPARED.format(**u)
+        caps = pipeline.captions_file(config, d, dom)
+        tasks, reps, run = (p.format(**u) for p in (paths.MMDR_TASKS, paths.MMDR_REPORTS, paths.MMDR_RUN))
+        pipeline.tasks_step(d, dom, prep, m, tasks)
+        pipeline.reports_step(d, dom, prep, tasks, m, gens[m["generator"]], cache, reps, pipeline.run_file(config, d, dom), caps)
+        pipeline.score_step(d, dom, prep, tasks, reps, m, gens[m["judge"]], cache, run, caps)
+        runs.append(run)
+        reports.append(reps)
+    pipeline.report_step(config, runs, reports, paths.MMDR_TABLE_MD, paths.MMDR_TABLE_CSV, paths.MMDR_EXPORT,
+                         paths.TRACKING.format(task="mmdr"))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad config or data, with the error on stderr)."""
     parser = argparse.ArgumentParser(prog="mmir", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -207,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_parser(name).add_argument("--task", default="task1")
     sub.add_parser("ablations")
     sub.add_parser("rag")
+    sub.add_parser("m2rag")
+    sub.add_parser("mmdr")
     args = parser.parse_args(argv)
     logs.setup()
     try:

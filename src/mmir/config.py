@@ -98,6 +98,8 @@ def validate_config(config: dict, file: str | None = None) -> dict:
             raise ConfigError(f"systems.{name}.random_init", "random weights are supported for open_clip:<arch> encoders", file)
     _check_generative(config, file)
     _check_rag(config, file)
+    _check_m2rag(config, file)
+    _check_mmdr(config, file)
     for name, ds in config["datasets"].items():
         if ds["source"] == "trec" and ds["domains"] != "all" and len(ds["domains"]) != 1:
             raise ConfigError(f"datasets.{name}.domains", "a trec dataset has exactly one domain", file)
@@ -147,6 +149,58 @@ def _check_rag(config: dict, file: str | None) -> None:
     for i, d in enumerate(rag["datasets"] or []):
         if d not in config["datasets"]:
             raise ConfigError(f"rag.datasets.{i}", f"{d!r} is not a key of datasets", file)
+
+
+def _check_m2rag(config: dict, file: str | None) -> None:
+    m = config.get("m2rag")
+    if not m:
+        return
+    for key in ("generator", "judge"):
+        if m[key] not in config["generators"]:
+            raise ConfigError(f"m2rag.{key}", f"{m[key]!r} is not a key of generators", file)
+    if m["image_text"] is not None and m["image_text"] not in config["captioners"]:
+        raise ConfigError("m2rag.image_text", f"{m['image_text']!r} is not a key of captioners", file)
+    if m["task"] not in config["tasks"]:
+        raise ConfigError("m2rag.task", f"{m['task']!r} is not in tasks", file)
+    for i, s in enumerate(m["sources"]):
+        if s not in config["systems"]:
+            raise ConfigError(f"m2rag.sources.{i}", f"{s!r} is not a key of systems", file)
+    for i, d in enumerate(m["datasets"] or []):
+        if d not in config["datasets"]:
+            raise ConfigError(f"m2rag.datasets.{i}", f"{d!r} is not a key of datasets", file)
+    if "separate" in m["strategies"]:
+        enc = m["separate_encoder"]
+        if enc is None or enc not in config["systems"] or config["systems"][enc]["kind"] != "dense":
+            raise ConfigError("m2rag.separate_encoder", f"the separate strategy needs a dense system of systems, got {enc!r}", file)
+
+
+M2RAG_DEVSET = ("m2rag-bench", "dev", "devset")  # (dataset, domain, source) of the dev-set knowledge bases
+
+
+def m2rag_units(config: dict) -> list[dict]:
+    """``{dataset, domain, source, strategy}`` of the M2RAG stage: each multimodal domain of the chosen
+    datasets whose ``task`` run exists for the source system, times the strategies; plus the dev set when
+    ``m2rag.devset`` is set (see :data:`M2RAG_DEVSET`)."""
+    m = config.get("m2rag")
+    if not m:
+        return []
+    wanted = m["datasets"] or list(config["datasets"])
+    kbs = []
+    for d, dom in units(config):
+        if d not in wanted or not has_multimodal(config["datasets"][d], dom):
+            continue
+        for s in m["sources"]:
+            if any(u["domain"] == dom and u["system"] == s for u in task_units(config, m["task"]) if u["dataset"] == d):
+                kbs.append((d, dom, s))
+    if m["devset"]:
+        kbs.append(M2RAG_DEVSET)
+    return [{"dataset": d, "domain": dom, "source": s, "strategy": st} for d, dom, s in kbs for st in m["strategies"]]
+
+
+def _check_mmdr(config: dict, file: str | None) -> None:
+    from mmir.mmdr.pipeline import check_config
+
+    check_config(config, file)
 
 
 def rag_units(config: dict) -> list[dict]:

@@ -10,6 +10,10 @@ use these functions, so the layout is defined once.
     results/tables/<task>.{md,csv,metrics.json}, results/tables/<grid>_ablation.{md,csv}
     results/plots/<grid>_ablation.{png,csv}
     results/rag/<dataset>/<domain>/<setting>/    answers, judgments, summary.json (RAG QA)
+    results/m2rag/<dataset>/<domain>/<source>/kb.{jsonl,json}            M2RAG knowledge bases (+ counts)
+    results/m2rag/<dataset>/<domain>/<source>/<strategy>/  answers, evaluations, summary.json, pages/*.html
+    results/mmdr/<dataset>/<domain>/{tasks,reports,run}/  MMDR tasks, baseline reports, the scored run
+    results/tables/mmdr/                              MMDR leaderboard export (task scores, leaderboard, manifest)
     results/tracking/<task>.json                      MLflow run ids of the last invocation
 
 Systems come before domains so that one system's outputs form one directory (a DVC output per system).
@@ -30,6 +34,17 @@ ABLATION_PLOT_DATA = "results/plots/{grid}_ablation.csv"
 RAG = "results/rag/{dataset}/{domain}/{slug}"
 RAG_TABLE_MD = "results/tables/rag.md"
 RAG_TABLE_CSV = "results/tables/rag.csv"
+M2RAG_KB = "results/m2rag/{dataset}/{domain}/{source}"
+M2RAG = "results/m2rag/{dataset}/{domain}/{source}/{strategy}"
+M2RAG_TABLE_MD = "results/tables/m2rag.md"
+M2RAG_TABLE_CSV = "results/tables/m2rag.csv"
+MMDR = "results/mmdr/{dataset}/{domain}"
+MMDR_TASKS = "results/mmdr/{dataset}/{domain}/tasks"
+MMDR_REPORTS = "results/mmdr/{dataset}/{domain}/reports"
+MMDR_RUN = "results/mmdr/{dataset}/{domain}/run"
+MMDR_EXPORT = "results/tables/mmdr"
+MMDR_TABLE_MD = "results/tables/mmdr.md"
+MMDR_TABLE_CSV = "results/tables/mmdr.csv"
 RUN = "results/runs/{task}/{dataset}/{system}/{domain}.trec"
 RUN_STATS = "results/runs/{task}/{dataset}/{system}/{domain}.stats.json"
 METRICS = "results/metrics/{task}/{dataset}/{system}/{domain}.json"

@@ -85,44 +85,64 @@ def _experiment(config: dict, project_dir: Path) -> str:
     return exp.experiment_id
 
 
+def log_units(config: dict, stage: str, params: dict, units: list[dict], project_dir: str | Path = ".") -> dict:
+    """A parent run for a generative stage (``rag``, ``m2rag``, ``mmdr``) and one child per unit.
+
+    Args:
+        config: the validated config (for the store and experiment).
+        stage: run name and ``mmir.task`` tag of the parent.
+        params: nested settings logged (flattened) on the parent and every child -- never anything from the
+            environment, so API keys stay out.
+        units: ``{"name", "tags": {...}, "metrics": {...}, "artifacts": [files], "artifact_dirs": {path in
+            the run: folder}}``; ``None``/NaN metrics are left out (MLflow has no missing value).
+
+    Returns:
+        ``{"parent": run id, "children": [run ids]}``.
+    """
+    with _store_lock(Path(project_dir).resolve()):  # holds the store lock (see _store_lock)
+        import mlflow
+
+        exp_id = _experiment(config, Path(project_dir).resolve())
+        commit = git_commit(project_dir)
+        flat = flatten(params)
+        ids: dict = {"parent": None, "children": []}
+        with mlflow.start_run(experiment_id=exp_id, run_name=stage,
+                              tags={"mmir.level": "invocation", "mmir.task": stage, "git_commit": commit}) as parent:
+            ids["parent"] = parent.info.run_id
+            mlflow.log_params(flat)
+            for u in units:
+                tags = {"mmir.level": "unit", "git_commit": commit, "task": stage,
+                        **{k: str(v) for k, v in u.get("tags", {}).items()}}
+                with mlflow.start_run(experiment_id=exp_id, nested=True, run_name=u["name"], tags=tags) as child:
+                    mlflow.log_params(flat)
+                    metrics = {}
+                    for k, v in u.get("metrics", {}).items():
+                        try:
+                            metrics[k.replace(".", "_").replace("@", "_at_")] = float(v)
+                        except (TypeError, ValueError):
+                            continue
+                    mlflow.log_metrics({k: v for k, v in metrics.items() if v == v})
+                    for a in u.get("artifacts", []):
+                        mlflow.log_artifact(a)
+                    for dest, folder in u.get("artifact_dirs", {}).items():
+                        mlflow.log_artifacts(folder, artifact_path=dest)
+                    ids["children"].append(child.info.run_id)
+        return ids
+
+
 def log_rag(config: dict, summaries: list[dict], artifacts: list[list[str]], project_dir: str | Path = ".") -> dict:
     """A parent run for the RAG stage and a child per (dataset, domain, setting): params = the rag config and
     the generator/judge settings, metrics = score, counts, judge failures, agreement, tokens; artifacts = the
     answers and judgments. Returns ``{"parent", "children"}``."""
-    # holds the store lock (see _store_lock)
-    with _store_lock(Path(project_dir).resolve()):
-        return _log_rag(config, summaries, artifacts, project_dir)
-
-
-def _log_rag(config: dict, summaries: list[dict], artifacts: list[list[str]], project_dir: str | Path = ".") -> dict:
-    import mlflow
-
-    project_dir = Path(project_dir).resolve()
-    exp_id = _experiment(config, project_dir)
-    commit = git_commit(project_dir)
     rag = config["rag"]
-    params = flatten({"rag": rag, "generator": config["generators"][rag["generator"]], "judge": config["generators"][rag["judge"]]})
-    ids: dict = {"parent": None, "children": []}
-    with mlflow.start_run(experiment_id=exp_id, run_name="rag", tags={"mmir.level": "invocation", "mmir.task": "rag", "git_commit": commit}) as parent:
-        ids["parent"] = parent.info.run_id
-        mlflow.log_params(params)
-        for s, arts in zip(summaries, artifacts):
-            tags = {"mmir.level": "unit", "git_commit": commit, "rule": "rag", "task": "rag", "dataset": s["dataset"],
-                    "domain": s["domain"], "setting": s["setting"], "skipped": str(s.get("skipped") or "")}
-            with mlflow.start_run(experiment_id=exp_id, nested=True, run_name=f"rag/{s['dataset']}/{s['domain']}/{s['setting']}", tags=tags) as child:
-                mlflow.log_params(params)
-                flat = flatten({k: v for k, v in s.items() if k not in ("dataset", "domain", "setting", "generator", "judge", "skipped")})
-                metrics = {}
-                for k, v in flat.items():
-                    try:
-                        metrics[k.replace(".", "_")] = float(v)
-                    except ValueError:
-                        continue
-                mlflow.log_metrics({k: v for k, v in metrics.items() if v == v})  # NaN/None never logged
-                for a in arts:
-                    mlflow.log_artifact(a)
-                ids["children"].append(child.info.run_id)
-    return ids
+    params = {"rag": rag, "generator": config["generators"][rag["generator"]], "judge": config["generators"][rag["judge"]]}
+    units = [{"name": f"rag/{s['dataset']}/{s['domain']}/{s['setting']}",
+              "tags": {"rule": "rag", "dataset": s["dataset"], "domain": s["domain"], "setting": s["setting"],
+                       "skipped": str(s.get("skipped") or "")},
+              "metrics": flatten({k: v for k, v in s.items()
+                                  if k not in ("dataset", "domain", "setting", "generator", "judge", "skipped")}),
+              "artifacts": arts} for s, arts in zip(summaries, artifacts)]
+    return log_units(config, "rag", params, units, project_dir)
 
 
 def log_invocation(config: dict, task: str, entries: list[dict], project_dir: str | Path = ".",

@@ -13,17 +13,19 @@ import re
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import PROJECT, shared
 
+from integration.helpers import BIN
+from integration.helpers import env as _env
+from integration.helpers import openstax_slice as _slice
+from integration.helpers import snakemake as _snakemake
+
 pytestmark = pytest.mark.integration
-BIN = Path(sys.executable).parent
 
 
 def _params(data_root: Path, cache: Path) -> dict:
@@ -34,17 +36,6 @@ def _params(data_root: Path, cache: Path) -> dict:
         "measures": ["nDCG@10", "Recall@100", "MAP"],
         "paths": {"embedding_cache": str(cache)},
     }
-
-
-def _env():
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", HF_HUB_OFFLINE="1")
-    env.pop("MLFLOW_TRACKING_URI", None)
-    return env
-
-
-def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "snakemake"), "-s", str(PROJECT / "Snakefile"), "--directory", str(workdir),
-                           "--cores", "2", *args], capture_output=True, text=True, env=_env(), timeout=900)
 
 
 def ndcg10_by_hand(ranking: list[str], gold: set[str]) -> float:
@@ -197,24 +188,6 @@ def test_tasks_2_to_4_with_an_untrained_clip_on_real_images(tmp_path):
         table = (tmp_path / f"results/tables/{task}.md").read_text()
         assert "clip-untrained (untrained)" in table and "randomly initialised" in table
     assert "task4 labels: paper" in (tmp_path / "results/tables/task4.md").read_text()
-
-
-def _slice(data_root: Path, dest: Path, n_queries: int, n_doc_images: int) -> Path:
-    """A small MM-BRIGHT-layout slice of a real domain: all documents, the first queries, their images."""
-    dom = "statistics"
-    for sub in ("documents", "examples", "examples_multimodal", "examples_images", "document_images"):
-        (dest / sub).mkdir(parents=True)
-    shutil.copy(data_root / "documents" / f"{dom}.parquet", dest / "documents")
-    ex = pd.read_parquet(data_root / "examples" / f"{dom}.parquet").head(n_queries)
-    ex.to_parquet(dest / "examples" / f"{dom}.parquet")
-    pd.read_parquet(data_root / "examples_multimodal" / f"{dom}.parquet").head(n_queries).to_parquet(
-        dest / "examples_multimodal" / f"{dom}.parquet")
-    wanted = {p for paths in ex["image_paths"] for p in paths}
-    qi = pd.read_parquet(data_root / "examples_images" / f"{dom}.parquet")
-    qi[qi["path"].isin(wanted)].to_parquet(dest / "examples_images" / f"{dom}.parquet")
-    pd.read_parquet(data_root / "document_images" / f"{dom}.parquet").head(n_doc_images).to_parquet(
-        dest / "document_images" / f"{dom}.parquet")
-    return dest
 
 
 def test_ablation_grids_with_ocr_and_the_local_llm(tmp_path):

@@ -123,3 +123,22 @@ def test_from_dir(tmp_path):
     assert d.page_docs("aaaaaaaa")[0] == "s/aaaaaaaa_0.txt" and len(d.page_images("aaaaaaaa")) == 4
     with pytest.raises(DataError, match="prepared corpus not found"):
         PreparedDomain.from_dir(tmp_path / "none")
+
+
+def test_max_page_images_keeps_anchored_first_then_path_order(domain):
+    # image_2 of figure 0001 anchored to the retrieved passage aaaaaaaa_2; the cap of 2 keeps it and the first
+    # unanchored image in path order, and restores path order among the kept ones
+    anchors = {"s/s_aaaaaaaa_0001/image_2.png": "s/aaaaaaaa_2.txt"}
+    q = build_knowledge_base("q1", "q", RANKING, domain, top_n=3, image_passages=anchors, max_page_images=2)
+    a = q.webpages[0]
+    assert [im.cached_image_url for im in a.images] == ["s/s_aaaaaaaa_0001/image_1.png", "s/s_aaaaaaaa_0001/image_2.png"]
+    assert [im.image_id for im in a.images] == [0, 1]
+    assert [im.anchored for im in a.images] == [False, True]
+    assert "<IMAGE_PLACEHOLDER>[1]" in next(c.text for c in a.chunks if c.doc_id == "s/aaaaaaaa_2.txt")
+    q0 = build_knowledge_base("q1", "q", RANKING, domain, top_n=3, max_page_images=0)
+    assert all(p.images == [] for p in q0.webpages)
+    from mmir.m2rag.knowledge_base import KnowledgeBaseReport
+
+    rep = KnowledgeBaseReport()
+    build_knowledge_base("q1", "q", RANKING, domain, top_n=3, max_page_images=1, report=rep)
+    assert rep.get("images_over_page_limit") == 2  # page a: 3 ok images -> 1; page b: 1 image -> 1

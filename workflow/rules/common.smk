@@ -7,7 +7,8 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # run from a checkout w
 
 from mmir import paths
 from mmir.config import (ablation_systems, ablation_units, config_slice, dataset_domains, has_query_images,
-                         rag_units, task_units, validate_config)
+                         m2rag_units, rag_units, task_units, validate_config)
+from mmir.mmdr.pipeline import units as mmdr_units
 from mmir.data.parquet import domain_files
 from mmir.data.prepare import ALL_FILES as ALL_PREPARED_FILES
 
@@ -36,6 +37,8 @@ TASK_UNITS = {t: task_units(config, t) for t in config["tasks"]}
 TRACKED_KEYS = ("datasets", "systems", "measures", "evaluation", "mlflow", "captioners", "generators",
                 "reformulators", "ablations")
 RAG_UNITS = {(u["dataset"], u["domain"], u["slug"]): u for u in rag_units(config)}
+M2RAG_UNITS = m2rag_units(config)
+MMDR_UNITS = mmdr_units(config)
 
 
 def all_units(task):
@@ -129,4 +132,32 @@ def rag_inputs(w):
     if has_query_images(config["datasets"][w.dataset], w.domain):
         files["captions"] = paths.CAPTIONS.format(dataset=w.dataset, domain=w.domain,
                                                   captioner=config["evaluation"]["image_text"])
+    return files
+
+
+def m2rag_kb_inputs(w):
+    """What a knowledge base reads: the source system's run and the prepared domain (or the dev set)."""
+    from mmir.m2rag.pipeline import kb_inputs
+
+    return kb_inputs(config, w.dataset, w.domain, w.source)
+
+
+def mmdr_reports_inputs(w):
+    """What the MMDR baseline reads: its tasks, the prepared domain, the retrieval run and the image text."""
+    from mmir.mmdr.pipeline import captions_file, run_file
+
+    files = {"tasks": paths.MMDR_TASKS.format(dataset=w.dataset, domain=w.domain),
+             "run": run_file(config, w.dataset, w.domain),
+             "corpus": paths.prepared(w.dataset, w.domain, "corpus.parquet"),
+             "images": paths.prepared(w.dataset, w.domain, "images.parquet"),
+             "query_images": paths.prepared(w.dataset, w.domain, "query_images.parquet")}
+    if has_query_images(config["datasets"][w.dataset], w.domain):
+        files["captions"] = captions_file(config, w.dataset, w.domain)
+    return files
+
+
+def mmdr_score_inputs(w):
+    """What MMDR scoring reads: the tasks, the reports, the prepared domain (cited documents) and the image text."""
+    files = {k: v for k, v in mmdr_reports_inputs(w).items() if k != "run"}
+    files["reports"] = paths.MMDR_REPORTS.format(dataset=w.dataset, domain=w.domain)
     return files

@@ -151,7 +151,7 @@ class KnowledgeBaseReport(CountReport):
 def build_knowledge_base(qid: str, query: str, ranking: Sequence[tuple[str, float]], domain: PreparedDomain, *,
                          top_n: int = 5, page_scope: PageScope = "page",
                          image_passages: Mapping[str, str] | None = None, image_score: float | None = None,
-                         report: KnowledgeBaseReport | None = None) -> M2RAGQuery:
+                         max_page_images: int | None = None, report: KnowledgeBaseReport | None = None) -> M2RAGQuery:
     """The knowledge base of one query (see the module docstring for every rule).
 
     Args:
@@ -163,6 +163,9 @@ def build_knowledge_base(qid: str, query: str, ranking: Sequence[tuple[str, floa
         image_passages: image path -> doc id of the passage the image belongs to, where known.
         image_score: give every image this ``final_score`` (for runs without an image scorer); default
             ``None`` = unscored.
+        max_page_images: at most this many images of a page enter the knowledge base -- those anchored to a
+            passage of the knowledge base first, then the rest, each in path order (``None`` = all; the
+            others are counted ``images_over_page_limit``). Bounds the judge calls of image scoring.
         report: counts are added here.
 
     Returns:
@@ -206,13 +209,21 @@ def build_knowledge_base(qid: str, query: str, ranking: Sequence[tuple[str, floa
         rep.add("pages")
         rep.add("passages", len(chunks))
         by_doc = {c.doc_id: c for c in chunks}
-        images = []
+        rows = []
         for rec in domain.page_images(key):
-            path = str(rec["path"])
             ok = rec.get("ok", True)
             if ok is not None and not bool(ok):
-                rep.add("images_not_ok", example=path)
-                continue
+                rep.add("images_not_ok", example=str(rec["path"]))
+            else:
+                rows.append(rec)
+        if max_page_images is not None and len(rows) > max_page_images:
+            first = sorted(range(len(rows)), key=lambda i: (image_passages.get(str(rows[i]["path"])) not in by_doc, i))
+            keep = sorted(first[:max_page_images])
+            rep.add("images_over_page_limit", len(rows) - len(keep), example=f"{qid}: page {key}")
+            rows = [rows[i] for i in keep]
+        images = []
+        for rec in rows:
+            path = str(rec["path"])
             image_id = len(images)
             anchor_doc = image_passages.get(path)
             chunk = by_doc.get(anchor_doc) if anchor_doc else None
@@ -261,6 +272,7 @@ def _add_placeholder(text: str, image_id: int) -> str:
 def build_knowledge_bases(run: Run | str | Path, topics: Mapping[str, str], domain: PreparedDomain, *,
                           top_n: int = 5, page_scope: PageScope = "page",
                           image_passages: Mapping[str, str] | None = None, image_score: float | None = None,
+                          max_page_images: int | None = None,
                           qids: Iterable[str] | None = None) -> tuple[list[M2RAGQuery], KnowledgeBaseReport]:
     """Knowledge bases for every topic (or ``qids``), from a run dict or a TREC run file.
 
@@ -270,7 +282,7 @@ def build_knowledge_bases(run: Run | str | Path, topics: Mapping[str, str], doma
     Args:
         run: ``{qid: [(doc_id, score), ...]}`` or a TREC run path (:func:`mmir.retrieval.runs.read_run`).
         topics: qid -> query text.
-        domain, top_n, page_scope, image_passages, image_score: see :func:`build_knowledge_base`.
+        domain, top_n, page_scope, image_passages, image_score, max_page_images: see :func:`build_knowledge_base`.
         qids: restrict to these query ids (in this order); default every topic in ``topics`` order.
 
     Returns:
@@ -287,7 +299,7 @@ def build_knowledge_bases(run: Run | str | Path, topics: Mapping[str, str], doma
             raise DataError("topics", f"query id {qid!r} has no query text")
         out.append(build_knowledge_base(qid, topics[qid], ranking.get(qid, []), domain, top_n=top_n,
                                         page_scope=page_scope, image_passages=image_passages,
-                                        image_score=image_score, report=rep))
+                                        image_score=image_score, max_page_images=max_page_images, report=rep))
     return out, rep
 
 

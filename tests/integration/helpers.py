@@ -1,0 +1,46 @@
+"""What the workflow integration tests share: the venv's tools on PATH, a Snakemake call on a work folder, and a
+small MM-BRIGHT-layout slice of a real ../shared/data domain."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+from conftest import PROJECT
+
+BIN = Path(sys.executable).parent
+
+
+def env() -> dict[str, str]:
+    """The environment for subprocesses: the venv's tools first, no hub, the project's own MLflow store."""
+    out = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", HF_HUB_OFFLINE="1")
+    out.pop("MLFLOW_TRACKING_URI", None)
+    return out
+
+
+def snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """``snakemake --cores 2 ARGS`` with the project's Snakefile in ``workdir`` (its params.yaml)."""
+    return subprocess.run([str(BIN / "snakemake"), "-s", str(PROJECT / "Snakefile"), "--directory", str(workdir),
+                           "--cores", "2", *args], capture_output=True, text=True, env=env(), timeout=timeout)
+
+
+def openstax_slice(data_root: Path, dest: Path, n_queries: int, n_doc_images: int) -> Path:
+    """A small MM-BRIGHT-layout slice of a real domain: all documents, the first queries, their images."""
+    dom = "statistics"
+    for sub in ("documents", "examples", "examples_multimodal", "examples_images", "document_images"):
+        (dest / sub).mkdir(parents=True)
+    shutil.copy(data_root / "documents" / f"{dom}.parquet", dest / "documents")
+    ex = pd.read_parquet(data_root / "examples" / f"{dom}.parquet").head(n_queries)
+    ex.to_parquet(dest / "examples" / f"{dom}.parquet")
+    pd.read_parquet(data_root / "examples_multimodal" / f"{dom}.parquet").head(n_queries).to_parquet(
+        dest / "examples_multimodal" / f"{dom}.parquet")
+    wanted = {p for paths in ex["image_paths"] for p in paths}
+    qi = pd.read_parquet(data_root / "examples_images" / f"{dom}.parquet")
+    qi[qi["path"].isin(wanted)].to_parquet(dest / "examples_images" / f"{dom}.parquet")
+    pd.read_parquet(data_root / "document_images" / f"{dom}.parquet").head(n_doc_images).to_parquet(
+        dest / "document_images" / f"{dom}.parquet")
+    return dest
