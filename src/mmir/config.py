@@ -134,40 +134,44 @@ def _check_generative(config: dict, file: str | None) -> None:
                 raise ConfigError(f"ablations.{grid}.{key}.{i}", f"{v!r} is not a key of {key}", file)
 
 
+def check_references(config: dict, section: str, file: str | None, **pools: str) -> None:
+    """Cross-references of a stage section: for each ``key=pool``, ``config[section][key]`` must be a key of
+    ``config[pool]``; the section's ``task`` must be in ``tasks`` and each of its ``datasets`` a dataset.
+
+    Raises:
+        ConfigError: naming ``<section>.<key>`` (``<section>.datasets.<i>`` for a dataset).
+    """
+    sec = config[section]
+    for key, pool in pools.items():
+        if sec[key] not in config[pool]:
+            raise ConfigError(f"{section}.{key}", f"{sec[key]!r} is not a key of {pool}", file)
+    if "task" in sec and sec["task"] not in config["tasks"]:
+        raise ConfigError(f"{section}.task", f"{sec['task']!r} is not in tasks", file)
+    for i, d in enumerate(sec.get("datasets") or []):
+        if d not in config["datasets"]:
+            raise ConfigError(f"{section}.datasets.{i}", f"{d!r} is not a key of datasets", file)
+
+
 def _check_rag(config: dict, file: str | None) -> None:
     rag = config.get("rag")
     if not rag:
         return
-    for key in ("generator", "judge"):
-        if rag[key] not in config["generators"]:
-            raise ConfigError(f"rag.{key}", f"{rag[key]!r} is not a key of generators", file)
-    if rag["task"] not in config["tasks"]:
-        raise ConfigError("rag.task", f"{rag['task']!r} is not in tasks", file)
+    check_references(config, "rag", file, generator="generators", judge="generators")
     for i, s in enumerate(rag["settings"]):
         if s.startswith("topk:") and s[5:] not in config["systems"]:
             raise ConfigError(f"rag.settings.{i}", f"system {s[5:]!r} is not a key of systems", file)
-    for i, d in enumerate(rag["datasets"] or []):
-        if d not in config["datasets"]:
-            raise ConfigError(f"rag.datasets.{i}", f"{d!r} is not a key of datasets", file)
 
 
 def _check_m2rag(config: dict, file: str | None) -> None:
     m = config.get("m2rag")
     if not m:
         return
-    for key in ("generator", "judge"):
-        if m[key] not in config["generators"]:
-            raise ConfigError(f"m2rag.{key}", f"{m[key]!r} is not a key of generators", file)
+    check_references(config, "m2rag", file, generator="generators", judge="generators")
     if m["image_text"] is not None and m["image_text"] not in config["captioners"]:
         raise ConfigError("m2rag.image_text", f"{m['image_text']!r} is not a key of captioners", file)
-    if m["task"] not in config["tasks"]:
-        raise ConfigError("m2rag.task", f"{m['task']!r} is not in tasks", file)
     for i, s in enumerate(m["sources"]):
         if s not in config["systems"]:
             raise ConfigError(f"m2rag.sources.{i}", f"{s!r} is not a key of systems", file)
-    for i, d in enumerate(m["datasets"] or []):
-        if d not in config["datasets"]:
-            raise ConfigError(f"m2rag.datasets.{i}", f"{d!r} is not a key of datasets", file)
     if "separate" in m["strategies"]:
         enc = m["separate_encoder"]
         if enc is None or enc not in config["systems"] or config["systems"][enc]["kind"] != "dense":

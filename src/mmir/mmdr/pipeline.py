@@ -69,16 +69,9 @@ def check_config(config: dict, file: str | None = None) -> None:
     m = config.get("mmdr")
     if not m:
         return
-    for key in ("generator", "judge"):
-        if m[key] not in config["generators"]:
-            raise ConfigError(f"mmdr.{key}", f"{m[key]!r} is not a key of generators", file)
-    if m["system"] not in config["systems"]:
-        raise ConfigError("mmdr.system", f"{m['system']!r} is not a key of systems", file)
-    if m["task"] not in config["tasks"]:
-        raise ConfigError("mmdr.task", f"{m['task']!r} is not in tasks", file)
-    for i, d in enumerate(m["datasets"] or []):
-        if d not in config["datasets"]:
-            raise ConfigError(f"mmdr.datasets.{i}", f"{d!r} is not a key of datasets", file)
+    from mmir.config import check_references
+
+    check_references(config, "mmdr", file, generator="generators", judge="generators", system="systems")
     evaluator_config(m, file)
 
 
