@@ -44,9 +44,15 @@ def _skip_note(out_dir: str, what: str) -> None:
 
 
 def cmd_validate(config, args):
+    from mmir.mmdr.pipeline import units as mmdr_units
+
     for ds, dom in units(config):
         print(f"{ds}\t{dom}")
     print(f"systems: {', '.join(config['systems'])}; tasks: {', '.join(config['tasks'])}; protocol: {config['evaluation']['protocol']}")
+    m2rag = m2rag_units(config)
+    print(f"rag units: {len(rag_units(config))}; m2rag units: {len(m2rag)} "
+          f"({len({(u['dataset'], u['domain'], u['source']) for u in m2rag})} knowledge bases); "
+          f"mmdr domains: {len(mmdr_units(config))}")
 
 
 def cmd_prepare(config, args):
@@ -249,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad config or data, with the error on stderr)."""
     parser = argparse.ArgumentParser(prog="mmir", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params", default="params.yaml", help="config file (default: params.yaml)")
+    parser.add_argument("--configfile", action="append", default=[], metavar="OVERLAY",
+                        help="overlay merged into --params key by key, as `snakemake --configfile` (repeatable)")
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("validate")
     sub.add_parser("prepare").add_argument("--dataset", required=True)
@@ -269,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logs.setup()
     try:
-        config = load_config(args.params)
+        config = load_config(args.params, args.configfile)
         for key in ("dataset", "system"):
             val = getattr(args, key, None)
             if val is not None and val not in config[key + "s"]:

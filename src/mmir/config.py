@@ -240,15 +240,36 @@ def has_query_images(ds: dict, domain: str) -> bool:
     return bool(domain_files(resolve_path(ds["root"]), "examples_images", domain))
 
 
-def load_config(path: str | os.PathLike = "params.yaml") -> dict:
-    """Read and validate a params file. Raises ConfigError (bad key) or a DataError-free OSError."""
-    path = Path(path)
+def _read_yaml(path: Path) -> dict:
     with open(path, encoding="utf-8") as fh:
         try:
-            raw = yaml.safe_load(fh) or {}
+            return yaml.safe_load(fh) or {}
         except yaml.YAMLError as exc:
             raise ConfigError("<root>", f"not valid YAML: {exc}", str(path)) from exc
-    return validate_config(raw, str(path))
+
+
+def merge_overlay(base: dict, overlay: dict) -> dict:
+    """``overlay`` merged into ``base`` key by key, recursively (Snakemake's ``--configfile`` rule): mappings
+    merge, any other value replaces. ``base`` is updated and returned."""
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge_overlay(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def load_config(path: str | os.PathLike = "params.yaml", overlays: list[str | os.PathLike] | None = None) -> dict:
+    """Read ``path``, merge each overlay file into it as ``snakemake --configfile`` does, and validate.
+
+    Raises:
+        ConfigError: bad YAML or a bad key (named, with the files read); OSError: a file cannot be read.
+    """
+    files = [Path(path), *(Path(o) for o in overlays or [])]
+    raw: dict = {}
+    for f in files:
+        merge_overlay(raw, _read_yaml(f))
+    return validate_config(raw, " + ".join(map(str, files)))
 
 
 def resolve_path(p: str, base: str | os.PathLike | None = None) -> Path:

@@ -101,3 +101,17 @@ def test_ablation_systems_and_units(tmp_path):
     assert [u["system"] for u in task_units(cfg, "task1")] == ["bm25"]
     assert [(u["task"], u["system"]) for u in ablation_units(cfg, "caption")] == [("task1", "bm25"), ("ablation", "bm25+cap:ocr")]
     assert [u["system"] for u in ablation_units(cfg, "reformulation")] == ["bm25", "bm25+ref:r"]
+
+
+def test_overlays_merge_key_by_key_like_snakemake_configfile(tmp_path):
+    over = tmp_path / "over.yaml"
+    over.write_text("datasets:\n  openstax: {domains: [statistics]}\nsystems:\n  bm25: {k1: 1.2}\nm2rag: {max_queries: 1}\n")
+    cfg = load_config(PROJECT_ROOT / "params.yaml", [over])
+    assert cfg["datasets"]["openstax"]["domains"] == ["statistics"]
+    assert cfg["datasets"]["openstax"]["source"] == "local"        # untouched keys of a merged mapping stay
+    assert cfg["systems"]["bm25"]["k1"] == 1.2 and cfg["systems"]["bm25"]["b"] == 0.4
+    assert "minilm" in cfg["systems"] and cfg["m2rag"]["max_queries"] == 1 and cfg["m2rag"]["sources"] == ["bm25", "minilm"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("m2rag: {judge: nope}\n")
+    with pytest.raises(ConfigError, match=r"params.yaml \+ .*bad.yaml.*m2rag.judge"):
+        load_config(PROJECT_ROOT / "params.yaml", [bad])

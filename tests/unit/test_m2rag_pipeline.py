@@ -215,12 +215,13 @@ def test_table_pools_domains_over_images_and_answers(tmp_path):
                                                     "seconds": 1.0, "queries": len(evals) + (domain == "b")}))
         return d / "summary.json"
 
-    def ev(qid, fl, imgs, recall):
+    def ev(qid, fl, imgs, recall, important=1):
         return {"qid": qid, "values": {"fluency": fl, "relevance": 0.5, "context_precision": 1.0, "faithfulness": 0.0,
-                                       "image_recall": recall},
+                                       "image_recall": recall}, "important_images": important,
                 "image_values": {m: imgs for m in ("image_coherence", "image_helpfulness", "image_reference")}}
 
-    files = [unit("a", [ev("1", 1.0, [0.2, 0.4, 0.6], 1.0)]), unit("b", [ev("2", None, [1.0], 0.0), ev("3", 0.5, [], 1.0)])]
+    files = [unit("a", [ev("1", 1.0, [0.2, 0.4, 0.6], 1.0)]),
+             unit("b", [ev("2", None, [1.0], 0.0), ev("3", 0.5, [], 1.0, important=0)])]
     rows = pipeline.collect(files)
     assert len(rows) == 1
     r = rows[0]
@@ -234,6 +235,15 @@ def test_table_pools_domains_over_images_and_answers(tmp_path):
     pipeline.write_table(rows, tmp_path / "m2rag.md", tmp_path / "m2rag.csv")
     md = (tmp_path / "m2rag.md").read_text()
     assert "75.0 (2; 1 failed)" in md and "55.0 (4; 0 failed)" in md and "3 (1)" in md
+    assert r["image_recall_vacuous"] == 1 and "66.7 (3; 0 failed; 1 without important image)" in md
+    # a strategy that placed no image: nothing to judge, shown as such (not as a failure)
+    files.append(unit("c", [ev("4", 0.5, [], 1.0)]))
+    for f in files:
+        s = json.loads(f.read_text())
+        s["strategy"] = "multi_stage"
+        f.write_text(json.dumps(s))
+    pipeline.write_table(pipeline.collect([files[2]]), tmp_path / "c.md", tmp_path / "c.csv")
+    assert (tmp_path / "c.md").read_text().count(" no output image |") == 3
     csv = pd.read_csv(tmp_path / "m2rag.csv")
     assert csv.loc[0, "fluency_failures"] == 1 and csv.loc[0, "overall"] == r["overall"]
 

@@ -23,7 +23,8 @@ rule prepare:
     output:
         **{f.replace(".", "_"): f"{paths.PREPARED}/{f}" for f in ALL_PREPARED_FILES},
     params:
-        ds=lambda w: config["datasets"][w.dataset],
+        # the dataset entry without its domain list: adding or dropping a domain leaves the others done
+        ds=lambda w: {k: v for k, v in config["datasets"][w.dataset].items() if k != "domains"},
         out_dir=lambda w: paths.PREPARED.format(dataset=w.dataset, domain=w.domain),
     log:
         "logs/prepare/{dataset}/{domain}.log",

@@ -227,10 +227,13 @@ def build_knowledge_bases_step(dataset: str, domain: str, source: str, prepared_
                "judge": scorer.backend.model_id, "cache": cstats, "seconds": round(time.perf_counter() - t0, 1)}
     write_json(out_json, summary)
     k = kb_report.counts
-    log.info("read %s (%d topics, first %d used) and %s; wrote %s: %d queries, %d pages, %d passages, %d images "
-             "(%d not ok, %d anchored); curation %s; %.0fs", prepared_dir, len(topics), len(qids), run_file, out_jsonl,
-             len(queries), k.get("pages", 0), k.get("passages", 0), k.get("images", 0), k.get("images_not_ok", 0),
-             k.get("images_anchored", 0), dict(sorted(curation.counts.items())), summary["seconds"])
+    log.info("read %s (%d topics, first %d used), %s and %s (%d figures of the domain anchored to a passage by caption); "
+             "wrote %s: %d queries, %d pages, %d passages, %d images (%d anchored after their passage, %d at the page "
+             "end; %d not ok, %d over max_page_images skipped); curation %s; %.0fs", prepared_dir, len(topics), len(qids),
+             run_file, anchor_tsv or "no figure captions", len(anchors), out_jsonl, len(queries), k.get("pages", 0),
+             k.get("passages", 0), k.get("images", 0), k.get("images_anchored", 0), k.get("images_unanchored", 0),
+             k.get("images_not_ok", 0), k.get("images_over_page_limit", 0), dict(sorted(curation.counts.items())),
+             summary["seconds"])
     return summary
 
 
@@ -258,6 +261,7 @@ class StoredEvaluation:
         self.qid = rec["qid"]
         self._text = rec["values"]
         self._images = rec["image_values"]
+        self.important_images = rec.get("important_images")
 
     def text_value(self, metric: str) -> float | None:
         return self._text[metric]
@@ -404,6 +408,8 @@ def collect(summary_files: Sequence[str | Path]) -> list[dict[str, Any]]:
         for m, ms in run.metrics.items():
             row[m] = None if ms.value is None else round(ms.value * 100, 1)
             row[f"{m}_n"], row[f"{m}_failures"] = ms.n, ms.failures
+        # image recall is 1.0 by definition for an answer whose inputs hold no image scored >= the threshold
+        row["image_recall_vacuous"] = sum(e.important_images == 0 for e in g["evaluations"])
         row["overall"] = None if run.overall is None else round(run.overall * 100, 1)
         row["seconds"] = round(g["seconds"], 1)
         rows.append(row)
@@ -421,14 +427,21 @@ def write_table(rows: Sequence[Mapping[str, Any]], out_md: str | Path, out_csv: 
     lines = ["# M2RAG (spec §6): eight metrics x100, pooled over domains",
              "",
              "Each cell: value (n scored; failed judgements). Image Coherence/Helpfulness/Reference are pooled over "
-             "output images, the others over answers; Overall = mean of the eight (n/a when one has no value). "
+             "output images ('no output image': the strategy placed none, nothing to judge), the others over answers; "
+             "Image Recall is 1.0 for an answer whose inputs hold no image scored >= the recall threshold (counted "
+             "'without important image'); Overall = mean of the eight (n/a when one has no value). "
              "Failed generations are excluded and counted.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["dataset"], r["source"], r["strategy"], r["generator"]]
         for m in ALL_METRICS:
+            n, failed = r[f"{m}_n"], r[f"{m}_failures"]
+            if m in IMAGE_METRICS and n == 0 and failed == 0:
+                cells.append("no output image")
+                continue
             v = "n/a" if r[m] is None else f"{r[m]:.1f}"
-            cells.append(f"{v} ({r[f'{m}_n']}; {r[f'{m}_failures']} failed)")
+            extra = f"; {r['image_recall_vacuous']} without important image" if m == "image_recall" else ""
+            cells.append(f"{v} ({n}; {failed} failed{extra})")
         cells += ["n/a" if r["overall"] is None else f"{r['overall']:.1f}", f"{r['answers']} ({r['excluded']})"]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     judges = sorted({r["judge"] for r in rows})
@@ -441,8 +454,13 @@ def report_step(config: Mapping[str, Any], summary_files: Sequence[str | Path], 
                 out_csv: str | Path, out_tracking: str | Path) -> list[dict[str, Any]]:
     """The M2RAG table and its MLflow runs (a parent and one child per answer unit, with the answers,
     evaluations, summary and HTML pages as artifacts)."""
+    from mmir.errors import ConfigError
     from mmir.tracking import log_units
 
+    if not summary_files:
+        raise ConfigError("m2rag", "no M2RAG unit: no chosen dataset has a domain with images whose run of "
+                          f"m2rag.task exists for a source system (datasets {config['m2rag']['datasets']}, "
+                          f"sources {config['m2rag']['sources']})")
     rows = collect(summary_files)
     write_table(rows, out_md, out_csv)
     m2rag = config["m2rag"]

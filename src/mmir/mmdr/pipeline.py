@@ -487,7 +487,8 @@ def write_table(rows: Sequence[tuple[str, dict]], fallbacks: Mapping[str, Mappin
         lines.append(f"| {name} | " + " | ".join("" if s.get(k) is None else (f"{s[k]:.1f}" if isinstance(s[k], float) else str(s[k]))
                                                 for k, _ in keys) + " |")
     write_text(out_md, "\n".join(lines) + "\n")
-    frame = pd.DataFrame([{"domain": n, **b} for n, b in rows])
+    frame = pd.DataFrame([{"Domain": n, "Tasks": b["n"], "Complete": b["complete"],
+                           **{c: None if b[c] is None else round(float(b[c]), 2) for c in TABLE_COLUMNS}} for n, b in rows])
     with atomic_path(out_csv) as tmp:
         frame.to_csv(tmp, index=False)
 
