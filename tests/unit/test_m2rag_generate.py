@@ -3,10 +3,10 @@
 import base64
 import io
 import re
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from m2rag_stub import Stub
 from PIL import Image
 
 from mmir.generation.backends import GenerationFailure
@@ -29,22 +29,6 @@ def png(color, size=(6, 4)):
     buf = io.BytesIO()
     Image.new("RGB", size, color).save(buf, format="PNG")
     return buf.getvalue()
-
-
-class Stub:
-    """Backend stub: ``reply(prompt_text) -> str``; records every message list."""
-
-    def __init__(self, reply):
-        self.reply, self.calls = reply, []
-
-    def generate(self, messages, *, temperature, max_tokens, seed, n):
-        self.calls.append(messages)
-        content = messages[0]["content"]
-        text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
-        out = self.reply(text)
-        if isinstance(out, Exception):
-            raise out
-        return SimpleNamespace(texts=[out])
 
 
 def query():

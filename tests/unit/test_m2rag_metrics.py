@@ -4,9 +4,9 @@ import io
 import json
 import math
 import re
-from types import SimpleNamespace
 
 import pytest
+from m2rag_stub import Stub
 from PIL import Image
 
 from mmir.generation.backends import GenerationFailure
@@ -31,20 +31,6 @@ from mmir.m2rag.metrics import (
 )
 from mmir.m2rag.records import PLACEHOLDER, Chunk, ImageItem, M2RAGQuery, Webpage
 from mmir.m2rag.selection import select_input
-
-
-class Stub:
-    def __init__(self, reply):
-        self.reply, self.calls = reply, []
-
-    def generate(self, messages, *, temperature, max_tokens, seed, n):
-        self.calls.append(messages)
-        content = messages[0]["content"]
-        text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
-        out = self.reply(text)
-        if isinstance(out, Exception):
-            raise out
-        return SimpleNamespace(texts=[out])
 
 
 def caller(reply):

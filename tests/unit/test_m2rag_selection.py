@@ -1,10 +1,10 @@
 """M2RAG input building (spec §3) and curation (spec §2): thresholds, caps, the tie rule, dedup, filters."""
 
 import io
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from m2rag_stub import Stub
 from PIL import Image
 
 from mmir.generation.backends import GenerationFailure
@@ -19,22 +19,6 @@ from mmir.m2rag.selection import (
     select_input,
     top_k_stable,
 )
-
-
-class Stub:
-    """A backend whose reply is computed from the prompt text."""
-
-    def __init__(self, reply):
-        self.reply, self.prompts = reply, []
-
-    def generate(self, messages, *, temperature, max_tokens, seed, n):
-        content = messages[0]["content"]
-        text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
-        self.prompts.append(content)
-        out = self.reply(text)
-        if isinstance(out, Exception):
-            raise out
-        return SimpleNamespace(texts=[out])
 
 
 def img(page, k, score, split=0, **kw):
