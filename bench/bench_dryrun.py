@@ -20,7 +20,7 @@ import yaml
 
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "src"))
-from mmir.config import MM_BRIGHT_DOMAINS  # noqa: E402
+from mmir.data.domains import MM_BRIGHT_DOMAINS  # noqa: E402
 
 SYSTEMS = {
     "bm25": {"kind": "bm25"},

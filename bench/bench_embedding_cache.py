@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from mmir.data.trec import read_trec_documents
-from mmir.models.text_encoders import SentenceTransformerEncoder
+from mmir.encoders.text import SentenceTransformerEncoder
 from mmir.retrieval.search import encode_cached
 
 

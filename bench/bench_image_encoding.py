@@ -66,7 +66,7 @@ def main() -> int:
     import torch
     from PIL import Image
 
-    from mmir.models.mm_encoders import build_open_clip, l2_normalize
+    from mmir.encoders.multimodal import build_open_clip, l2_normalize
 
     datas, source = load_images(args.n, args.data_dir)
     torch.manual_seed(0)

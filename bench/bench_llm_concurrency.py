@@ -29,8 +29,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from mmir.generation import OpenAIBackend
-from mmir.models.offline_llm import qwen05b_gguf_path
+from mmir.llm import OpenAIBackend
+from mmir.llm.offline import qwen05b_gguf_path
 
 TOPICS = ["binary search", "TCP handshake", "photosynthesis", "Bayes' theorem", "hash tables", "RSA keys",
           "gradient descent", "the Doppler effect", "B-trees", "Dijkstra's algorithm", "entropy", "mutexes"]

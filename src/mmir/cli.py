@@ -1,7 +1,7 @@
 """``mmir``: the command line used by DVC stages (and handy by hand).
 
 Each sub-command runs one step for every domain of a dataset (DVC versions one output directory per
-dataset/system), reading the validated params.yaml. Snakemake calls the same :mod:`mmir.steps` functions
+dataset/system), reading the validated params.yaml. Snakemake calls the same :mod:`mmir.workflow.steps` functions
 per domain instead.
 
     mmir validate                       check params.yaml, print the resolved units
@@ -23,10 +23,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from mmir import logs, paths
-from mmir.config import (ablation_systems, ablation_units, has_query_images, load_config, m2rag_units, rag_units, task_units,
-                         units)
-from mmir.errors import MmirError
+from mmir.data.domains import has_query_images
+from mmir.workflow.units import ablation_systems, ablation_units, m2rag_units, mmdr_units, rag_units, task_units, units
+from mmir.workflow.validate import load_config
+from mmir.core import logs, paths
+from mmir.core.errors import MmirError
 
 
 def _domains(config, dataset, task="task1", system=None):
@@ -37,15 +38,13 @@ def _domains(config, dataset, task="task1", system=None):
 
 def _skip_note(out_dir: str, what: str) -> None:
     # DVC expects every declared output: a dataset a task does not apply to gets a directory with a note.
-    from mmir.io import write_json
+    from mmir.core.io import write_json
 
     write_json(Path(out_dir) / "SKIPPED.json", {"reason": what})
     print(f"mmir: {what}; wrote {out_dir}/SKIPPED.json", file=sys.stderr)
 
 
 def cmd_validate(config, args):
-    from mmir.mmdr.pipeline import units as mmdr_units
-
     for ds, dom in units(config):
         print(f"{ds}\t{dom}")
     print(f"systems: {', '.join(config['systems'])}; tasks: {', '.join(config['tasks'])}; protocol: {config['evaluation']['protocol']}")
@@ -56,7 +55,7 @@ def cmd_validate(config, args):
 
 
 def cmd_prepare(config, args):
-    from mmir import steps
+    from mmir.workflow import steps
 
     ds = config["datasets"][args.dataset]
     for dom in [d for name, d in units(config) if name == args.dataset]:  # every domain, whatever the systems
@@ -68,7 +67,7 @@ def cmd_prepare(config, args):
 
 
 def cmd_caption(config, args):
-    from mmir import steps
+    from mmir.workflow import steps
 
     name = args.captioner or config["evaluation"]["image_text"]
     domains = _domains(config, args.dataset, "task2")
@@ -83,7 +82,7 @@ def cmd_caption(config, args):
 
 
 def cmd_retrieve(config, args):
-    from mmir import steps
+    from mmir.workflow import steps
 
     system = config["systems"][args.system]
     domains = _domains(config, args.dataset, args.task, args.system)
@@ -100,7 +99,7 @@ def cmd_retrieve(config, args):
 
 
 def cmd_score(config, args):
-    from mmir import steps
+    from mmir.workflow import steps
 
     domains = _domains(config, args.dataset, args.task, args.system)
     if not domains:
@@ -118,7 +117,7 @@ def _units(config, task):
 
 
 def cmd_report(config, args):
-    from mmir import steps
+    from mmir.workflow import steps
 
     files = [paths.METRICS.format(task=args.task, **u) for u in _units(config, args.task)]
     ev = config["evaluation"]
@@ -130,14 +129,14 @@ def cmd_report(config, args):
 
 
 def cmd_track(config, args):
-    from mmir import steps
+    from mmir.workflow import steps
 
     steps.track(config, args.task, _units(config, args.task), paths.TRACKING.format(task=args.task))
 
 
 def cmd_ablations(config, args):
     """Everything of the ablation grids (Task 1, MM-BRIGHT section 5), one grid after the other."""
-    from mmir import steps
+    from mmir.workflow import steps
 
     derived = ablation_systems(config)
     ev = config["evaluation"]
@@ -176,7 +175,7 @@ def cmd_ablations(config, args):
 
 def cmd_rag(config, args):
     """Every RAG unit (dataset, domain, setting), then the table and its MLflow runs."""
-    from mmir import steps
+    from mmir.workflow import steps
 
     rag = config.get("rag")
     if not rag:
@@ -198,7 +197,7 @@ def cmd_rag(config, args):
 
 def cmd_m2rag(config, args):
     """Every M2RAG knowledge base and answer unit, then the table and its MLflow runs."""
-    from mmir.m2rag import pipeline
+    from mmir.workflow import m2rag as pipeline
 
     m = config.get("m2rag")
     if not m:
@@ -229,7 +228,7 @@ def cmd_m2rag(config, args):
 
 def cmd_mmdr(config, args):
     """Every MMDR domain (tasks, baseline reports, scoring), then the leaderboard export, the table and MLflow."""
-    from mmir.mmdr import pipeline
+    from mmir.workflow import mmdr as pipeline
 
     m = config.get("mmdr")
     if not m:
@@ -237,7 +236,7 @@ def cmd_mmdr(config, args):
         return
     gens, cache = config["generators"], config["paths"]["generation_cache"]
     runs, reports = [], []
-    for u in pipeline.units(config):
+    for u in mmdr_units(config):
         d, dom = u["dataset"], u["domain"]
         prep = paths.PREPARED.format(**u)
         caps = pipeline.captions_file(config, d, dom)

@@ -52,7 +52,7 @@ def test_mmdr_two_tasks_with_the_local_llm(tmp_path):
     assert [g["gt"] for g in gt] == ["\n".join(f"Image {i}: {alt[p]}" for i, p in enumerate(ps, 1)) for _, ps in want]
 
     # reports cite only the run's top-2 documents and the question's images, by mmir URI, in a References block
-    from mmir.mmdr.report_parser import parse_references
+    from mmir.benchmarks.mmdr.report_parser import parse_references
 
     run: dict[str, list[str]] = {}
     for line in (wd / "results/runs/task1/os/bm25/statistics.trec").read_text().splitlines():

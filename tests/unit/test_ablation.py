@@ -3,10 +3,11 @@
 
 import pandas as pd
 
-from mmir.generation.backends import Backend, Generation, GenerationFailure
-from mmir.generation.cache import GenerationCache, load_prompt
-from mmir.generation.queries import caption_augmented, reformulate
-from mmir.io import write_json
+from mmir.llm.backends import Backend, Generation, GenerationFailure
+from mmir.benchmarks.mmbright import load_prompt
+from mmir.llm.cache import GenerationCache
+from mmir.benchmarks.mmbright.queries import caption_augmented, reformulate
+from mmir.core.io import write_json
 from mmir.reporting.ablation import ablation_frame, write_ablation
 
 TOPICS = pd.DataFrame({"qid": ["a", "b", "c"], "query": ["q one", "q two", "q three"],

@@ -2,8 +2,10 @@ import copy
 
 import pytest
 
-from mmir.config import PROJECT_ROOT, load_config, units, validate_config
-from mmir.errors import ConfigError
+from mmir.config import PROJECT_ROOT
+from mmir.workflow.units import units
+from mmir.workflow.validate import load_config, validate_config
+from mmir.core.errors import ConfigError
 
 BASE = {
     "datasets": {"tiny": {"source": "local", "root": "/tmp/x", "domains": ["d"]}},
@@ -84,7 +86,7 @@ def test_schema_integrity_defaults_match_prepare():
 
 
 def test_ablation_systems_and_units(tmp_path):
-    from mmir.config import ablation_systems, ablation_units, task_units
+    from mmir.workflow.units import ablation_systems, ablation_units, task_units
     from conftest import write_domain
 
     root = write_domain(tmp_path / "raw")

@@ -8,8 +8,9 @@ import threading
 import pytest
 from PIL import Image
 
-from mmir.generation import GenerationCache, Usage, generation_key, load_prompt, parse_marked_answer
-from mmir.generation.backends import (
+from mmir.benchmarks.mmbright import load_prompt
+from mmir.llm import GenerationCache, Usage, generation_key, parse_marked_answer
+from mmir.llm.backends import (
     Backend,
     Generation,
     GenerationFailure,

@@ -24,8 +24,9 @@ import pytest
 
 pytest.importorskip("openai")
 
-from mmir.errors import ConfigError  # noqa: E402
-from mmir.generation import (  # noqa: E402
+from mmir.benchmarks.mmbright import PROMPTS_DIR as MMBRIGHT_PROMPTS
+from mmir.core.errors import ConfigError  # noqa: E402
+from mmir.llm import (  # noqa: E402
     GenerationCache,
     GenerationFailure,
     OpenAIBackend,
@@ -337,7 +338,7 @@ def _render_items(tpl, queries):
 
 
 def test_cache_second_run_makes_no_backend_calls(fault, tmp_path):
-    tpl = load_prompt("reformulate_v1")
+    tpl = load_prompt("reformulate_v1", MMBRIGHT_PROMPTS)
     items = [[{"role": "user", "content": tpl.render(query=f"q{i}", image_descriptions="none")}] for i in range(4)]
     db = tmp_path / "gen.sqlite"
     with GenerationCache(db) as cache:
@@ -418,7 +419,7 @@ def test_failures_are_recorded_then_retried(fault, tmp_path):
 STAGE = textwrap.dedent(
     """
     import sys
-    from mmir.generation import GenerationCache, OpenAIBackend
+    from mmir.llm import GenerationCache, OpenAIBackend
     base_url, db, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     b = OpenAIBackend("fault-model", base_url=base_url, api_key_env="MMIR_TEST_OPENAI_KEY", timeout_s=10)
     cache = GenerationCache(db)

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from mmir.generation import GenerationCache, TransformersBackend, UnsupportedInputError, make_backend  # noqa: E402
+from mmir.llm import GenerationCache, TransformersBackend, UnsupportedInputError, make_backend  # noqa: E402
 
 WORDS = "the a of to and is in search query image question answer what how why reason document red blue colour".split()
 SPECIALS = ["<pad>", "<eos>", "<unk>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
@@ -147,7 +147,7 @@ def test_make_backend_transformers_is_lazy():
 @pytest.mark.skipif(not os.environ.get("MMIR_RUN_SLOW"), reason="about 1 minute on 2 CPU cores; set MMIR_RUN_SLOW=1")
 @pytest.mark.skipif(importlib.util.find_spec("gguf") is None, reason="transformers needs the 'gguf' package to read GGUF")
 def test_offline_gguf_through_transformers():
-    from mmir.models.offline_llm import EXPECTED_SHA256, qwen05b_gguf_path
+    from mmir.llm.offline import EXPECTED_SHA256, qwen05b_gguf_path
 
     p = qwen05b_gguf_path()
     b = TransformersBackend(p.parent, gguf_file=p.name, local_files_only=True)

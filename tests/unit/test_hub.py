@@ -9,7 +9,7 @@ import yaml
 
 from conftest import PROJECT
 from mmir.data.hub import fetch_domain
-from mmir.errors import DataError
+from mmir.core.errors import DataError
 
 
 def test_fetch_offline_fails_with_local_copy_recipe(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ from mmir.data.images import (
     load_image_for_role,
     resolve_inside,
 )
-from mmir.errors import DataError
+from mmir.core.errors import DataError
 
 
 def _encode(img: Image.Image, fmt: str, **kw) -> bytes:

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 from PIL import Image
 
 from mmir.data.images import CorruptImage
-from mmir.m2rag.calls import Caller
-from mmir.m2rag.describe import add_ocr, caption_images, page_context
-from mmir.m2rag.records import Chunk, ImageItem, M2RAGQuery, Webpage, image_description
+from mmir.benchmarks.m2rag.calls import Caller
+from mmir.benchmarks.m2rag.describe import add_ocr, caption_images, page_context
+from mmir.benchmarks.m2rag.records import Chunk, ImageItem, M2RAGQuery, Webpage, image_description
 
 
 def png():

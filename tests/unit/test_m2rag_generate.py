@@ -9,9 +9,9 @@ import pytest
 from m2rag_stub import Stub
 from PIL import Image
 
-from mmir.generation.backends import GenerationFailure
-from mmir.m2rag.calls import Caller
-from mmir.m2rag.generate import (
+from mmir.llm.backends import GenerationFailure
+from mmir.benchmarks.m2rag.calls import Caller
+from mmir.benchmarks.m2rag.generate import (
     Answer,
     input_segments,
     multi_stage,
@@ -21,8 +21,8 @@ from mmir.m2rag.generate import (
     separate,
     single_stage,
 )
-from mmir.m2rag.records import PLACEHOLDER, Chunk, ImageItem, M2RAGQuery, Webpage
-from mmir.m2rag.selection import SelectionConfig, select_input
+from mmir.benchmarks.m2rag.records import PLACEHOLDER, Chunk, ImageItem, M2RAGQuery, Webpage
+from mmir.benchmarks.m2rag.selection import SelectionConfig, select_input
 
 
 def png(color, size=(6, 4)):

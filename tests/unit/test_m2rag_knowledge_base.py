@@ -6,15 +6,15 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from mmir.errors import DataError
-from mmir.m2rag.knowledge_base import (
+from mmir.core.errors import DataError
+from mmir.benchmarks.m2rag.knowledge_base import (
     PreparedDomain,
     build_knowledge_base,
     build_knowledge_bases,
     image_passages_from_captions,
     load_image_captions,
 )
-from mmir.m2rag.selection import select_input
+from mmir.benchmarks.m2rag.selection import select_input
 from mmir.retrieval.runs import write_run
 
 
@@ -137,7 +137,7 @@ def test_max_page_images_keeps_anchored_first_then_path_order(domain):
     assert "<IMAGE_PLACEHOLDER>[1]" in next(c.text for c in a.chunks if c.doc_id == "s/aaaaaaaa_2.txt")
     q0 = build_knowledge_base("q1", "q", RANKING, domain, top_n=3, max_page_images=0)
     assert all(p.images == [] for p in q0.webpages)
-    from mmir.m2rag.knowledge_base import KnowledgeBaseReport
+    from mmir.benchmarks.m2rag.knowledge_base import KnowledgeBaseReport
 
     rep = KnowledgeBaseReport()
     build_knowledge_base("q1", "q", RANKING, domain, top_n=3, max_page_images=1, report=rep)

@@ -6,9 +6,9 @@ import tarfile
 
 import pytest
 
-from mmir.errors import DataError
-from mmir.m2rag import loader
-from mmir.m2rag.loader import ImageResolver, dump_record, fetch_dev_set, load_dev_set, parse_record
+from mmir.core.errors import DataError
+from mmir.benchmarks.m2rag import loader
+from mmir.benchmarks.m2rag.loader import ImageResolver, dump_record, fetch_dev_set, load_dev_set, parse_record
 
 RECORD = {
     "query_id": 17,

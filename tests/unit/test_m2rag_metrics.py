@@ -9,11 +9,11 @@ import pytest
 from m2rag_stub import Stub
 from PIL import Image
 
-from mmir.generation.backends import GenerationFailure
-from mmir.m2rag.aggregate import aggregate
-from mmir.m2rag.calls import Caller
-from mmir.m2rag.generate import single_stage
-from mmir.m2rag.metrics import (
+from mmir.llm.backends import GenerationFailure
+from mmir.benchmarks.m2rag.aggregate import aggregate
+from mmir.benchmarks.m2rag.calls import Caller
+from mmir.benchmarks.m2rag.generate import single_stage
+from mmir.benchmarks.m2rag.metrics import (
     ImageEvaluation,
     Judges,
     JudgeScore,
@@ -29,8 +29,8 @@ from mmir.m2rag.metrics import (
     image_recall,
     relevance,
 )
-from mmir.m2rag.records import PLACEHOLDER, Chunk, ImageItem, M2RAGQuery, Webpage
-from mmir.m2rag.selection import select_input
+from mmir.benchmarks.m2rag.records import PLACEHOLDER, Chunk, ImageItem, M2RAGQuery, Webpage
+from mmir.benchmarks.m2rag.selection import select_input
 
 
 def caller(reply):

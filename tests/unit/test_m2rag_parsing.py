@@ -2,9 +2,9 @@
 
 import pytest
 
-from mmir.m2rag.generate import parse_placement
-from mmir.m2rag.metrics import parse_judge_score
-from mmir.m2rag.parsing import extract_json, first_int, last_int, strip_images, strip_links, unwrap_markdown
+from mmir.benchmarks.m2rag.generate import parse_placement
+from mmir.benchmarks.m2rag.metrics import parse_judge_score
+from mmir.benchmarks.m2rag.parsing import extract_json, first_int, last_int, strip_images, strip_links, unwrap_markdown
 
 
 def test_spec_parse_cases():

@@ -13,12 +13,15 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from mmir.config import M2RAG_DEVSET, m2rag_units, validate_config
-from mmir.errors import ConfigError, DataError
-from mmir.generation.backends import Backend, Generation
-from mmir.m2rag import pipeline
-from mmir.m2rag.loader import dump_record
-from mmir.m2rag.records import Chunk, ImageItem, M2RAGQuery, Webpage
+from mmir.workflow.units import M2RAG_DEVSET, m2rag_units
+from mmir.workflow.validate import validate_config
+from mmir.core.errors import ConfigError, DataError
+from mmir.llm.backends import Backend, Generation
+from mmir.workflow import m2rag as pipeline
+from mmir.benchmarks.m2rag import store
+from mmir.reporting import m2rag as rep_table
+from mmir.benchmarks.m2rag.loader import dump_record
+from mmir.benchmarks.m2rag.records import Chunk, ImageItem, M2RAGQuery, Webpage
 from mmir.retrieval.runs import write_run
 
 
@@ -134,7 +137,7 @@ def test_knowledge_bases_are_curated_scored_and_round_trip(domain, tmp_path):
     kbc = summary["knowledge_base"]["counts"]
     assert kbc["pages"] == 3 and kbc["images_not_ok"] == 2  # q1: pages a, b; q2: page b (its broken image each time)
     assert summary["image_text"]["counts"]["images_with_image_text"] == 1
-    queries = pipeline.read_kb(out / "kb.jsonl", pipeline.prepared_image_bytes(domain[0] / "images.parquet"))
+    queries = store.read_kb(out / "kb.jsonl", store.prepared_image_bytes(domain[0] / "images.parquet"))
     q1 = queries[0]
     # chunk scores from the scripted judge (last integer), image scores (first integer)
     assert [c.score for p in q1.webpages for c in p.chunks] == [7.0, 1.0, 7.0]
@@ -143,7 +146,7 @@ def test_knowledge_bases_are_curated_scored_and_round_trip(domain, tmp_path):
     assert q1.webpages[0].images[0].ocr == "Scores 0 10 20"
     assert q1.webpages[0].images[0].load_bytes() == noise_png(1)  # bytes re-attached by path
     # the round trip keeps every field
-    assert pipeline.query_to_dict(q1) == json.loads((out / "kb.jsonl").read_text().splitlines()[0])
+    assert store.query_to_dict(q1) == json.loads((out / "kb.jsonl").read_text().splitlines()[0])
     # a rerun is served by the cache: no new backend call
     n = len(backend.calls)
     build(domain, tmp_path, backend, selection={"min_file_bytes": 0})
@@ -222,7 +225,7 @@ def test_table_pools_domains_over_images_and_answers(tmp_path):
 
     files = [unit("a", [ev("1", 1.0, [0.2, 0.4, 0.6], 1.0)]),
              unit("b", [ev("2", None, [1.0], 0.0), ev("3", 0.5, [], 1.0, important=0)])]
-    rows = pipeline.collect(files)
+    rows = store.collect(files)
     assert len(rows) == 1
     r = rows[0]
     # answers: fluency over 2 scored answers, 1 failure; images pooled: (0.2+0.4+0.6+1.0)/4
@@ -232,7 +235,7 @@ def test_table_pools_domains_over_images_and_answers(tmp_path):
     assert r["answers"] == 3 and r["excluded"] == 1 and r["domains"] == "a,b"
     overall = (0.75 + 0.5 + 1.0 + 0.0 + 0.55 * 3 + 2 / 3) / 8
     assert r["overall"] == pytest.approx(round(overall * 100, 1))
-    pipeline.write_table(rows, tmp_path / "m2rag.md", tmp_path / "m2rag.csv")
+    rep_table.write_table(rows, tmp_path / "m2rag.md", tmp_path / "m2rag.csv")
     md = (tmp_path / "m2rag.md").read_text()
     assert "75.0 (2; 1 failed)" in md and "55.0 (4; 0 failed)" in md and "3 (1)" in md
     assert r["image_recall_vacuous"] == 1 and "66.7 (3; 0 failed; 1 without important image)" in md
@@ -242,7 +245,7 @@ def test_table_pools_domains_over_images_and_answers(tmp_path):
         s = json.loads(f.read_text())
         s["strategy"] = "multi_stage"
         f.write_text(json.dumps(s))
-    pipeline.write_table(pipeline.collect([files[2]]), tmp_path / "c.md", tmp_path / "c.csv")
+    rep_table.write_table(store.collect([files[2]]), tmp_path / "c.md", tmp_path / "c.csv")
     assert (tmp_path / "c.md").read_text().count(" no output image |") == 3
     csv = pd.read_csv(tmp_path / "m2rag.csv")
     assert csv.loc[0, "fluency_failures"] == 1 and csv.loc[0, "overall"] == r["overall"]
@@ -251,9 +254,9 @@ def test_table_pools_domains_over_images_and_answers(tmp_path):
 def test_read_kb_names_file_and_line(tmp_path):
     f = tmp_path / "kb.jsonl"
     q = M2RAGQuery("q", "c", [Webpage(0, "t", "u", [Chunk(0, "x")], [ImageItem(0, "a.png")])])
-    f.write_text(json.dumps(pipeline.query_to_dict(q)) + "\n{\"query_id\": 1}\n")
+    f.write_text(json.dumps(store.query_to_dict(q)) + "\n{\"query_id\": 1}\n")
     with pytest.raises(DataError, match=r"kb.jsonl.*line 2"):
-        pipeline.read_kb(f)
+        store.read_kb(f)
 
 
 def test_dev_set_step_writes_the_same_kb_format(tmp_path):
@@ -265,7 +268,7 @@ def test_dev_set_step_writes_the_same_kb_format(tmp_path):
     cfg = m2rag_cfg(max_queries=5)
     s = pipeline.load_dev_set_step(tmp_path, None, cfg, tmp_path / "kb.jsonl", tmp_path / "kb.json")
     assert s["queries"] == 1
-    back = pipeline.read_kb(tmp_path / "kb.jsonl")[0]
+    back = store.read_kb(tmp_path / "kb.jsonl")[0]
     assert back.webpages[0].images[0].caption == "a chart" and back.webpages[0].chunks[0].score == 6.0
 
 

@@ -7,10 +7,10 @@ import pytest
 from m2rag_stub import Stub
 from PIL import Image
 
-from mmir.generation.backends import GenerationFailure
-from mmir.m2rag.calls import Caller
-from mmir.m2rag.records import Chunk, ImageItem, M2RAGQuery, Webpage
-from mmir.m2rag.selection import (
+from mmir.llm.backends import GenerationFailure
+from mmir.benchmarks.m2rag.calls import Caller
+from mmir.benchmarks.m2rag.records import Chunk, ImageItem, M2RAGQuery, Webpage
+from mmir.benchmarks.m2rag.selection import (
     SelectionConfig,
     curate_images,
     dedup_page_images,

@@ -1,4 +1,4 @@
-"""mmir.models.mm_encoders with TINY randomly initialised models of the real architectures.
+"""mmir.encoders.multimodal with TINY randomly initialised models of the real architectures.
 
 No weights can be downloaded here, so every encoder is checked against a direct call of the underlying
 library (transformers / open_clip) on the same inputs: our vectors must equal the library's features,
@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from PIL import Image
 
 from mmir.data.images import CorruptImage, ImageTally, blank_image
-from mmir.models import mm_encoders as mm
-from mmir.models.embedding_cache import EmbeddingCache, content_key, encoder_key
+from mmir.encoders import multimodal as mm
+from mmir.encoders.cache import EmbeddingCache, content_key, encoder_key
 
 LONG_TEXT = " ".join(["the cat sat on the mat and looked at the graph"] * 46)  # 506 words
 TEXTS = ["the cat", "a diagram of the heart, with labels", "x", LONG_TEXT]

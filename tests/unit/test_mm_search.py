@@ -96,7 +96,7 @@ def test_caption_step_writes_image_text_for_corpus_and_query_images(tmp_path):
     pytest.importorskip("rapidocr_onnxruntime", reason="rapidocr-onnxruntime not installed")
     import pandas as pd
 
-    from mmir import steps
+    from mmir.workflow import steps
     from test_ocr import _rendered_png
 
     cols = ["path", "sha256", "alt", "bytes", "width", "height", "ok"]

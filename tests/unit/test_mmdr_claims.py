@@ -1,8 +1,8 @@
-"""mmir.mmdr.claims: claim-URL extraction and enrichment (spec §5.1), incl. the references-block quirk."""
+"""mmir.benchmarks.mmdr.claims: claim-URL extraction and enrichment (spec §5.1), incl. the references-block quirk."""
 
 from __future__ import annotations
 
-from mmir.mmdr.claims import (
+from mmir.benchmarks.mmdr.claims import (
     NO_CLAIM_TEXT,
     extract_claim_pairs,
     is_image_dependent_claim,

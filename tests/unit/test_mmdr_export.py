@@ -1,4 +1,4 @@
-"""mmir.mmdr.export on small synthetic runs: CSV bytes (BOM, CRLF, rounding, blanks), duplicates,
+"""mmir.benchmarks.mmdr.export on small synthetic runs: CSV bytes (BOM, CRLF, rounding, blanks), duplicates,
 incomplete rows, split filter, manifest keys and provenance (spec §8)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from mmir.errors import DataError
-from mmir.mmdr.aggregate import results_record, too_short_record
-from mmir.mmdr.export import LEADERBOARD_COLUMNS, TASK_COLUMNS, ExportIncomplete, csv_bytes, export_leaderboard, provenance
-from mmir.mmdr.judge import Judge
-from mmir.mmdr.stub import ScriptedBackend
+from mmir.core.errors import DataError
+from mmir.benchmarks.mmdr.aggregate import results_record, too_short_record
+from mmir.benchmarks.mmdr.export import LEADERBOARD_COLUMNS, TASK_COLUMNS, ExportIncomplete, csv_bytes, export_leaderboard, provenance
+from mmir.benchmarks.mmdr.judge import Judge
+from mmir.benchmarks.mmdr.stub import ScriptedBackend
 
 GEN_RAW = {"R": 0.5, "I": 0.25, "S": 0.125}
 EVI_RAW = {"E_con": 0.1, "E_cov": 0.2, "E_fid": 1 / 3}

@@ -1,4 +1,4 @@
-"""mmir.mmdr.flae: deterministic features, formulas, per-profile alpha blend, g heuristics, weights (spec §4)."""
+"""mmir.benchmarks.mmdr.flae: deterministic features, formulas, per-profile alpha blend, g heuristics, weights (spec §4)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from mmir.mmdr.controller import ControllerOutput
-from mmir.mmdr.flae import FLAEConfig, compute_flae, parse_flae_features, run_flae, structural_completeness, text_features
-from mmir.mmdr.judge import Judge
-from mmir.mmdr.stub import ScriptedBackend
+from mmir.benchmarks.mmdr.controller import ControllerOutput
+from mmir.benchmarks.mmdr.flae import FLAEConfig, compute_flae, parse_flae_features, run_flae, structural_completeness, text_features
+from mmir.benchmarks.mmdr.judge import Judge
+from mmir.benchmarks.mmdr.stub import ScriptedBackend
 
 REPORT = "# Title\n\nAlpha beta. Alpha gamma delta."
 FEATURES = {"E": 0.1, "p_analysis": 0.4, "rho_connective": 0.6, "rho_synthesis": 0.5, "U": 0.7, "O": 0.6, "T": 0.8,

@@ -1,4 +1,4 @@
-"""mmir.mmdr.judge: lenient-but-audited parsing, the audit log and cached calls through a stub backend."""
+"""mmir.benchmarks.mmdr.judge: lenient-but-audited parsing, the audit log and cached calls through a stub backend."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from mmir.generation.backends import GenerationFailure
-from mmir.generation.cache import GenerationCache
-from mmir.mmdr.controller import ControllerConfig, run_controller
-from mmir.mmdr.judge import PROMPTS_DIR, Judge, as_number, parse_json_array, parse_json_object
-from mmir.mmdr.stub import STEPS, ScriptedBackend
+from mmir.llm.backends import GenerationFailure
+from mmir.llm.cache import GenerationCache
+from mmir.benchmarks.mmdr.controller import ControllerConfig, run_controller
+from mmir.benchmarks.mmdr.judge import PROMPTS_DIR, Judge, as_number, parse_json_array, parse_json_object
+from mmir.benchmarks.mmdr.stub import STEPS, ScriptedBackend
 
 
 def test_parse_json_object():

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mmir.mmdr.fetch import FetchResult, default_fetcher
-from mmir.mmdr.image_resolver import ImageResolver, page_image_candidates
-from mmir.mmdr.judge import Judge
-from mmir.mmdr.mm_engines import EngineConfig, claim_accuracy, decide_engine, yes_no_score
-from mmir.mmdr.mosaic import (
+from mmir.benchmarks.mmdr.fetch import FetchResult, default_fetcher
+from mmir.benchmarks.mmdr.image_resolver import ImageResolver, page_image_candidates
+from mmir.benchmarks.mmdr.judge import Judge
+from mmir.benchmarks.mmdr.mm_engines import EngineConfig, claim_accuracy, decide_engine, yes_no_score
+from mmir.benchmarks.mmdr.mosaic import (
     MosaicConfig,
     aggregate_items,
     build_mm_items,
@@ -26,7 +26,7 @@ from mmir.mmdr.mosaic import (
     pass2_type,
     run_mosaic,
 )
-from mmir.mmdr.stub import ScriptedBackend
+from mmir.benchmarks.mmdr.stub import ScriptedBackend
 
 
 def png_bytes(seed: int = 0, size: int = 48) -> bytes:

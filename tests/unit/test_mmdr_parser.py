@@ -1,8 +1,8 @@
-"""mmir.mmdr.report_parser: the report protocol as the evaluator reads it (spec §2)."""
+"""mmir.benchmarks.mmdr.report_parser: the report protocol as the evaluator reads it (spec §2)."""
 
 from __future__ import annotations
 
-from mmir.mmdr.report_parser import (
+from mmir.benchmarks.mmdr.report_parser import (
     URL_SCHEMES,
     citation_ids,
     count_paragraphs,

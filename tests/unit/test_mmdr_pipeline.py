@@ -13,17 +13,20 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from mmir.config import validate_config
-from mmir.errors import ConfigError, DataError
-from mmir.mmdr import pipeline
-from mmir.mmdr.baseline import Source, assemble_report, attach_citations, gather_sources, strip_references
-from mmir.mmdr.build_tasks import build_tasks, load_built_tasks
-from mmir.mmdr.fetch import default_fetcher, fetch_evidence
-from mmir.mmdr.image_resolver import ImageResolver
-from mmir.mmdr.local import ImageTextBackend, LocalDomain, mmir_uri
-from mmir.mmdr.report_parser import parse_references
-from mmir.mmdr.stub import ScriptedBackend
-from mmir.mmdr.tasks import load_tasks
+from mmir.workflow.validate import validate_config
+from mmir.core.errors import ConfigError, DataError
+from mmir.workflow import mmdr as pipeline
+from mmir.benchmarks.mmdr import check
+from mmir.benchmarks.mmdr import judge_audit
+from mmir.benchmarks.mmdr import results
+from mmir.benchmarks.mmdr.baseline import Source, assemble_report, attach_citations, gather_sources, strip_references
+from mmir.benchmarks.mmdr.build_tasks import build_tasks, load_built_tasks
+from mmir.benchmarks.mmdr.fetch import default_fetcher, fetch_evidence
+from mmir.benchmarks.mmdr.image_resolver import ImageResolver
+from mmir.benchmarks.mmdr.local import ImageTextBackend, LocalDomain, mmir_uri
+from mmir.benchmarks.mmdr.report_parser import parse_references
+from mmir.benchmarks.mmdr.stub import ScriptedBackend
+from mmir.benchmarks.mmdr.tasks import load_tasks
 
 SCHEMES = ("http", "https", "file", "mmir")
 DOCS = [
@@ -229,7 +232,7 @@ def test_config_defaults_and_errors_name_the_key():
     c = validate_config(_config())
     m = c["mmdr"]
     assert m["max_tasks"] == 2 and m["system"] == "bm25" and m["judge_images"] == "text"
-    assert pipeline.evaluator_config(m).trace.schemes == SCHEMES and not pipeline.evaluator_config(m).vef.attach_images
+    assert check.evaluator_config(m).trace.schemes == SCHEMES and not check.evaluator_config(m).vef.attach_images
     with pytest.raises(ConfigError) as e:
         validate_config(_config({"evaluator": {"trace": {"schemes": ["http"]}}}))
     assert e.value.key == "mmdr.evaluator.trace.schemes"
@@ -269,7 +272,7 @@ JUDGE = {
 
 
 def _run_stage(tmp_path, monkeypatch, prepared):
-    import mmir.generation.backends as backends
+    import mmir.llm.backends as backends
 
     backend = ScriptedBackend({**JUDGE}, default=WRITER)
     monkeypatch.setattr(backends, "make_backend", lambda cfg: backend)
@@ -324,7 +327,7 @@ def test_stage_end_to_end_with_a_scripted_judge(tmp_path, monkeypatch, prepared)
     assert board["Overall"] == pytest.approx(sum(float(r["Overall"]) for r in rows) / 2)
     assert board["MOSAIC"] == pytest.approx(sum(r["scores"]["MM"] for r in recs) / 2)
     lb = list(csv.DictReader(open(tmp_path / "export" / "mmdr.leaderboard.csv", encoding="utf-8-sig")))[0]
-    assert float(lb["Overall"]) == pytest.approx(round(board["Overall"], 2)) and lb["Model"] == pipeline.model_label(cfg["mmdr"])
+    assert float(lb["Overall"]) == pytest.approx(round(board["Overall"], 2)) and lb["Model"] == results.model_label(cfg["mmdr"])
 
     # fallbacks: counted from the saved audit, equal to the manifest's
     audit = [json.loads(line) for line in (base / "run" / "audit.jsonl").read_text().splitlines()]
@@ -363,7 +366,7 @@ def test_rerun_is_served_by_the_caches(tmp_path, monkeypatch, prepared):
 def test_example_copies_are_counted_per_module():
     ex = {"support_strength": 0.0, "hallucination_prob": 0.0, "inversion_prob": 0.0, "chain_sound_prob": 0.0,
           "source_category": "unknown", "why": "one short sentence"}
-    assert pipeline.prompt_examples("mmdr_evidence_pair_v1") == [ex]
+    assert judge_audit.prompt_examples("mmdr_evidence_pair_v1") == [ex]
 
     def rec(module, prompt, reply, ok=True):
         return {"module": module, "prompt_id": prompt, "raw_reply": reply, "parse_ok": ok}
@@ -379,7 +382,7 @@ def test_example_copies_are_counted_per_module():
         rec("mm_chart", "mmdr_chart_claims_v1", json.dumps([{"claim": "short paraphrase", "is_supported": True,
                                                               "confidence": 0.0, "reason": "rows/cells used"}])),
     ]
-    assert pipeline.example_copies(records) == {"evidence_pair": 2, "vef": 1, "mm_type": 0, "mm_chart": 1}
+    assert judge_audit.example_copies(records) == {"evidence_pair": 2, "vef": 1, "mm_type": 0, "mm_chart": 1}
 
 
 def test_cli_runs_the_stage_for_every_domain(tmp_path, monkeypatch, prepared):
@@ -388,7 +391,7 @@ def test_cli_runs_the_stage_for_every_domain(tmp_path, monkeypatch, prepared):
 
     import yaml
 
-    import mmir.generation.backends as backends
+    import mmir.llm.backends as backends
     from mmir import cli
 
     monkeypatch.setattr(backends, "make_backend", lambda cfg: ScriptedBackend({**JUDGE}, default=WRITER))

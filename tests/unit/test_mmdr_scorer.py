@@ -1,4 +1,4 @@
-"""mmir.mmdr.scorer end to end with a scripted judge and an offline corpus: FLAE, EVI + golden file, gate,
+"""mmir.benchmarks.mmdr.scorer end to end with a scripted judge and an offline corpus: FLAE, EVI + golden file, gate,
 MOSAIC, VEF, the results record, and the exporter reading it back."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mmir.mmdr.aggregate import final_mmdr
-from mmir.mmdr.config import MMDRConfig
-from mmir.mmdr.export import export_leaderboard, provenance
-from mmir.mmdr.fetch import default_fetcher
-from mmir.mmdr.judge import Judge
-from mmir.mmdr.scorer import legacy_final, score_task
-from mmir.mmdr.stub import ScriptedBackend
-from mmir.mmdr.tasks import Task
+from mmir.benchmarks.mmdr.aggregate import final_mmdr
+from mmir.benchmarks.mmdr.config import MMDRConfig
+from mmir.benchmarks.mmdr.export import export_leaderboard, provenance
+from mmir.benchmarks.mmdr.fetch import default_fetcher
+from mmir.benchmarks.mmdr.judge import Judge
+from mmir.benchmarks.mmdr.scorer import legacy_final, score_task
+from mmir.benchmarks.mmdr.stub import ScriptedBackend
+from mmir.benchmarks.mmdr.tasks import Task
 
 DOCS = {("openstax", "bio-10"): "Mitosis produces two identical daughter cells. Each has 46 chromosomes in humans.",
         ("openstax", "bio-11"): "Meiosis halves the chromosome number, producing four gametes."}

@@ -1,4 +1,4 @@
-"""mmir.mmdr.tasks: task schema, aliases, ids, splits, GT matching, profiles (spec §1)."""
+"""mmir.benchmarks.mmdr.tasks: task schema, aliases, ids, splits, GT matching, profiles (spec §1)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mmir.errors import DataError
-from mmir.mmdr.tasks import (
+from mmir.core.errors import DataError
+from mmir.benchmarks.mmdr.tasks import (
     Task,
     canonical_split,
     format_task_for_llm,

@@ -1,4 +1,4 @@
-"""mmir.mmdr.fetch + mmir.mmdr.trace: patience depth scores, support rules, E_con/E_cov/E_fid/E_div, EVI
+"""mmir.benchmarks.mmdr.fetch + mmir.benchmarks.mmdr.trace: patience depth scores, support rules, E_con/E_cov/E_fid/E_div, EVI
 and the degenerate branches (spec §5.2-5.4)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from mmir.mmdr.claims import ClaimPair
-from mmir.mmdr.fetch import (
+from mmir.benchmarks.mmdr.claims import ClaimPair
+from mmir.benchmarks.mmdr.fetch import (
     CachedFetcher,
     Evidence,
     FetchConfig,
@@ -21,9 +21,9 @@ from mmir.mmdr.fetch import (
     depth_score_from_rank,
     fetch_evidence,
 )
-from mmir.mmdr.judge import Judge
-from mmir.mmdr.stub import ScriptedBackend
-from mmir.mmdr.trace import AuditedPair, PairJudgement, TraceConfig, audit_pair, evidence_components, run_evidence
+from mmir.benchmarks.mmdr.judge import Judge
+from mmir.benchmarks.mmdr.stub import ScriptedBackend
+from mmir.benchmarks.mmdr.trace import AuditedPair, PairJudgement, TraceConfig, audit_pair, evidence_components, run_evidence
 
 CLAIM = "The chart shows zebra migration totals"  # image cue "chart"
 

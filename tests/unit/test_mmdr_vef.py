@@ -1,4 +1,4 @@
-"""mmir.mmdr.vef: VEF threshold (code) vs strict mode, no-GT rule, unparseable replies, judge inputs (spec §5.5)."""
+"""mmir.benchmarks.mmdr.vef: VEF threshold (code) vs strict mode, no-GT rule, unparseable replies, judge inputs (spec §5.5)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from mmir.mmdr.judge import Judge
-from mmir.mmdr.stub import ScriptedBackend
-from mmir.mmdr.vef import VEFConfig, parse_vef, run_vef, segment_for
+from mmir.benchmarks.mmdr.judge import Judge
+from mmir.benchmarks.mmdr.stub import ScriptedBackend
+from mmir.benchmarks.mmdr.vef import VEFConfig, parse_vef, run_vef, segment_for
 
 
 def _run(reply, cfg=VEFConfig(), **kw):

@@ -1,4 +1,4 @@
-"""mmir.generation.ocr: reading order, SQLite cache, and real RapidOCR on an image rendered with Pillow."""
+"""mmir.encoders.ocr: reading order, SQLite cache, and real RapidOCR on an image rendered with Pillow."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from mmir.data.images import CorruptImage
-from mmir.generation.ocr import OcrCaptioner, OcrLine, lines_to_text, reading_order
+from mmir.encoders.ocr import OcrCaptioner, OcrLine, lines_to_text, reading_order
 
 
 def _line(text, x, y, w=80, h=20):

@@ -6,7 +6,7 @@ import pytest
 from conftest import DOCS, EXAMPLES, write_domain
 from mmir.data.prepare import ALL_FILES, prepare_domain, write_prepared
 from mmir.data.trec import read_qrels
-from mmir.errors import DataError
+from mmir.core.errors import DataError
 
 LOCAL = {"source": "local", "integrity": {}}
 

@@ -4,10 +4,10 @@ import pandas as pd
 import pytest
 
 from mmir.data.prepare import prepare_domain, write_prepared
-from mmir.generation.backends import Backend, Generation
-from mmir.generation.cache import GenerationCache
-from mmir.rag.judge import agreement, parse_score
-from mmir.rag.qa import DomainIndex, evidence_for, run_setting, select_queries, summarize
+from mmir.llm.backends import Backend, Generation
+from mmir.llm.cache import GenerationCache
+from mmir.benchmarks.rag.judge import agreement, parse_score
+from mmir.benchmarks.rag.qa import DomainIndex, evidence_for, run_setting, select_queries, summarize
 from test_multimodal import IMG, ds, mm_root
 
 

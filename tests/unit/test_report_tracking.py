@@ -3,7 +3,7 @@ import json
 import pandas as pd
 import pytest
 
-from mmir.io import write_json
+from mmir.core.io import write_json
 from mmir.reporting.tables import collect, write_task_table
 from mmir.tracking import flatten, log_invocation, redact
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from mmir.generation.captions import vlm_captions
+from mmir.benchmarks.mmbright.captions import vlm_captions
 
 
 def png(color) -> bytes:

@@ -5,10 +5,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # run from a checkout without installing
 
-from mmir import paths
-from mmir.config import (ablation_systems, ablation_units, config_slice, dataset_domains, has_query_images,
-                         m2rag_units, rag_units, task_units, validate_config)
-from mmir.mmdr.pipeline import units as mmdr_units
+from mmir.core import paths
+from mmir.data.domains import dataset_domains, has_query_images
+from mmir.workflow.units import ablation_systems, ablation_units, config_slice, m2rag_units, mmdr_units, rag_units, task_units
+from mmir.workflow.validate import validate_config
 from mmir.data.parquet import domain_files
 from mmir.data.prepare import ALL_FILES as ALL_PREPARED_FILES
 
@@ -81,7 +81,7 @@ def raw_inputs(wildcards):
     ds = config["datasets"][wildcards.dataset]
     if ds["source"] == "hf":
         return [paths.FETCHED.format(dataset=wildcards.dataset, domain=wildcards.domain)]
-    from mmir.config import resolve_path
+    from mmir.core.paths import resolve_path
 
     root = resolve_path(ds["root"])
     if ds["source"] == "trec":
@@ -137,14 +137,14 @@ def rag_inputs(w):
 
 def m2rag_kb_inputs(w):
     """What a knowledge base reads: the source system's run and the prepared domain (or the dev set)."""
-    from mmir.m2rag.pipeline import kb_inputs
+    from mmir.workflow.m2rag import kb_inputs
 
     return kb_inputs(config, w.dataset, w.domain, w.source)
 
 
 def mmdr_reports_inputs(w):
     """What the MMDR baseline reads: its tasks, the prepared domain, the retrieval run and the image text."""
-    from mmir.mmdr.pipeline import captions_file, run_file
+    from mmir.workflow.mmdr import captions_file, run_file
 
     files = {"tasks": paths.MMDR_TASKS.format(dataset=w.dataset, domain=w.domain),
              "run": run_file(config, w.dataset, w.domain),

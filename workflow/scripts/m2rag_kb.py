@@ -1,5 +1,5 @@
-from mmir import logs
-from mmir.m2rag import pipeline
+from mmir.core import logs
+from mmir.workflow import m2rag as pipeline
 
 logs.setup(snakemake.log[0])
 w, i, p, o = snakemake.wildcards, snakemake.input, snakemake.params, snakemake.output

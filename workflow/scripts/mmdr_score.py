@@ -1,5 +1,5 @@
-from mmir import logs
-from mmir.mmdr import pipeline
+from mmir.core import logs
+from mmir.workflow import mmdr as pipeline
 
 logs.setup(snakemake.log[0])
 w = snakemake.wildcards

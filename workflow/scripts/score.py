@@ -1,4 +1,5 @@
-from mmir import logs, steps
+from mmir.core import logs
+from mmir.workflow import steps
 
 logs.setup(snakemake.log[0])
 w = snakemake.wildcards

@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from mmir.errors import DataError
+from mmir.core.errors import DataError
 
 OFFLINE_HELP = (
     "cannot reach the Hugging Face hub to fetch {repo}@{rev} ({why}). On a machine with network, download it "

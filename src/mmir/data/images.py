@@ -13,7 +13,7 @@ Every image is decoded by :func:`decode_image`, which returns a fully loaded 8-b
 * an animated image (GIF, WebP, APNG) gives its first frame;
 * every format Pillow reads is accepted (PNG, JPEG, WebP, GIF, BMP, TIFF, ...).
 
-Failures raise a :class:`~mmir.errors.DataError` subclass that names the source:
+Failures raise a :class:`~mmir.core.errors.DataError` subclass that names the source:
 
 * :class:`CorruptImage`: bytes that are empty, not an image, truncated or otherwise undecodable;
 * :class:`ImageTooLarge`: a decompression bomb, i.e. more pixels than ``max_pixels`` (checked from the header,
@@ -49,7 +49,7 @@ from typing import Literal
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from mmir.errors import DataError
+from mmir.core.errors import DataError
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from mmir.core.errors import DataError
 from mmir.data.images import CorruptImage, ImageTooLarge, decode_image, resolve_inside
 from mmir.data.parquet import as_str_list
-from mmir.errors import DataError
 
 NO_IMAGE = "__NO_IMAGE__"
 PAIR_SEP = "|||"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mmir.errors import DataError
+from mmir.core.errors import DataError
 
 CONFIGS = ("documents", "examples", "examples_multimodal", "document_images", "examples_images")
 

@@ -45,11 +45,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from mmir.config import resolve_path
+from mmir.core.errors import DataError
+from mmir.core.io import write_json, write_parquet, write_text
+from mmir.core.paths import resolve_path
 from mmir.data.multimodal import MultimodalPrepared
 from mmir.data.parquet import as_str_list, read_config
-from mmir.errors import DataError
-from mmir.io import write_json, write_parquet, write_text
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from mmir.errors import DataError
+from mmir.core.errors import DataError
 
 _DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
 _DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S | re.I)
@@ -89,7 +89,7 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
 
 def write_qrels(path: str | Path, qrels: dict[str, dict[str, int]]) -> None:
     """Write TREC qrels atomically, sorted by qid then docid."""
-    from mmir.io import write_text
+    from mmir.core.io import write_text
 
     lines = [f"{q} 0 {d} {r}" for q in sorted(qrels) for d, r in sorted(qrels[q].items())]
     write_text(path, "\n".join(lines) + ("\n" if lines else ""))

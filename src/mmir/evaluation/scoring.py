@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mmir.core.io import write_json, write_text
 from mmir.data.trec import read_qrels
 from mmir.evaluation.measures import evaluate, mean
-from mmir.io import write_json, write_text
 from mmir.retrieval.runs import read_run
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mmir.io import atomic_path, write_text
+from mmir.core.io import atomic_path, write_text
 from mmir.reporting.tables import collect
 
 LABEL = {"caption": ("captioner", "Caption-augmented queries (query + captions of its images)"),

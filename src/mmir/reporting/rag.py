@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mmir.io import write_text
+from mmir.core.io import write_text
 
 NAMES = {"none": "None", "oracle": "Oracle"}
 

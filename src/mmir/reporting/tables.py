@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mmir.io import write_json, write_text
+from mmir.core.io import write_json, write_text
 
 AVG = "Avg."
 TITLES = {

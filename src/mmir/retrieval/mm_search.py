@@ -3,7 +3,7 @@
 Items per task (see :mod:`mmir.data.multimodal`): Task 2 = documents, Task 3 = corpus images, Task 4 =
 (document, image) pairs. Queries are the ``examples_multimodal`` topics.
 
-- ``kind: mm`` systems (paper §4.1): query vector = :func:`~mmir.models.mm_encoders.build_query_vectors`
+- ``kind: mm`` systems (paper §4.1): query vector = :func:`~mmir.encoders.multimodal.build_query_vectors`
   (default: the FIRST query image only, a blank 224×224 white image when there is none, fused with the text
   vector by an L2-normalised mean); documents as text vectors; images as image vectors; a pair as the
   normalised mean of its text and image vectors (the text vector alone for a text-only pair).
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from mmir.data.images import blank_image
-from mmir.models.embedding_cache import EmbeddingCache, content_key, encoder_key
+from mmir.encoders.cache import EmbeddingCache, content_key, encoder_key
 from mmir.retrieval.runs import Run
 from mmir.retrieval.search import rank_scores
 from mmir.retrieval.topk import topk_inner_product
@@ -92,9 +92,9 @@ def text_route(task: str, prep: Path, captions: dict[str, str]) -> tuple[list[st
 
 def text_system_run(task: str, prep: Path, system: dict, excluded: dict, k: int, cache_root, captions) -> tuple[Run, dict]:
     """Rank a task's items for a bm25/dense system through the OCR route."""
+    from mmir.encoders.text import make_text_encoder
     from mmir.retrieval.bm25 import BM25
     from mmir.retrieval.search import encode_cached
-    from mmir.models.text_encoders import make_text_encoder
 
     qids, queries, item_ids, texts = text_route(task, prep, captions)
     stats = {"items": len(item_ids), "topics": len(qids)}
@@ -130,7 +130,7 @@ def make_mm_encoder(system: dict):
     with seeded random weights (offline runs; tables label the row untrained)."""
     import torch
 
-    from mmir.models.mm_encoders import build_mm_encoder
+    from mmir.encoders.multimodal import build_mm_encoder
 
     name = system["encoder"]
     kw = {"device": system.get("device"), "batch_size": system["batch_size"]}
@@ -150,7 +150,7 @@ def make_mm_encoder(system: dict):
 
 class TextTower:
     """A multimodal encoder seen as a text encoder (Task 1), with the interface of
-    :class:`mmir.models.text_encoders.TextEncoder`."""
+    :class:`mmir.encoders.text.TextEncoder`."""
 
     def __init__(self, enc):
         self.enc = enc
@@ -180,7 +180,7 @@ def _cached(enc, kind: str, items: list, contents: list, fn, cache_root, batch_s
 def mm_system_run(task: str, prep: Path, system: dict, excluded: dict, k: int, cache_root, encoder=None,
                   tally=None, domain: str = "") -> tuple[Run, dict]:
     """Rank a task's items with a multimodal encoder (see module docstring)."""
-    from mmir.models.mm_encoders import build_query_vectors, pair_vectors
+    from mmir.encoders.multimodal import build_query_vectors, pair_vectors
 
     enc = encoder or make_mm_encoder(system)
     bs = system["batch_size"]

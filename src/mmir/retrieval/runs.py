@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mmir.errors import DataError
-from mmir.io import atomic_path
+from mmir.core.errors import DataError
+from mmir.core.io import atomic_path
 
 Run = dict[str, list[tuple[str, float]]]
 

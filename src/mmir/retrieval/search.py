@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from mmir.data.prepare import read_excluded
-from mmir.models.embedding_cache import EmbeddingCache, content_key, encoder_key
+from mmir.encoders.cache import EmbeddingCache, content_key, encoder_key
 from mmir.retrieval.runs import Run, top_k
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def encode_cached(encoder, texts: list[str], kind: str, cache_root: str | Path, 
 def dense_run(corpus: pd.DataFrame, topics: pd.DataFrame, system: dict, excluded: dict, k: int,
               cache_root: str | Path, encoder=None) -> tuple[Run, dict]:
     """Rank with a dense encoder: exact cosine × 100 over the whole corpus. Returns (run, encode stats)."""
-    from mmir.models.text_encoders import make_text_encoder
+    from mmir.encoders.text import make_text_encoder
 
     encoder = encoder or make_text_encoder(system)
     bs = system.get("batch_size", 32)
@@ -101,7 +101,7 @@ def retrieve(prepared_dir: str | Path, system: dict, evaluation: dict, cache_roo
     corpus = pd.read_parquet(prepared_dir / "corpus.parquet")
     topics = pd.read_parquet(prepared_dir / "topics.parquet")
     if queries is not None:
-        from mmir.errors import DataError
+        from mmir.core.errors import DataError
 
         text = dict(pd.read_parquet(queries, columns=["qid", "query"]).itertuples(index=False))
         missing = [q for q in topics["qid"] if q not in text]

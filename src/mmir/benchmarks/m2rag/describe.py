@@ -1,0 +1,124 @@
+"""Text descriptions of images for text-only backends and judges (spec §2.2 "Captions", §3 LLM backbone).
+
+The dev set ships a ``detailed_image_caption`` per image. Knowledge bases built from our prepared data have
+alt text only; these helpers add what a text-only model needs
+(:func:`~mmir.benchmarks.m2rag.records.image_description` joins caption, alt text and OCR text):
+
+* :func:`add_ocr` -- the text printed in each image, from an OCR captioner (e.g.
+  :class:`mmir.encoders.ocr.OcrCaptioner`, offline on CPU);
+* :func:`caption_images` -- a one-line detailed caption from a vision model, conditioned on the page text
+  above and below the image (each cut to 256 tokens; spec §2.2), or for auxiliary images on the query.
+  The released code calls the captioner twice with context and keeps the second answer (spec §9.12);
+  we call it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from mmir.benchmarks.m2rag.calls import (
+    Caller,
+    ImagePart,
+    prompt,
+    render_around_slot,
+    user_messages,
+)
+from mmir.benchmarks.m2rag.media import thumbnail_bytes
+from mmir.benchmarks.m2rag.metrics import CONTEXT_TOKENS, RegexTokenizer, Tokenizer
+from mmir.benchmarks.m2rag.records import (
+    INDEXED_PLACEHOLDER_RE,
+    PLACEHOLDER,
+    ImageItem,
+    M2RAGQuery,
+    Webpage,
+)
+from mmir.benchmarks.m2rag.selection import CurationReport
+from mmir.core.errors import DataError
+from mmir.llm.backends import GenerationFailure
+
+
+def add_ocr(images: Iterable[ImageItem], ocr: Any, *, overwrite: bool = False) -> CurationReport:
+    """Fill ``image.ocr`` from ``ocr.caption(data, source=...) -> str`` for each image, in place.
+
+    Images whose bytes cannot be read, or on which the OCR engine fails with a data error, are counted
+    (``ocr_failed``) and keep their current ``ocr``. Images that already have OCR text are skipped unless
+    ``overwrite``.
+    """
+    rep = CurationReport()
+    for im in images:
+        if im.ocr and not overwrite:
+            continue
+        try:
+            im.ocr = str(ocr.caption(im.load_bytes(), source=im.cached_image_url) or "")
+        except DataError as e:
+            rep.add("ocr_failed")
+            rep.failures.append(f"ocr {im.cached_image_url}: {e}")
+            continue
+        rep.add("ocr_done")
+    return rep
+
+
+def page_context(page: Webpage, image: ImageItem, tokenizer: Tokenizer | None = None,
+                 max_tokens: int = CONTEXT_TOKENS) -> tuple[str, str]:
+    """The page text before and after ``image`` (all chunks, placeholders removed), cut to the last / first
+    ``max_tokens`` tokens. An unanchored image (or one whose placeholder is absent) sits at the page end."""
+    tok = tokenizer or RegexTokenizer()
+    text = "".join(c.text for c in page.chunks or [])
+    marker = f"<IMAGE_PLACEHOLDER>[{image.image_id}]"
+    pos = text.find(marker) if image.anchored else -1
+    above, below = (text[:pos], text[pos + len(marker):]) if pos >= 0 else (text, "")
+
+    def clean(s: str) -> str:
+        return INDEXED_PLACEHOLDER_RE.sub("", s).replace(PLACEHOLDER, "")
+
+    a, b = tok.encode(clean(above)), tok.encode(clean(below))
+    return tok.decode(a[-max_tokens:]) if max_tokens > 0 else "", tok.decode(b[:max_tokens]) if max_tokens > 0 else ""
+
+
+def caption_images(query: M2RAGQuery, caller: Caller, *, tokenizer: Tokenizer | None = None,
+                   context_tokens: int = CONTEXT_TOKENS, thumbnail_size: int = 512, max_tokens: int = 256,
+                   overwrite: bool = False) -> CurationReport:
+    """Give every usable image of ``query`` a detailed one-line caption from a vision model, in place.
+
+    Page images get the page text around them (:func:`page_context`); auxiliary images get the query.
+    Images with a ``drop_reason`` are skipped, so are captioned ones unless ``overwrite``. A failed call or
+    unreadable image leaves ``caption`` unchanged and is counted (``caption_failed``).
+
+    Args:
+        query: its images are updated.
+        caller: a vision backend (it receives the image as a thumbnail).
+        tokenizer, context_tokens: context cut (default :class:`~mmir.benchmarks.m2rag.metrics.RegexTokenizer`, 256).
+        thumbnail_size: image box side in pixels.
+        max_tokens: caption length limit.
+        overwrite: recaption images that have a caption.
+
+    Returns:
+        :class:`~mmir.benchmarks.m2rag.selection.CurationReport` (``captioned``, ``caption_failed``).
+    """
+    rep = CurationReport()
+    t_page, t_aux = prompt("image_caption_v1"), prompt("aux_image_caption_v1")
+    jobs: list[tuple[ImageItem, Webpage | None]] = [(im, p) for p in query.webpages for im in p.images]
+    jobs += [(im, None) for im in query.aux_images]
+    for im, page in jobs:
+        if im.drop_reason is not None or (im.caption and not overwrite):
+            continue
+        if page is None:
+            tpl, (before, after) = t_aux, render_around_slot(t_aux, query=query.content)
+        else:
+            above, below = page_context(page, im, tokenizer, context_tokens)
+            tpl, (before, after) = t_page, render_around_slot(t_page, above=above, below=below)
+        try:
+            part = ImagePart(thumbnail_bytes(im.load_bytes(), size=thumbnail_size, source=im.cached_image_url))
+            reply = caller(user_messages([before, part, after]), tpl, stage=f"caption[{im.image_id}]",
+                           max_tokens=max_tokens)
+        except (DataError, GenerationFailure) as e:
+            rep.add("caption_failed")
+            rep.failures.append(f"caption {im.cached_image_url}: {e}")
+            continue
+        im.caption = " ".join(reply.strip().split("\n")).strip()
+        rep.add("captioned")
+    return rep
+
+
+__all__ = ["add_ocr", "caption_images", "page_context"]

@@ -1,0 +1,569 @@
+"""The eight M2RAG metrics (spec §6) on one answer; pooling and Overall are in :mod:`mmir.benchmarks.m2rag.aggregate`.
+
+Every judge runs through a :class:`~mmir.benchmarks.m2rag.calls.Caller` (any backend), once, with no retry beyond
+the backend's own.
+
+**0-10 judges** (fluency, relevance, image coherence, helpfulness, reference; spec §6.1-6.5): the reply's
+last integer (regex ``\\d+``) clamped to [0, 10], divided by 10 -- so ``"8/10"`` reads as 10, as in the
+released code. **A reply with no integer is a counted failure** (``JudgeScore.error = "unparsable"``,
+value ``None``), and so is a failed call (``"generation_failed: ..."``): neither is ever turned into a
+score. (The released code scores a reply with no integer as 0; ``released_parse=True`` restores that.)
+
+**Context precision and faithfulness** (spec §6.3-6.4) are a documented native implementation of the
+RAGAS 0.2.9 definitions (``LLMContextPrecisionWithoutReference`` and ``Faithfulness``) through our
+backends, with prompts of our own that ask for JSON:
+
+* context precision -- one call per retrieved context (each kept page's ``content``, placeholders
+  included, then the detailed caption of each *output* image); verdict ``v_k`` in {0, 1} = "was this
+  context useful for arriving at the answer"; score = ``sum_k(precision@k * v_k) / (sum_k v_k + 1e-10)``
+  with ``precision@k = sum_{i<=k} v_i / k`` (about 0 when no context is useful);
+* faithfulness -- one call splits the answer into self-contained statements, one call judges every
+  statement against the concatenated contexts (``"\\n"``-joined), score = supported / all.
+
+Differences from the released pipeline, on purpose: a verdict or statement list that cannot be parsed is
+a counted failure (RAGAS retries its output parser and then raises); an answer from which no statement
+is extracted is a counted failure ``"no_statements"`` -- RAGAS returns NaN there and the released
+normaliser ``max(0, min(1, NaN))`` turns it into **1.0**; we never do.
+
+**Image-precision metrics** (spec §6.5): for output image ``i`` the judge sees the text above it (the
+last 256 tokens of ``s_0 + ... + s_i``) and below it (the first 256 tokens of ``s_{i+1} + ... + s_n``),
+where ``s_k`` are the segments of ``placeholder_response`` split on ``<IMAGE_PLACEHOLDER>``. Tokens are
+counted with a pluggable :class:`Tokenizer`: the released code uses tiktoken ``o200k_base``, which needs
+an encoding file from the network, so the default here is :class:`RegexTokenizer` (words and punctuation
+with their leading whitespace); pass :class:`HFTokenizer` or :func:`tiktoken_tokenizer` to match a model.
+A vision judge gets the image (512 px thumbnail) between the two contexts; a text-only judge gets its
+description (a deviation: the paper's judge is a VLM).
+
+**Image recall** (spec §6.6): important images = input images with ``final_score >= 8``; recall =
+``|important ∩ output| / |important|`` by ``cached_image_url``; **1.0 when there is no important image**.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from mmir.benchmarks.m2rag.calls import (
+    Caller,
+    ImagePart,
+    Segment,
+    prompt,
+    render_around_slot,
+    user_messages,
+)
+from mmir.benchmarks.m2rag.media import thumbnail_bytes
+from mmir.benchmarks.m2rag.parsing import extract_json, last_int
+from mmir.benchmarks.m2rag.records import PLACEHOLDER, ImageItem, image_description
+from mmir.core.errors import DataError
+from mmir.llm.backends import GenerationFailure
+
+log = logging.getLogger(__name__)
+
+CONTEXT_TOKENS = 256
+RECALL_THRESHOLD = 8
+EPSILON = 1e-10
+TEXT_METRICS = ("fluency", "relevance", "context_precision", "faithfulness")
+IMAGE_METRICS = ("image_coherence", "image_helpfulness", "image_reference")
+METRICS = (*TEXT_METRICS, *IMAGE_METRICS, "image_recall")
+
+
+# ------------------------------------------------------------------------------------------- tokenizers
+class Tokenizer(Protocol):
+    """Counts and cuts text in tokens: ``encode(text) -> list``, ``decode(tokens) -> str``."""
+
+    def encode(self, text: str) -> list:
+        """Tokens of ``text``."""
+        ...
+
+    def decode(self, tokens: list) -> str:
+        """Text of ``tokens``."""
+        ...
+
+
+class RegexTokenizer:
+    """Offline default tokenizer: a token is a word (``\\w+``) or one punctuation mark, each with its
+    leading whitespace (trailing whitespace is a token of its own); ``decode(encode(t)) == t``."""
+
+    _RE = re.compile(r"\s*\w+|\s*[^\w\s]|\s+", re.UNICODE)
+
+    def encode(self, text: str) -> list[str]:
+        """Tokens of ``text`` (strings)."""
+        return self._RE.findall(text)
+
+    def decode(self, tokens: list) -> str:
+        """The text of ``tokens``."""
+        return "".join(tokens)
+
+
+class HFTokenizer:
+    """Wraps a Hugging Face tokenizer (e.g. the judge model's) as a :class:`Tokenizer`."""
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids, no special tokens."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, tokens: list) -> str:
+        """Text of token ids."""
+        return self.tokenizer.decode(tokens)
+
+
+def tiktoken_tokenizer(encoding: str = "o200k_base") -> Tokenizer:
+    """The tiktoken encoding the released code uses (``o200k_base`` for gpt-4o, else ``cl100k_base``).
+
+    Raises:
+        ImportError: tiktoken is not installed.
+        Exception: whatever tiktoken raises when its encoding file cannot be fetched (it downloads it).
+    """
+    import tiktoken
+
+    return tiktoken.get_encoding(encoding)
+
+
+# ----------------------------------------------------------------------------------------- image windows
+@dataclass
+class ContextWindows:
+    """Text above/below each output image and what was adjusted to get it.
+
+    Attributes:
+        windows: ``[(above, below), ...]``, one per output image.
+        surplus_placeholders: placeholders beyond the image count, whose segments were merged into the
+            last segment with a space (spec §5).
+        missing_placeholders: images without a placeholder (they get the whole remaining text above).
+    """
+
+    windows: list[tuple[str, str]]
+    surplus_placeholders: int = 0
+    missing_placeholders: int = 0
+
+
+def image_contexts(placeholder_response: str, n_images: int, tokenizer: Tokenizer | None = None,
+                   max_tokens: int = CONTEXT_TOKENS) -> ContextWindows:
+    """The context windows of spec §6.5: above = the last ``max_tokens`` tokens of everything before image
+    ``i``, below = the first ``max_tokens`` tokens of everything after it.
+
+    If the text has more placeholders than ``n_images``, the surplus segments are merged into the last one,
+    joined with a space (spec §5); if it has fewer, empty segments are added at the end. Both are counted
+    and logged.
+
+    Args:
+        placeholder_response: the answer with ``<IMAGE_PLACEHOLDER>`` tokens.
+        n_images: ``len(output_images)``.
+        tokenizer: default :class:`RegexTokenizer`.
+        max_tokens: window length on each side (256).
+    """
+    tok = tokenizer or RegexTokenizer()
+    segs = placeholder_response.split(PLACEHOLDER)
+    surplus = missing = 0
+    if len(segs) - 1 > n_images:
+        surplus = len(segs) - 1 - n_images
+        segs = segs[:n_images] + [" ".join(segs[n_images:])]
+        log.warning("%d placeholder(s) more than the %d output images; surplus text merged", surplus, n_images)
+    elif len(segs) - 1 < n_images:
+        missing = n_images - (len(segs) - 1)
+        segs = segs + [""] * missing
+        log.warning("%d output image(s) without a placeholder", missing)
+    windows = []
+    for i in range(n_images):
+        above = tok.encode("".join(segs[: i + 1]))
+        below = tok.encode("".join(segs[i + 1:]))
+        windows.append((tok.decode(above[-max_tokens:]) if max_tokens > 0 else "",
+                        tok.decode(below[:max_tokens]) if max_tokens > 0 else ""))
+    return ContextWindows(windows, surplus, missing)
+
+
+# ------------------------------------------------------------------------------------------- 0-10 judges
+@dataclass
+class JudgeScore:
+    """One 0-10 judgement (spec §8: raw int, normalised float, reply text).
+
+    Attributes:
+        raw: the parsed integer in [0, 10], ``None`` on failure.
+        normalised: ``raw / 10``, ``None`` on failure.
+        reply: the judge's reply (``None`` when the call failed).
+        error: ``None``, ``"unparsable"`` or ``"generation_failed: ..."`` (a counted failure).
+    """
+
+    raw: int | None
+    normalised: float | None
+    reply: str | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """A usable score."""
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return asdict(self)
+
+
+def parse_judge_score(reply: str, upper: int = 10, *, released_parse: bool = False) -> int | None:
+    """The GPT-4o judge parse (spec §6): last integer, clamped to ``[0, upper]``; ``None`` when there is
+    none -- or ``0`` with ``released_parse=True`` (the released code's rule).
+
+    >>> parse_judge_score("blah\\n8"), parse_judge_score("12"), parse_judge_score("no digits", released_parse=True)
+    (8, 10, 0)
+    """
+    value = last_int(reply, upper)
+    if value is None and released_parse:
+        return 0
+    return value
+
+
+def _judge(caller: Caller, template_name: str, segments: Sequence[Segment], stage: str, max_tokens: int,
+           released_parse: bool) -> JudgeScore:
+    tpl = prompt(template_name)
+    try:
+        reply = caller(user_messages(segments), tpl, stage=stage, max_tokens=max_tokens)
+    except GenerationFailure as f:
+        return JudgeScore(None, None, None, f"generation_failed: {f}")
+    raw = parse_judge_score(reply, released_parse=released_parse)
+    if raw is None:
+        return JudgeScore(None, None, reply, "unparsable")
+    return JudgeScore(raw, raw / 10.0, reply)
+
+
+def fluency(caller: Caller, response: str, *, max_tokens: int = 256, released_parse: bool = False) -> JudgeScore:
+    """Fluency of the answer text (spec §6.1), 0-10 -> [0, 1]; failures are counted, never scored.
+
+    Args:
+        caller: the judge.
+        response: the answer with placeholders deleted (:attr:`Answer.response <mmir.benchmarks.m2rag.generate.Answer.response>`).
+        max_tokens: reply limit.
+        released_parse: score an integer-free reply as 0 (released behaviour) instead of failing.
+    """
+    return _judge(caller, "judge_fluency_v1", [prompt("judge_fluency_v1").render(text=response)], "fluency",
+                  max_tokens, released_parse)
+
+
+def relevance(caller: Caller, query: str, response: str, *, max_tokens: int = 256,
+              released_parse: bool = False) -> JudgeScore:
+    """Relevance of the answer to the query (spec §6.2), 0-10 -> [0, 1]; see :func:`fluency`."""
+    return _judge(caller, "judge_relevance_v1", [prompt("judge_relevance_v1").render(query=query, text=response)],
+                  "relevance", max_tokens, released_parse)
+
+
+def _image_judge(name: str, caller: Caller, image: ImageItem, above: str, below: str, vision: bool,
+                 thumbnail_size: int, max_tokens: int, released_parse: bool, stage: str) -> JudgeScore:
+    tpl = prompt(name)
+    before, after = render_around_slot(tpl, above=above, below=below)
+    try:
+        slot: Segment = (ImagePart(thumbnail_bytes(image.load_bytes(), size=thumbnail_size, source=image.cached_image_url))
+                         if vision else f"Image description: {image_description(image)}")
+    except DataError as e:
+        return JudgeScore(None, None, None, f"image_unavailable: {e}")
+    return _judge(caller, name, [before, slot, after], stage, max_tokens, released_parse)
+
+
+def image_coherence(caller: Caller, image: ImageItem, above: str, below: str, *, vision: bool = True,
+                    thumbnail_size: int = 512, max_tokens: int = 256, released_parse: bool = False) -> JudgeScore:
+    """Image coherence with the text around it (spec §6.5.1), 0-10 -> [0, 1].
+
+    Args:
+        caller: the judge (a VLM when ``vision``).
+        image: the output image (bytes from ``data`` or ``path``).
+        above, below: the context windows (:func:`image_contexts`).
+        vision: send the image (thumbnail) or, for a text-only judge, its description.
+        thumbnail_size, max_tokens, released_parse: see :func:`fluency`.
+
+    Returns:
+        :class:`JudgeScore`; an unreadable image is the failure ``"image_unavailable: ..."``.
+    """
+    return _image_judge("judge_image_coherence_v1", caller, image, above, below, vision, thumbnail_size, max_tokens,
+                        released_parse, "image_coherence")
+
+
+def image_helpfulness(caller: Caller, image: ImageItem, above: str, below: str, *, vision: bool = True,
+                      thumbnail_size: int = 512, max_tokens: int = 256, released_parse: bool = False) -> JudgeScore:
+    """How much the image helps a reader understand the text around it (spec §6.5.2); see
+    :func:`image_coherence`."""
+    return _image_judge("judge_image_helpfulness_v1", caller, image, above, below, vision, thumbnail_size, max_tokens,
+                        released_parse, "image_helpfulness")
+
+
+def image_reference(caller: Caller, image: ImageItem, above: str, below: str, *, vision: bool = True,
+                    thumbnail_size: int = 512, max_tokens: int = 256, released_parse: bool = False) -> JudgeScore:
+    """Whether the text refers to / explains the image, and correctly (spec §6.5.3); see
+    :func:`image_coherence`."""
+    return _image_judge("judge_image_reference_v1", caller, image, above, below, vision, thumbnail_size, max_tokens,
+                        released_parse, "image_reference")
+
+
+# -------------------------------------------------------------------------------------- RAGAS (native)
+@dataclass
+class RagasScore:
+    """A native RAGAS-style score in [0, 1].
+
+    Attributes:
+        value: the score, ``None`` on failure.
+        error: ``None`` or the failure (``"unparsable: ..."``, ``"generation_failed: ..."``,
+            ``"no_statements"``, ``"no_contexts"``, ``"verdict_count_mismatch"``).
+        details: verdicts / statements behind the score.
+    """
+
+    value: float | None
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """A usable score."""
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return asdict(self)
+
+
+def _verdict(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return int(value)
+    if isinstance(value, str) and value.strip().lower() in ("0", "1", "yes", "no"):
+        return 1 if value.strip().lower() in ("1", "yes") else 0
+    return None
+
+
+def average_precision(verdicts: Sequence[int]) -> float:
+    """RAGAS context precision from ordered 0/1 verdicts: ``sum(precision@k * v_k) / (sum(v) + 1e-10)``."""
+    hits, total = 0, 0.0
+    for k, v in enumerate(verdicts, 1):
+        hits += v
+        total += (hits / k) * v
+    return total / (sum(verdicts) + EPSILON)
+
+
+def context_precision(caller: Caller, query: str, response: str, contexts: Sequence[str], *,
+                      max_tokens: int = 256) -> RagasScore:
+    """Context precision without reference (spec §6.3): one verdict call per context, in order.
+
+    Args:
+        caller: the judge (GPT-4o-mini in the paper).
+        query: the question.
+        response: the answer (placeholders deleted).
+        contexts: page contents, then the detailed captions of the output images.
+        max_tokens: reply limit per verdict.
+
+    Returns:
+        :class:`RagasScore` with ``details["verdicts"]``; any unparsable verdict or failed call fails the
+        metric for this answer (counted), as does an empty ``contexts`` (``"no_contexts"``).
+    """
+    if not contexts:
+        return RagasScore(None, "no_contexts")
+    tpl = prompt("ragas_context_precision_v1")
+    verdicts: list[int] = []
+    for k, ctx in enumerate(contexts):
+        msgs = user_messages([tpl.render(question=query, answer=response, context=ctx)])
+        try:
+            reply = caller(msgs, tpl, stage=f"context_precision[{k}]", max_tokens=max_tokens)
+        except GenerationFailure as f:
+            return RagasScore(None, f"generation_failed: {f}", {"verdicts": verdicts})
+        try:
+            obj = extract_json(reply)
+            v = _verdict(obj.get("verdict")) if isinstance(obj, dict) else None
+        except ValueError:
+            v = None
+        if v is None:
+            return RagasScore(None, f"unparsable: verdict for context {k}", {"verdicts": verdicts, "reply": reply})
+        verdicts.append(v)
+    return RagasScore(average_precision(verdicts), None, {"verdicts": verdicts})
+
+
+def faithfulness(caller: Caller, query: str, response: str, contexts: Sequence[str], *,
+                 max_tokens: int = 1024) -> RagasScore:
+    """Faithfulness (spec §6.4): statements extracted from the answer, each judged against the contexts.
+
+    Returns:
+        :class:`RagasScore` (``details``: ``statements``, ``verdicts``). Counted failures:
+        ``"no_statements"`` (released code: NaN -> 1.0), ``"unparsable: ..."``, ``"verdict_count_mismatch"``,
+        ``"generation_failed: ..."``.
+    """
+    t_st, t_nli = prompt("ragas_statements_v1"), prompt("ragas_nli_v1")
+    try:
+        reply = caller(user_messages([t_st.render(question=query, answer=response)]), t_st,
+                       stage="faithfulness.statements", max_tokens=max_tokens)
+    except GenerationFailure as f:
+        return RagasScore(None, f"generation_failed: {f}")
+    try:
+        obj = extract_json(reply)
+    except ValueError:
+        return RagasScore(None, "unparsable: statements", {"reply": reply})
+    raw = obj.get("statements") if isinstance(obj, dict) else obj
+    if not isinstance(raw, list):
+        return RagasScore(None, "unparsable: statements", {"reply": reply})
+    statements = [s.strip() for s in raw if isinstance(s, str) and s.strip()]
+    if not statements:
+        return RagasScore(None, "no_statements", {"reply": reply})
+    listing = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(statements))
+    try:
+        reply = caller(user_messages([t_nli.render(context="\n".join(contexts), statements=listing)]), t_nli,
+                       stage="faithfulness.nli", max_tokens=max_tokens)
+    except GenerationFailure as f:
+        return RagasScore(None, f"generation_failed: {f}", {"statements": statements})
+    try:
+        obj = extract_json(reply)
+    except ValueError:
+        return RagasScore(None, "unparsable: verdicts", {"statements": statements, "reply": reply})
+    items = obj.get("verdicts") if isinstance(obj, dict) else obj
+    if not isinstance(items, list):
+        return RagasScore(None, "unparsable: verdicts", {"statements": statements, "reply": reply})
+    verdicts = [_verdict(it.get("verdict")) if isinstance(it, dict) else _verdict(it) for it in items]
+    if any(v is None for v in verdicts):
+        return RagasScore(None, "unparsable: verdicts", {"statements": statements, "reply": reply})
+    if len(verdicts) != len(statements):
+        return RagasScore(None, "verdict_count_mismatch",
+                          {"statements": statements, "verdicts": verdicts, "reply": reply})
+    return RagasScore(sum(verdicts) / len(verdicts), None, {"statements": statements, "verdicts": verdicts})
+
+
+# --------------------------------------------------------------------------------------------- recall
+def image_recall(important: Iterable[str], output: Iterable[str]) -> float:
+    """Image recall (spec §6.6): ``|important ∩ output| / |important|`` over ``cached_image_url`` sets;
+    **1.0 when there is no important image**."""
+    imp, out = set(important), set(output)
+    if not imp:
+        return 1.0
+    return len(imp & out) / len(imp)
+
+
+# ------------------------------------------------------------------------------------ one answer, all 8
+@dataclass
+class ImageEvaluation:
+    """The three image-precision judgements of one output image."""
+
+    position: int
+    cached_image_url: str
+    coherence: JudgeScore
+    helpfulness: JudgeScore
+    reference: JudgeScore
+
+
+@dataclass
+class QueryEvaluation:
+    """All eight metrics of one answer (spec §6).
+
+    ``images`` has one entry per output image (pooled over images by the aggregator); ``image_recall``
+    is a plain float (pure Python, cannot fail).
+    """
+
+    query_id: str
+    fluency: JudgeScore
+    relevance: JudgeScore
+    context_precision: RagasScore
+    faithfulness: RagasScore
+    images: list[ImageEvaluation]
+    image_recall: float
+    important_images: int = 0
+    notes: dict[str, int] = field(default_factory=dict)
+
+    def text_value(self, metric: str) -> float | None:
+        """The [0, 1] value of a per-answer metric (``None`` = failed)."""
+        if metric in ("fluency", "relevance"):
+            return getattr(self, metric).normalised
+        if metric in ("context_precision", "faithfulness"):
+            return getattr(self, metric).value
+        if metric == "image_recall":
+            return self.image_recall
+        raise KeyError(metric)
+
+    def image_values(self, metric: str) -> list[float | None]:
+        """The per-image [0, 1] values of an image metric (``None`` = failed judgement)."""
+        key = {"image_coherence": "coherence", "image_helpfulness": "helpfulness", "image_reference": "reference"}[metric]
+        return [getattr(ie, key).normalised for ie in self.images]
+
+    def failures(self) -> dict[str, int]:
+        """Failed judgements per metric."""
+        out = {m: int(self.text_value(m) is None) for m in ("fluency", "relevance", "context_precision", "faithfulness")}
+        for m in IMAGE_METRICS:
+            out[m] = sum(v is None for v in self.image_values(m))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return asdict(self)
+
+
+@dataclass
+class Judges:
+    """Who judges what (spec §6): ``text`` -- fluency and relevance (GPT-4o in the paper); ``ragas`` --
+    context precision and faithfulness (GPT-4o-mini; default ``text``); ``image`` -- the three image
+    metrics (a VLM; default ``text``); ``image_vision`` -- whether ``image`` receives pixels."""
+
+    text: Caller
+    ragas: Caller | None = None
+    image: Caller | None = None
+    image_vision: bool = True
+
+
+def evaluate_answer(answer: Any, selected: Any, judges: Judges, *, tokenizer: Tokenizer | None = None,
+                    context_tokens: int = CONTEXT_TOKENS, recall_threshold: float = RECALL_THRESHOLD,
+                    released_parse: bool = False) -> QueryEvaluation:
+    """Evaluate one answer with all eight metrics (spec §6).
+
+    Args:
+        answer: an :class:`~mmir.benchmarks.m2rag.generate.Answer` (``placeholder_response``, ``output_images``,
+            ``response``, ``user_query``).
+        selected: its :class:`~mmir.benchmarks.m2rag.selection.SelectedInput` (page contents, input images).
+        judges: :class:`Judges`.
+        tokenizer: for the context windows (default :class:`RegexTokenizer`).
+        context_tokens: window length on each side (256).
+        recall_threshold: ``final_score`` at or above which an input image is important (8).
+        released_parse: integer-free 0-10 judge replies score 0 instead of failing.
+
+    Returns:
+        :class:`QueryEvaluation`. Failures are recorded in the scores (never raised, never scored).
+    """
+    response = answer.response
+    query = selected.query
+    fl = fluency(judges.text, response, released_parse=released_parse)
+    rel = relevance(judges.text, query, response, released_parse=released_parse)
+    outputs = list(answer.output_images)
+    by_url = {ii.image.cached_image_url: ii.image for ii in selected.images}
+    contexts = selected.page_contents() + [o.detailed_image_caption or "" for o in outputs]
+    ragas = judges.ragas or judges.text
+    cp = context_precision(ragas, query, response, contexts)
+    fa = faithfulness(ragas, query, response, contexts)
+    windows = image_contexts(answer.placeholder_response, len(outputs), tokenizer, context_tokens)
+    judge = judges.image or judges.text
+    imgs = []
+    for k, (o, (above, below)) in enumerate(zip(outputs, windows.windows, strict=True)):
+        item = by_url.get(o.cached_image_url)
+        if item is None:
+            missing = JudgeScore(None, None, None, "image_unavailable: not among the input images")
+            imgs.append(ImageEvaluation(k, o.cached_image_url, missing, missing, missing))
+            continue
+        kw = dict(vision=judges.image_vision, thumbnail_size=selected.config.thumbnail_size, released_parse=released_parse)
+        imgs.append(ImageEvaluation(
+            k, o.cached_image_url,
+            image_coherence(judge, item, above, below, **kw),
+            image_helpfulness(judge, item, above, below, **kw),
+            image_reference(judge, item, above, below, **kw)))
+    important = selected.important_images(recall_threshold)
+    recall = image_recall(important, [o.cached_image_url for o in outputs])
+    notes = {"surplus_placeholders": windows.surplus_placeholders, "missing_placeholders": windows.missing_placeholders}
+    return QueryEvaluation(query_id=answer.query_id, fluency=fl, relevance=rel, context_precision=cp, faithfulness=fa,
+                           images=imgs, image_recall=recall, important_images=len(important),
+                           notes={k: v for k, v in notes.items() if v})
+
+
+from mmir.benchmarks.m2rag.aggregate import (  # noqa: E402  (re-export; no cycle)
+    MetricSummary,
+    RunSummary,
+    aggregate,
+)
+
+__all__ = [
+    "CONTEXT_TOKENS", "ContextWindows", "HFTokenizer", "IMAGE_METRICS", "ImageEvaluation", "JudgeScore", "Judges",
+    "METRICS", "MetricSummary", "QueryEvaluation", "RECALL_THRESHOLD", "RagasScore", "RegexTokenizer", "RunSummary",
+    "TEXT_METRICS", "Tokenizer", "aggregate", "average_precision", "context_precision", "evaluate_answer",
+    "faithfulness", "fluency", "image_coherence", "image_contexts", "image_helpfulness", "image_recall",
+    "image_reference", "parse_judge_score", "relevance", "tiktoken_tokenizer",
+]

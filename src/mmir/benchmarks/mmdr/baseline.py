@@ -1,0 +1,271 @@
+"""A report-writing baseline for MMDR tasks: retrieve, then write a cited report with a generator backend.
+
+For one task (:class:`~mmir.benchmarks.mmdr.build_tasks.BuiltTask`):
+
+1. **Sources**: the first ``k`` items of the task's query in an existing TREC run of the project
+   (Task 1/2: documents; Task 4: a document and its image; Task 3: an image), numbered ``[1]..[m]``; then
+   the question's own images, numbered after them and called Figure 1, 2, ... Every source has a
+   ``mmir://<dataset>/<id>`` URI (:func:`mmir.benchmarks.mmdr.local.mmir_uri`).
+2. **Prompt** (``baseline_prompts/report_baseline_v1.txt``): the question, the question's images as text
+   (``image_text`` sources: the captioner's text and/or the alt text; or as image parts with
+   ``images=True`` for a backend that takes images), the numbered sources (text budgeted to
+   ``evidence_chars`` in all), the six sections of the report protocol and the ``[n]`` citation rule.
+   Generated through the :class:`~mmir.llm.cache.GenerationCache`.
+3. **Assembly** (deterministic; never trusts the model with URLs):
+
+   * a references list the model wrote anyway is cut off (recorded);
+   * with ``posthoc=True`` (ALCE's "post-hoc citation" idea), each sentence of the body without a valid
+     ``[n]`` gets the retrieved source that covers most of its content words (stemmed, stopwords removed),
+     when that share is at least ``min_overlap``; a sentence naming ``Figure <i>``, or with an image cue
+     (figure, chart, graph, plot, table, image ...) when the question has one image, gets that figure's
+     number. These citations are counted apart from the model's own;
+   * for each question image, a figure block ``Figure <i>: image <i> given with the question [n]`` +
+     ``![Figure <i>](<uri>)`` is placed at the end of the model's Visual Integration section (before the
+     Conclusion heading, or at the end when neither exists), so the model's own sentences citing the
+     figure come first (they then become the MOSAIC items);
+   * ``References:`` then one ``[n] <uri>`` line per source the body cites (valid numbers only) and per
+     figure, in number order.
+
+The record of each report counts what the model did: citation markers, valid and invalid numbers,
+distinct sources cited, uncited sources, figures cited by the model, whether it wrote references or
+URLs itself, its length against ``min_report_chars``, the generation status and tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mmir.benchmarks.mmdr.build_tasks import BuiltTask
+from mmir.benchmarks.mmdr.local import LocalDomain, mmir_uri
+from mmir.benchmarks.mmdr.report_parser import CITATION_RE, url_pattern
+from mmir.core.errors import DataError
+from mmir.llm.cache import PromptTemplate, load_prompt
+
+PROMPTS_DIR = Path(__file__).parent / "baseline_prompts"
+PROMPT = "report_baseline_v1"
+NO_TEXT = "(no text found in the image)"
+
+_REF_HEAD = re.compile(
+    r"(?im)^[ \t]{0,3}(?:#{1,6}[ \t]*)?[*_]*[ \t]*(?:references?|reference list|sources|bibliography|works cited|citations)"
+    r"[ \t]*[*_]*[ \t]*:?[ \t]*[*_]*[ \t]*$"
+)
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*$")
+_SENT_SEP = re.compile(r"((?<=[。！？!?.])\s+|\n{2,})")
+_FIGURE_REF = re.compile(r"\bfig(?:ure|\.)?\s*(\d+)", re.IGNORECASE)
+_TRAILING = re.compile(r"([.!?。！？:;]*)(\s*)$")
+_ANY_URL = url_pattern(("http", "https", "file", "mmir"))
+
+
+@dataclass
+class Source:
+    """One numbered source of a report.
+
+    Attributes:
+        n: citation number; kind: ``"document"`` or ``"image"``; item_id: document id or image path;
+        uri: ``mmir://`` URI; text: what the model is shown; figure: figure number of a question image
+        (``None`` for retrieved sources); image: image bytes (question and retrieved images).
+    """
+
+    n: int
+    kind: str
+    item_id: str
+    uri: str
+    text: str
+    figure: int | None = None
+    image: bytes | None = None
+
+
+def load_template() -> PromptTemplate:
+    """The writer prompt (``baseline_prompts/report_baseline_v1.txt``)."""
+    return load_prompt(PROMPT, PROMPTS_DIR)
+
+
+def gather_sources(bt: BuiltTask, dom: LocalDomain, run: dict[str, list[tuple[str, float]]] | None, k: int,
+                   image_text: Sequence[str], run_file: str | None = None) -> list[Source]:
+    """The numbered sources of a task: the run's first ``k`` items for its query (a pair gives its document
+    and its image; duplicates dropped), then the question's images as figures.
+
+    Raises:
+        DataError: a run item is neither a document nor an image of the domain (names the run file and query).
+    """
+    out: list[Source] = []
+    seen: set[str] = set()
+    items = [d for d, _ in (run or {}).get(bt.topic_qid, [])[:k]]
+    for it in items:
+        try:
+            evidence = dom.index.item(it)
+        except KeyError as e:
+            raise DataError(str(run_file or "run"), f"query {bt.topic_qid}: {e.args[0]}", field="docid") from e
+        for e in evidence:
+            if e.id in seen:
+                continue
+            seen.add(e.id)
+            if e.image is None:
+                out.append(Source(len(out) + 1, "document", e.id, mmir_uri(bt.dataset, e.id), str(e.text)))
+            else:
+                out.append(Source(len(out) + 1, "image", e.id, mmir_uri(bt.dataset, e.id),
+                                  dom.describe(e.id, image_text) or NO_TEXT, image=bytes(e.image)))
+    for i, p in enumerate(bt.image_paths, 1):
+        img = dom.index.image_bytes.get(p)
+        out.append(Source(len(out) + 1, "image", p, mmir_uri(bt.dataset, p), dom.describe(p, image_text) or NO_TEXT,
+                          figure=i, image=None if img is None else bytes(img)))
+    return out
+
+
+def report_messages(template: PromptTemplate, question: str, sources: Sequence[Source], *, evidence_chars: int = 6000,
+                    images: bool = False) -> list[dict[str, Any]]:
+    """Chat messages for one report. Retrieved sources share ``evidence_chars`` characters equally (each cut
+    at its share, at least 200); question images are listed as figures with their text (and attached as
+    image parts when ``images``)."""
+    retrieved = [s for s in sources if s.figure is None]
+    figures = [s for s in sources if s.figure is not None]
+    share = max(200, evidence_chars // max(1, len(retrieved)))
+    src_lines = []
+    for s in retrieved:
+        label = f"document {s.item_id}" if s.kind == "document" else f"image {s.item_id}, as text"
+        src_lines.append(f"[{s.n}] ({label})\n{s.text[:share]}")
+    fig_lines = [f"Figure {s.figure} (cite it as [{s.n}]): {s.text}" for s in figures]
+    text = template.render(question=question.strip(), images="\n".join(fig_lines) or "(none)",
+                           sources="\n\n".join(src_lines) or "(no sources were found)")
+    if not images:
+        return [{"role": "user", "content": text}]
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    parts += [{"type": "image", "image": s.image} for s in figures if s.image is not None]
+    return [{"role": "user", "content": parts}]
+
+
+def strip_references(body: str) -> tuple[str, bool]:
+    """``body`` without a references list the model wrote (from its first header line on); ``(text, cut)``."""
+    m = _REF_HEAD.search(body or "")
+    if not m:
+        return (body or "").rstrip(), False
+    return body[: m.start()].rstrip(), True
+
+
+def attach_citations(body: str, sources: Sequence[Source], *, min_overlap: float = 0.3, min_words: int = 4,
+                     tokenize=None) -> tuple[str, dict[str, int]]:
+    """Post-hoc citations (see the module docstring): ``(body with markers added, counts)``; counts
+    ``attached_sources`` and ``attached_figures``. Separators, headings and sentences that already cite a
+    valid number are kept as they are; the marker goes before the sentence's final punctuation."""
+    from mmir.benchmarks.mmdr.claims import is_image_dependent_claim
+    from mmir.retrieval.bm25 import make_tokenizer
+
+    tok = tokenize or make_tokenizer("en", "english")
+    by_n = {s.n: s for s in sources}
+    retrieved = [s for s in sources if s.figure is None]
+    figures = {s.figure: s for s in sources if s.figure is not None}
+    doc_words = dict(zip([s.n for s in retrieved], (set(t) for t in tok([s.text for s in retrieved])))) if retrieved else {}
+    pieces = _SENT_SEP.split(body or "")
+    counts = {"attached_sources": 0, "attached_figures": 0}
+    for i in range(0, len(pieces), 2):
+        sent = pieces[i]
+        plain = sent.strip()
+        if not plain or _HEADING.match(plain) or plain.startswith("!["):
+            continue
+        if any(int(c) in by_n for c in CITATION_RE.findall(plain)):
+            continue
+        words = set(tok([plain])[0])
+        n = None
+        m = _FIGURE_REF.search(plain)
+        if m and int(m.group(1)) in figures:
+            n, kind = figures[int(m.group(1))].n, "attached_figures"
+        elif len(figures) == 1 and is_image_dependent_claim(plain):
+            n, kind = next(iter(figures.values())).n, "attached_figures"
+        elif len(words) >= min_words and doc_words:
+            best = max(doc_words, key=lambda k: (len(words & doc_words[k]) / len(words), -k))
+            if len(words & doc_words[best]) / len(words) >= min_overlap:
+                n, kind = best, "attached_sources"
+        if n is None:
+            continue
+        t = _TRAILING.search(sent)
+        head = sent[: t.start()] if t else sent
+        pieces[i] = f"{head.rstrip()} [{n}]{t.group(1) if t else ''}{t.group(2) if t else ''}"
+        counts[kind] += 1
+    return "".join(pieces), counts
+
+
+def _insert_figures(body: str, block: str) -> str:
+    """Place ``block`` at the end of the Visual Integration section, else before the Conclusion heading,
+    else at the end."""
+    lines = body.split("\n")
+    heads = [(i, m.group(1).lower()) for i, line in enumerate(lines) if (m := _HEADING.match(line))]
+    vis = next((i for i, h in heads if "visual" in h), None)
+    if vis is not None:
+        nxt = next((i for i, _ in heads if i > vis), None)
+        at = len(lines) if nxt is None else nxt
+    else:
+        at = next((i for i, h in heads if "conclusion" in h), len(lines))
+    before, after = "\n".join(lines[:at]).rstrip(), "\n".join(lines[at:]).strip()
+    return "\n\n".join(x for x in (before, block, after) if x)
+
+
+def assemble_report(body: str, sources: Sequence[Source], *, min_report_chars: int = 1000, posthoc: bool = True,
+                    min_overlap: float = 0.3) -> tuple[str, dict[str, Any]]:
+    """The final report (see the module docstring) and what the model did.
+
+    Returns:
+        ``(report, stats)``; stats: ``body_chars``, ``model_wrote_references``, ``citation_markers`` (the
+        model's), ``citations_valid``, ``citations_invalid`` (the numbers), ``figures_cited_by_model``,
+        ``urls_written_by_model``, ``posthoc_sources`` / ``posthoc_figures`` (markers added), then over the
+        final body ``sources_cited``, ``sources_uncited``, ``figures_appended``, ``references``,
+        ``report_chars``, ``under_min_chars``.
+    """
+    text, cut = strip_references(body)
+    by_n = {s.n: s for s in sources}
+    markers = [int(c) for c in CITATION_RE.findall(text)]
+    valid = [n for n in markers if n in by_n]
+    invalid = sorted({n for n in markers if n not in by_n})
+    figures = [s for s in sources if s.figure is not None]
+    model_fig = len([s for s in figures if s.n in set(valid)])
+    model_urls = len(_ANY_URL.findall(text))
+    added = {"attached_sources": 0, "attached_figures": 0}
+    if posthoc:
+        text, added = attach_citations(text, sources, min_overlap=min_overlap)
+    cited = sorted({int(c) for c in CITATION_RE.findall(text) if int(c) in by_n})
+    blocks = [f"Figure {s.figure}: image {s.figure} given with the question [{s.n}]\n![Figure {s.figure}]({s.uri})" for s in figures]
+    report = _insert_figures(text, "\n\n".join(blocks)) if blocks else text
+    ref_numbers = sorted(set(cited) | {s.n for s in figures})
+    report = report.rstrip() + "\n\nReferences:\n" + "".join(f"[{n}] {by_n[n].uri}\n" for n in ref_numbers)
+    retrieved = [s.n for s in sources if s.figure is None]
+    stats = {
+        "body_chars": len(text), "model_wrote_references": cut, "citation_markers": len(markers),
+        "citations_valid": len(valid), "citations_invalid": invalid,
+        "figures_cited_by_model": model_fig, "urls_written_by_model": model_urls,
+        "posthoc_sources": added["attached_sources"], "posthoc_figures": added["attached_figures"],
+        "sources_cited": len([n for n in cited if n in retrieved]), "sources_uncited": len([n for n in retrieved if n not in cited]),
+        "figures_appended": len(figures), "references": len(ref_numbers),
+        "report_chars": len(report), "under_min_chars": len(report) < min_report_chars,
+    }
+    return report, stats
+
+
+def write_report(bt: BuiltTask, dom: LocalDomain, run: dict | None, generator, cache, template: PromptTemplate, *,
+                 k: int, image_text: Sequence[str], evidence_chars: int = 6000, images: bool = False, max_tokens: int = 700,
+                 temperature: float = 0.0, seed: int = 0, min_report_chars: int = 1000, posthoc: bool = True,
+                 min_overlap: float = 0.3, run_file: str | None = None) -> tuple[str, dict[str, Any]]:
+    """Write one report (sources, prompt, cached generation, assembly). A failed generation gives an empty
+    body (the report then holds only figures and references, usually under ``min_report_chars``) and
+    ``status = "failed"`` with the error; it is never raised.
+
+    Returns:
+        ``(report, record)``: record = qid, topic_qid, sources (n, kind, id, uri, figure), the
+        :func:`assemble_report` stats, status, error, cached, finish_reason, completion_tokens.
+    """
+    sources = gather_sources(bt, dom, run, k, image_text, run_file)
+    msgs = report_messages(template, bt.task.text, sources, evidence_chars=evidence_chars, images=images)
+    rec = cache.cached_generate(generator, msgs, template.id, template.text, temperature=temperature, max_tokens=max_tokens, seed=seed)
+    ok = rec.get("status") == "ok" and bool(rec.get("texts"))
+    body = rec["texts"][0] if ok else ""
+    report, stats = assemble_report(body, sources, min_report_chars=min_report_chars, posthoc=posthoc, min_overlap=min_overlap)
+    record = {
+        "qid": bt.task.qid, "topic_qid": bt.topic_qid, "dataset": bt.dataset, "domain": bt.domain,
+        "sources": [{k_: v for k_, v in asdict(s).items() if k_ not in ("text", "image")} for s in sources],
+        **stats, "status": "ok" if ok else "failed", "error": None if ok else rec.get("error"),
+        "cached": bool(rec.get("cached")), "finish_reason": (rec.get("finish_reasons") or [None])[0] if ok else None,
+        "completion_tokens": rec.get("completion_tokens") if ok else None,
+    }
+    return report, record

@@ -1,0 +1,468 @@
+"""FLAE, Formula-LLM Adaptive Evaluation (spec §4): writing quality GEN on 0-100.
+
+Four dimensions R (readability), I (insightfulness), C (coherence) and S (structural completeness), each
+in [0, 1], are blended from a formula value and the judge's holistic value, ``X = alpha*X_f +
+(1-alpha)*X_llm`` with alpha per profile (§4.4), then weighted by ``w = softmax(ln prior + v_general +
+g)`` (§4.5)::
+
+    R_f = logistic(0 + 2.0*TTR + 1.2*H - 2.0*L - 3.0*E)
+    I_f = (p_analysis * rho_connective * rho_synthesis) ** (1/3)        (each floored at 1e-9)
+    C_f = HM(U, O, T) * max(0, 1 - 2.0*kappa)                           (HM floors at 1e-9)
+    S_f = P * W * theta,  W = min(1, img_cnt / max(1, word_cnt/350 or /700))
+    GEN = 100 * (wR*R + wI*I + wC*C + wS*S)
+
+Section presence P (§4.3) has two modes (:attr:`FLAEConfig.section_presence`):
+
+* ``"code"`` (default): what the published code computes. Its presence table is keyed by lower-cased
+  section names, but the required sections are looked up by their Title-Case names, so every lookup
+  misses and **P = 0 for every report**; S_f is therefore always 0 and the g_S boost always fires. The
+  judge's section flags are looked up by lower-cased name too, so Title-Case flags are ignored. The
+  reference run agrees: every published ``Stru.`` equals ``(1-alpha) * llm_S`` on a 0.05 grid of
+  ``llm_S``. (A finding of ours, not listed in spec §10.)
+* ``"spec"``: the reading of spec §4.3: a required section is present if the judge flagged it (any key
+  case), its lower-cased name occurs in the text or a heading, or a synonym occurs in the text.
+
+Exported: ``Read. = 100*R``, ``Insh. = 100*I``, ``Stru. = 100*S``; C enters GEN but is not exported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmir.benchmarks.mmdr.controller import (
+    ControllerConfig,
+    ControllerOutput,
+    run_controller,
+)
+from mmir.benchmarks.mmdr.judge import Judge, JudgeCall, as_number, clamp01
+from mmir.benchmarks.mmdr.report_parser import (
+    count_paragraphs,
+    markdown_headings,
+    markdown_image_urls,
+    split_sentences,
+    tokenize_words,
+)
+from mmir.benchmarks.mmdr.tasks import normalize_report_type
+
+PROMPT = "mmdr_flae_features_v1"
+SECTION_NAMES = ("Executive Summary", "Background", "Methodology", "Analysis & Evidence", "Visual Integration", "Conclusion")
+FEATURE_KEYS = ("E", "p_analysis", "rho_connective", "rho_synthesis", "U", "O", "T", "kappa", "theta")
+HOLISTIC_KEYS = ("llm_R", "llm_I", "llm_C", "llm_S")
+DIMENSIONS = ("R", "I", "C", "S")
+
+
+def _default_alpha() -> dict[str, float]:
+    return {"research": 0.60, "daily_hard": 0.40, "daily_easy": 0.30, "daily_medium": 0.35}
+
+
+def _default_synonyms() -> dict[str, tuple[str, ...]]:
+    return {
+        "executive summary": ("tl;dr", "summary", "概要", "总结"),
+        "background": ("context", "背景", "来龙去脉"),
+        "methodology": ("method", "approach", "方法", "口径", "how i searched"),
+        "analysis & evidence": ("analysis", "evidence", "findings", "分析", "证据", "发现"),
+        "visual integration": ("visual", "figure", "chart", "image", "图", "图表", "可视化"),
+        "conclusion": ("conclusion", "takeaways", "结论", "建议"),
+    }
+
+
+def _default_fallback() -> dict[str, Any]:
+    return {
+        "E": 0.08, "p_analysis": 0.35, "rho_connective": 0.45, "rho_synthesis": 0.35,
+        "U": 0.55, "O": 0.50, "T": 0.55, "kappa": 0.02, "theta": 0.65,
+        "llm_R": 0.60, "llm_I": 0.55, "llm_C": 0.55, "llm_S": 0.55,
+    }
+
+
+@dataclass(frozen=True)
+class FLAEConfig:
+    """Every FLAE constant, with the spec's defaults (§4).
+
+    Attributes:
+        readability_coefs: (a0, a_TTR, a_H, a_L, a_E) of ``R_f = logistic(a0 + a_TTR*TTR + a_H*H - a_L*L - a_E*E)``.
+        long_sentence_chars, long_sentence_words: a sentence is long above 35 characters or 25 words
+            (the 35-character rule is the code's quirk, spec §10.10).
+        lambda_conflict: kappa penalty in C_f (2.0).
+        floor: floor of the geometric/harmonic mean inputs (1e-9).
+        alpha: weight on the formula per profile; ``alpha_default`` for anything else (0.35).
+        words_per_visual: ``{"research": 350, "daily": 700}`` words per expected figure (W target).
+        required_research, required_daily: required sections of P.
+        synonyms: lower-cased section name -> synonyms found anywhere in the lower-cased text.
+        section_presence: ``"code"`` (P is always 0, see the module docstring) or ``"spec"``.
+        prior: uniform prior of the softmax; ``prior_log_eps`` is added before the log (1e-9, code).
+        g_*: the document heuristics (§4.5): S += g_s_boost if S < g_s_low or P = 0; R += g_r_boost if
+            E > g_r_error or L > g_r_long; I, C += g_ic_boost if H > g_ic_heading and S > g_ic_structure.
+        report_chars, rules_chars: truncation of the judge inputs (14,000 / 1,400).
+        temperature: FLAE judge temperature (0.2).
+        fallback: feature values used when the judge reply is unusable (§4.2); sections are then all false.
+    """
+
+    readability_coefs: tuple[float, float, float, float, float] = (0.0, 2.0, 1.2, 2.0, 3.0)
+    long_sentence_chars: int = 35
+    long_sentence_words: int = 25
+    lambda_conflict: float = 2.0
+    floor: float = 1e-9
+    alpha: Mapping[str, float] = field(default_factory=_default_alpha)
+    alpha_default: float = 0.35
+    words_per_visual: Mapping[str, float] = field(default_factory=lambda: {"research": 350.0, "daily": 700.0})
+    required_research: tuple[str, ...] = SECTION_NAMES
+    required_daily: tuple[str, ...] = ("Executive Summary", "Analysis & Evidence", "Conclusion")
+    synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=_default_synonyms)
+    section_presence: str = "code"
+    prior: tuple[float, float, float, float] = (0.25, 0.25, 0.25, 0.25)
+    prior_log_eps: float = 1e-9
+    g_s_low: float = 0.5
+    g_s_boost: float = 1.0
+    g_r_error: float = 0.10
+    g_r_long: float = 0.35
+    g_r_boost: float = 0.8
+    g_ic_heading: float = 0.12
+    g_ic_structure: float = 0.7
+    g_ic_boost: float = 0.4
+    report_chars: int = 14_000
+    rules_chars: int = 1_400
+    temperature: float = 0.2
+    fallback: Mapping[str, float] = field(default_factory=_default_fallback)
+
+    def __post_init__(self) -> None:
+        if self.section_presence not in ("code", "spec"):
+            raise ValueError(f"section_presence must be 'code' or 'spec', got {self.section_presence!r}")
+
+    def alpha_for(self, profile: str) -> float:
+        """Weight on the formula value for ``profile`` (§4.4)."""
+        return float(self.alpha.get(profile, self.alpha_default))
+
+
+# ----------------------------------------------------------------------------------------------- math
+def logistic(x: float) -> float:
+    """1 / (1 + e^-x), saturating instead of overflowing."""
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+def harmonic_mean(values: list[float], floor: float = 1e-9) -> float:
+    """Harmonic mean with each value floored at ``floor``; 0 for no values."""
+    xs = [max(floor, float(v)) for v in values if v is not None]
+    return len(xs) / sum(1.0 / v for v in xs) if xs else 0.0
+
+
+def softmax(logits: list[float]) -> list[float]:
+    """Numerically stable softmax."""
+    if not logits:
+        return []
+    mx = max(logits)
+    ex = [math.exp(v - mx) for v in logits]
+    s = sum(ex)
+    return [e / s for e in ex]
+
+
+# -------------------------------------------------------------------------------------------- features
+@dataclass
+class TextFeatures:
+    """Deterministic features of the full report (spec §4.1).
+
+    Attributes:
+        ttr: unique lower-cased words / words (0 for no words).
+        heading_density: headings / max(1, paragraphs) ("H").
+        long_sentence_ratio: share of sentences longer than the char or word limit ("L").
+        img_cnt: distinct ``http(s)`` URLs in markdown image syntax.
+        word_cnt: number of words.
+    """
+
+    ttr: float
+    heading_density: float
+    long_sentence_ratio: float
+    img_cnt: int
+    word_cnt: int
+    n_headings: int
+    n_paragraphs: int
+    n_sentences: int
+
+
+def text_features(report: str, cfg: FLAEConfig = FLAEConfig()) -> TextFeatures:
+    """Compute :class:`TextFeatures` (spec §4.1) with the tokenisation of :mod:`mmir.benchmarks.mmdr.report_parser`."""
+    words = tokenize_words(report)
+    ttr = len({w.lower() for w in words}) / len(words) if words else 0.0
+    headings = markdown_headings(report)
+    paras = count_paragraphs(report)
+    sents = split_sentences(report)
+    long_cnt = sum(
+        1 for s in sents if len(s) > cfg.long_sentence_chars or len(tokenize_words(s)) > cfg.long_sentence_words
+    )
+    return TextFeatures(
+        ttr=ttr,
+        heading_density=len(headings) / max(1, paras),
+        long_sentence_ratio=long_cnt / len(sents) if sents else 0.0,
+        img_cnt=len(set(markdown_image_urls(report))),
+        word_cnt=len(words),
+        n_headings=len(headings),
+        n_paragraphs=paras,
+        n_sentences=len(sents),
+    )
+
+
+@dataclass
+class JudgeFeatures:
+    """The FLAE judge's features (spec §4.2), clamped to [0, 1].
+
+    Attributes:
+        values: the nine feature values (``E`` ... ``theta``).
+        holistic: ``llm_R`` ... ``llm_S``; ``None`` = missing (the formula value is used instead).
+        sections: the judge's section flags as returned (key case preserved).
+        fallback_used: the whole reply was replaced by :attr:`FLAEConfig.fallback`.
+    """
+
+    values: dict[str, float]
+    holistic: dict[str, float | None]
+    sections: dict[str, bool]
+    fallback_used: bool = False
+    call: JudgeCall | None = field(default=None, repr=False)
+
+
+def _flag(v: Any) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("true", "yes", "false", "no"):
+        return v.strip().lower() in ("true", "yes")
+    return None
+
+
+def parse_flae_features(obj: Mapping[str, Any] | None, call: JudgeCall | None = None, cfg: FLAEConfig = FLAEConfig()) -> JudgeFeatures:
+    """FLAE judge features from a parsed reply (spec §4.2).
+
+    ``obj`` ``None`` (unusable reply) -> the fixed fallback, recorded on ``call``. Otherwise each feature
+    is clamped to [0, 1]; a missing or non-numeric feature becomes 0.0 (the code's default) and a missing
+    or non-numeric holistic score becomes ``None`` (the formula value is used), both recorded on ``call``.
+    Section flags are booleans (or "true"/"false" strings); anything else counts as not flagged.
+    """
+    if obj is None:
+        if call is not None:
+            call.use_fallback("unparseable or empty reply")
+        fb = cfg.fallback
+        return JudgeFeatures(
+            values={k: float(fb[k]) for k in FEATURE_KEYS},
+            holistic={k: float(fb[k]) for k in HOLISTIC_KEYS},
+            sections={name: False for name in SECTION_NAMES},
+            fallback_used=True, call=call,
+        )
+    values: dict[str, float] = {}
+    for k in FEATURE_KEYS:
+        n = as_number(obj.get(k))
+        if n is None and call is not None:
+            (call.missing_fields if k not in obj else call.invalid_fields).append(k)
+        values[k] = clamp01(n) if n is not None else 0.0
+    holistic: dict[str, float | None] = {}
+    for k in HOLISTIC_KEYS:
+        n = as_number(obj.get(k))
+        if n is None and k in obj and call is not None:
+            call.invalid_fields.append(k)
+        holistic[k] = clamp01(n) if n is not None else None
+    sections: dict[str, bool] = {}
+    raw = obj.get("sections")
+    if isinstance(raw, Mapping):
+        for name, v in raw.items():
+            f = _flag(v)
+            if f is None and call is not None:
+                call.invalid_fields.append(f"sections.{name}")
+            sections[str(name)] = bool(f)
+    elif call is not None:
+        (call.missing_fields if raw is None else call.invalid_fields).append("sections")
+    return JudgeFeatures(values=values, holistic=holistic, sections=sections, call=call)
+
+
+def judge_flae_features(
+    judge: Judge,
+    report: str,
+    task_text: str,
+    rules: str,
+    profile: str,
+    cfg: FLAEConfig = FLAEConfig(),
+    context: Mapping[str, Any] | None = None,
+) -> JudgeFeatures:
+    """One FLAE judge call (temperature 0.2; report cut to 14,000 and rules to 1,400 characters)."""
+    obj, call = judge.complete_json(
+        "flae_features", PROMPT,
+        {"rules": rules[: cfg.rules_chars], "task": task_text, "report": report[: cfg.report_chars], "report_type": profile},
+        temperature=cfg.temperature, context=context,
+    )
+    return parse_flae_features(obj, call, cfg)
+
+
+# ------------------------------------------------------------------------------------------- structure
+def structural_completeness(
+    report: str, section_flags: Mapping[str, bool], theta: float, profile: str, cfg: FLAEConfig = FLAEConfig()
+) -> tuple[float, dict[str, Any]]:
+    """``S_f = P * W * theta`` (spec §4.3) and its statistics.
+
+    Returns:
+        ``(S_f, stats)`` with ``stats`` holding ``sections_present`` (lower-cased names), ``required``,
+        ``P``, ``img_cnt``, ``word_cnt``, ``target_visuals``, ``W``, ``theta``, ``mode``.
+    """
+    research = profile == "research"
+    required = cfg.required_research if research else cfg.required_daily
+    text_lower = (report or "").lower()
+    headings = [h.lower() for h in markdown_headings(report)]
+    if cfg.section_presence == "code":
+        flag_of = lambda n: section_flags.get(n) is True  # noqa: E731  (lower-cased key: Title-Case flags never match)
+    else:
+        lowered = {str(k).lower(): bool(v) for k, v in section_flags.items()}
+        flag_of = lambda n: lowered.get(n, False)  # noqa: E731
+
+    def present(name_lower: str) -> bool:
+        if flag_of(name_lower):
+            return True
+        if name_lower in text_lower or any(name_lower in h for h in headings):
+            return True
+        return any(s in text_lower for s in cfg.synonyms.get(name_lower, ()))
+
+    exists = {name.lower(): present(name.lower()) for name in SECTION_NAMES}
+    P = 1.0
+    for name in required:
+        # code: the table is keyed by lower-cased names but looked up by the Title-Case name (always a miss)
+        key = name if cfg.section_presence == "code" else name.lower()
+        P *= 1.0 if exists.get(key, False) else 0.0
+
+    words = tokenize_words(report)
+    per = cfg.words_per_visual["research" if research else "daily"]
+    target = max(1.0, len(words) / per)
+    img_cnt = len(set(markdown_image_urls(report)))
+    W = min(1.0, img_cnt / target)
+    S_f = clamp01(P * W * clamp01(theta))
+    return S_f, {
+        "sections_present": exists, "required": list(required), "P": P, "img_cnt": img_cnt,
+        "word_cnt": len(words), "target_visuals": target, "W": W, "theta": theta, "mode": cfg.section_presence,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- scoring
+@dataclass
+class FLAEResult:
+    """FLAE outcome for one report.
+
+    Attributes:
+        R, I, C, S: blended dimensions in [0, 1].
+        score: GEN on 0-100, unrounded; ``gen`` is it rounded to 3 dp (what the pipeline stores).
+        weights: ``{"w_R", "w_I", "w_C", "w_S"}``.
+        formula, llm: the formula and judge values per dimension.
+        features: text and judge features; ``g``: the heuristics; ``logits``; ``structure``: S_f stats.
+        alpha: weight on the formula; ``profile``: normalised profile.
+        judge_fallback: the feature judge fell back; ``controller``: its output.
+    """
+
+    R: float
+    I: float
+    C: float
+    S: float
+    score: float
+    weights: dict[str, float]
+    formula: dict[str, float]
+    llm: dict[str, float]
+    features: dict[str, Any]
+    g: dict[str, float]
+    logits: list[float]
+    structure: dict[str, Any]
+    alpha: float
+    profile: str
+    judge_fallback: bool
+    controller: ControllerOutput
+
+    @property
+    def gen(self) -> float:
+        """GEN rounded to 3 dp (stored value, spec §4.5)."""
+        return round(self.score, 3)
+
+    def to_raw(self) -> dict[str, Any]:
+        """The ``scoring.raw.general`` record the exporter reads (R, I, C, S, score, weights, features...)."""
+        return {
+            "R": self.R, "I": self.I, "C": self.C, "S": self.S, "score": self.score,
+            "weights": self.weights, "formula": self.formula, "llm": self.llm, "features": self.features,
+            "g_doc": self.g, "logits": self.logits, "structure": self.structure, "alpha_formula": self.alpha,
+            "profile": self.profile, "judge_fallback": self.judge_fallback, "controller": self.controller.to_dict(),
+        }
+
+
+def compute_flae(
+    report: str,
+    profile: str,
+    judged: JudgeFeatures,
+    controller: ControllerOutput,
+    cfg: FLAEConfig = FLAEConfig(),
+) -> FLAEResult:
+    """FLAE from the judge features and the controller output (spec §4.3-4.5); no LLM call.
+
+    Args:
+        report: the full report text.
+        profile: scoring profile (normalised with :func:`~mmir.benchmarks.mmdr.tasks.normalize_report_type`).
+        judged: :func:`parse_flae_features` output.
+        controller: :func:`~mmir.benchmarks.mmdr.controller.run_controller` output (``v_general`` is used).
+    """
+    profile = normalize_report_type(profile)
+    tf = text_features(report, cfg)
+    v = judged.values
+    a0, a1, a2, a3, a4 = cfg.readability_coefs
+    R_f = clamp01(logistic(a0 + a1 * tf.ttr + a2 * tf.heading_density - a3 * tf.long_sentence_ratio - a4 * v["E"]))
+    fl = cfg.floor
+    I_f = clamp01((max(fl, v["p_analysis"]) * max(fl, v["rho_connective"]) * max(fl, v["rho_synthesis"])) ** (1.0 / 3.0))
+    C_f = clamp01(harmonic_mean([v["U"], v["O"], v["T"]], fl) * max(0.0, 1.0 - cfg.lambda_conflict * v["kappa"]))
+    S_f, sstats = structural_completeness(report, judged.sections, v["theta"], profile, cfg)
+    formula = {"R": R_f, "I": I_f, "C": C_f, "S": S_f}
+    llm = {}
+    for d in DIMENSIONS:
+        h = judged.holistic.get(f"llm_{d}")
+        llm[d] = clamp01(h) if h is not None else formula[d]
+    alpha = cfg.alpha_for(profile)
+    blended = {d: alpha * formula[d] + (1.0 - alpha) * llm[d] for d in DIMENSIONS}
+    R, I, C, S = (blended[d] for d in DIMENSIONS)
+
+    g = dict.fromkeys(DIMENSIONS, 0.0)
+    if S < cfg.g_s_low or sstats["P"] == 0.0:
+        g["S"] += cfg.g_s_boost
+    if v["E"] > cfg.g_r_error or tf.long_sentence_ratio > cfg.g_r_long:
+        g["R"] += cfg.g_r_boost
+    if tf.heading_density > cfg.g_ic_heading and S > cfg.g_ic_structure:
+        g["I"] += cfg.g_ic_boost
+        g["C"] += cfg.g_ic_boost
+    logits = [math.log(p + cfg.prior_log_eps) + float(controller.v_general[i]) + g[d]
+              for i, (p, d) in enumerate(zip(cfg.prior, DIMENSIONS))]
+    w = softmax(logits)
+    score = 100.0 * sum(wi * blended[d] for wi, d in zip(w, DIMENSIONS))
+    features = {
+        "TTR": tf.ttr, "H": tf.heading_density, "L": tf.long_sentence_ratio, "img_cnt": tf.img_cnt,
+        "word_cnt": tf.word_cnt, **v, "sections_judge": dict(judged.sections),
+    }
+    return FLAEResult(
+        R=R, I=I, C=C, S=S, score=score, weights={f"w_{d}": wi for d, wi in zip(DIMENSIONS, w)},
+        formula=formula, llm=llm, features=features, g=g, logits=logits, structure=sstats, alpha=alpha,
+        profile=profile, judge_fallback=judged.fallback_used, controller=controller,
+    )
+
+
+def run_flae(
+    judge: Judge,
+    report: str,
+    task_text: str,
+    profile: str,
+    rules: str,
+    cfg: FLAEConfig = FLAEConfig(),
+    *,
+    controller: ControllerOutput | None = None,
+    controller_cfg: ControllerConfig = ControllerConfig(),
+    context: Mapping[str, Any] | None = None,
+) -> FLAEResult:
+    """FLAE for one report: the feature judge call, the controller call (unless ``controller`` is given)
+    and :func:`compute_flae`.
+
+    Args:
+        judge: judge client; report: full report; task_text: formatted task; profile: scoring profile;
+        rules: the rules text given to the judge (cut to ``cfg.rules_chars``).
+    """
+    profile = normalize_report_type(profile)
+    judged = judge_flae_features(judge, report, task_text, rules, profile, cfg, context)
+    if controller is None:
+        controller = run_controller(judge, task_text, profile, use="flae", cfg=controller_cfg, context=context)
+    return compute_flae(report, profile, judged, controller, cfg)

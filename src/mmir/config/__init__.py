@@ -1,0 +1,182 @@
+"""params.yaml: read, merge overlays, validate against workflow/schemas/params.schema.yaml, fill defaults.
+
+This layer knows the schema and generic cross-references only; each benchmark and the LLM layer check their
+own sections (``mmir.workflow.validate`` runs every check once, before any job starts). An error names the
+offending key as a dotted path. Every default lives in the schema, so the validated dict is complete.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from mmir.core.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+SCHEMA_PATH = PROJECT_ROOT / "workflow" / "schemas" / "params.schema.yaml"
+
+
+
+def _with_defaults(cls):
+    """A validator class that also writes each schema ``default`` into the instance."""
+    validate_props = cls.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from validate_props(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(cls, {"properties": set_defaults})
+
+
+_Validator = _with_defaults(jsonschema.Draft202012Validator)
+
+
+def load_schema() -> dict:
+    """The params.yaml JSON schema as a dict."""
+    with open(SCHEMA_PATH, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _key_of(error: jsonschema.ValidationError) -> str:
+    path = [str(p) for p in error.absolute_path]
+    if error.validator == "required":
+        missing = [r for r in error.validator_value if isinstance(error.instance, dict) and r not in error.instance]
+        path += missing[:1]
+    elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = [k for k in error.instance if k not in allowed]
+        path += extra[:1]
+    return ".".join(path) or "<root>"
+
+
+def _deepest(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    # if/then and oneOf wrap the useful error; descend to the most specific one.
+    while error.context:
+        error = max(error.context, key=lambda e: len(e.absolute_path))
+    return error
+
+
+def validate_config(config: dict, file: str | None = None) -> dict:
+    """Validate ``config`` in place against the schema and fill defaults.
+
+    Returns the same dict (validated, complete). Raises :class:`ConfigError` naming the first bad key.
+    """
+    if not isinstance(config, dict):
+        raise ConfigError("<root>", "params must be a mapping", file)
+    validator = _Validator(load_schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(list(e.absolute_path)), str(e.message)))
+    if errors:
+        err = _deepest(errors[0])
+        raise ConfigError(_key_of(err), err.message, file)
+    # Cross-key checks the schema cannot express.
+    primary = config["evaluation"]["primary_measure"]
+    if primary not in config["measures"]:
+        raise ConfigError("evaluation.primary_measure", f"{primary!r} is not listed in measures", file)
+    mm_tasks = [t for t in config["tasks"] if t != "task1"]
+    text_systems = [n for n, s in config["systems"].items() if s["kind"] in ("bm25", "dense")]
+    if mm_tasks and text_systems and config["evaluation"]["image_text"] not in config["captioners"]:
+        raise ConfigError("evaluation.image_text", f"{config['evaluation']['image_text']!r} is not a key of captioners "
+                          f"(text systems {', '.join(text_systems)} need image text on {', '.join(mm_tasks)})", file)
+    for name, s in config["systems"].items():
+        if s["kind"] == "mm" and s["random_init"] and not s["encoder"].startswith("open_clip:"):
+            raise ConfigError(f"systems.{name}.random_init", "random weights are supported for open_clip:<arch> encoders", file)
+    for name, ds in config["datasets"].items():
+        if ds["source"] == "trec" and ds["domains"] != "all" and len(ds["domains"]) != 1:
+            raise ConfigError(f"datasets.{name}.domains", "a trec dataset has exactly one domain", file)
+    return config
+
+
+
+
+def check_references(config: dict, section: str, file: str | None, **pools: str) -> None:
+    """Cross-references of a stage section: for each ``key=pool``, ``config[section][key]`` must be a key of
+    ``config[pool]``; the section's ``task`` must be in ``tasks`` and each of its ``datasets`` a dataset.
+
+    Raises:
+        ConfigError: naming ``<section>.<key>`` (``<section>.datasets.<i>`` for a dataset).
+    """
+    sec = config[section]
+    for key, pool in pools.items():
+        if sec[key] not in config[pool]:
+            raise ConfigError(f"{section}.{key}", f"{sec[key]!r} is not a key of {pool}", file)
+    if "task" in sec and sec["task"] not in config["tasks"]:
+        raise ConfigError(f"{section}.task", f"{sec['task']!r} is not in tasks", file)
+    for i, d in enumerate(sec.get("datasets") or []):
+        if d not in config["datasets"]:
+            raise ConfigError(f"{section}.datasets.{i}", f"{d!r} is not a key of datasets", file)
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+def _read_yaml(path: Path) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        try:
+            return yaml.safe_load(fh) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError("<root>", f"not valid YAML: {exc}", str(path)) from exc
+
+
+def merge_overlay(base: dict, overlay: dict) -> dict:
+    """``overlay`` merged into ``base`` key by key, recursively (Snakemake's ``--configfile`` rule): mappings
+    merge, any other value replaces. ``base`` is updated and returned."""
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge_overlay(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def read_config(path: str | os.PathLike = "params.yaml", overlays: list[str | os.PathLike] | None = None) -> tuple[dict, str]:
+    """Read ``path`` and merge each overlay file into it as ``snakemake --configfile`` does (not validated).
+
+    Returns:
+        ``(raw config, "<file> + <overlay> ...")`` -- the second names the files for error messages.
+
+    Raises:
+        ConfigError: bad YAML (named, with the file); OSError: a file cannot be read.
+    """
+    files = [Path(path), *(Path(o) for o in overlays or [])]
+    raw: dict = {}
+    for f in files:
+        merge_overlay(raw, _read_yaml(f))
+    return raw, " + ".join(map(str, files))
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+

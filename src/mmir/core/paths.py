@@ -1,0 +1,69 @@
+"""Where every artifact lives. Paths encode the experiment; Snakemake rules, DVC stages and the CLI all
+use these functions, so the layout is defined once.
+
+    data/raw/<dataset>/                               fetched hub files (hf source)
+    data/prepared/<dataset>/<domain>/                 corpus, topics, qrels, excluded ids, images, pairs, report
+    results/captions/<dataset>/<domain>/<captioner>.parquet   image text (path, role, text)
+    results/queries/<dataset>/<domain>/<cap-X|ref-Y>.parquet   ablation queries (+ .json generation stats)
+    results/runs/<task>/<dataset>/<system>/<domain>.trec
+    results/metrics/<task>/<dataset>/<system>/<domain>.json  (+ .perquery.tsv)
+    results/tables/<task>.{md,csv,metrics.json}, results/tables/<grid>_ablation.{md,csv}
+    results/plots/<grid>_ablation.{png,csv}
+    results/rag/<dataset>/<domain>/<setting>/    answers, judgments, summary.json (RAG QA)
+    results/m2rag/<dataset>/<domain>/<source>/kb.{jsonl,json}            M2RAG knowledge bases (+ counts)
+    results/m2rag/<dataset>/<domain>/<source>/<strategy>/  answers, evaluations, summary.json, pages/*.html
+    results/mmdr/<dataset>/<domain>/{tasks,reports,run}/  MMDR tasks, baseline reports, the scored run
+    results/tables/mmdr/                              MMDR leaderboard export (task scores, leaderboard, manifest)
+    results/tracking/<task>.json                      MLflow run ids of the last invocation
+
+Systems come before domains so that one system's outputs form one directory (a DVC output per system).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+RAW = "data/raw/{dataset}"
+FETCHED = "data/raw/{dataset}/.fetched/{domain}.json"
+PREPARED = "data/prepared/{dataset}/{domain}"
+CAPTIONS = "results/captions/{dataset}/{domain}/{captioner}.parquet"
+QUERIES = "results/queries/{dataset}/{domain}/{variant}.parquet"
+QUERIES_STATS = "results/queries/{dataset}/{domain}/{variant}.json"
+ABLATION_MD = "results/tables/{grid}_ablation.md"
+ABLATION_CSV = "results/tables/{grid}_ablation.csv"
+ABLATION_PLOT = "results/plots/{grid}_ablation.png"
+ABLATION_PLOT_DATA = "results/plots/{grid}_ablation.csv"
+RAG = "results/rag/{dataset}/{domain}/{slug}"
+RAG_TABLE_MD = "results/tables/rag.md"
+RAG_TABLE_CSV = "results/tables/rag.csv"
+M2RAG_KB = "results/m2rag/{dataset}/{domain}/{source}"
+M2RAG = "results/m2rag/{dataset}/{domain}/{source}/{strategy}"
+M2RAG_TABLE_MD = "results/tables/m2rag.md"
+M2RAG_TABLE_CSV = "results/tables/m2rag.csv"
+MMDR = "results/mmdr/{dataset}/{domain}"
+MMDR_TASKS = "results/mmdr/{dataset}/{domain}/tasks"
+MMDR_REPORTS = "results/mmdr/{dataset}/{domain}/reports"
+MMDR_RUN = "results/mmdr/{dataset}/{domain}/run"
+MMDR_EXPORT = "results/tables/mmdr"
+MMDR_TABLE_MD = "results/tables/mmdr.md"
+MMDR_TABLE_CSV = "results/tables/mmdr.csv"
+RUN = "results/runs/{task}/{dataset}/{system}/{domain}.trec"
+RUN_STATS = "results/runs/{task}/{dataset}/{system}/{domain}.stats.json"
+METRICS = "results/metrics/{task}/{dataset}/{system}/{domain}.json"
+PERQUERY = "results/metrics/{task}/{dataset}/{system}/{domain}.perquery.tsv"
+TABLE_MD = "results/tables/{task}.md"
+TABLE_CSV = "results/tables/{task}.csv"
+TABLE_METRICS = "results/tables/{task}.metrics.json"
+TRACKING = "results/tracking/{task}.json"
+
+
+def prepared(dataset: str, domain: str, name: str) -> str:
+    """A file of the prepared domain, e.g. ``prepared("openstax", "statistics", "corpus.parquet")``."""
+    return f"{PREPARED.format(dataset=dataset, domain=domain)}/{name}"
+
+
+def resolve_path(p: str, base: str | os.PathLike | None = None) -> Path:
+    """Expand ``~`` and ``$VARS`` and make ``p`` absolute against ``base`` (default: the working directory)."""
+    q = Path(os.path.expandvars(os.path.expanduser(p)))
+    return q if q.is_absolute() else (Path(base) if base else Path.cwd()) / q

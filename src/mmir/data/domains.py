@@ -1,0 +1,72 @@
+"""Which domains a dataset has, and which of them carry Task 2–4 data or query images.
+
+``domains: all`` resolves here: a local copy lists its ``documents/*.parquet`` (hub shards
+``<domain>-00000-of-0000N.parquet`` count once), a TREC collection is one domain named after the dataset,
+and a hub dataset is listed from the repository, falling back to :data:`MM_BRIGHT_DOMAINS` offline (so dry
+runs and ``validate`` work without network).
+"""
+
+from __future__ import annotations
+
+import re
+
+from mmir.core.errors import ConfigError
+from mmir.core.paths import resolve_path
+
+# The 29 MM-BRIGHT domains exactly as the hub spells its splits (revision 97702ca9…, the MTEB port's
+# descriptive statistics; ../shared/data/mm-bright-stats/domains.tsv).
+MM_BRIGHT_DOMAINS = [
+    "academia", "apple", "askubuntu", "aviation", "bioacoustics", "bioinformatics", "biology", "bitcoin",
+    "chemistry", "christianity", "crypto", "earthscience", "economics", "gaming", "gis", "islam", "law", "math",
+    "medicalsciences", "philosophy", "physics", "pm", "psychology", "quant", "quantumcomputing", "robotics",
+    "salesforce", "sustainability", "travel",
+]
+
+_SHARD = re.compile(r"^(.*)-\d{5}-of-\d{5}$")
+
+
+def strip_shard(filename: str) -> str:
+    """``biology-00000-of-00001.parquet`` -> ``biology``; ``calculus-1.parquet`` -> ``calculus-1``."""
+    stem = filename[: -len(".parquet")]
+    m = _SHARD.match(stem)
+    return m.group(1) if m else stem
+
+
+def dataset_domains(name: str, ds: dict) -> list[str]:
+    """The domain names of a validated dataset entry ``datasets.<name>``; resolves ``all``.
+
+    Raises:
+        ConfigError: ``datasets.<name>.root`` of a local dataset has no ``documents/`` folder.
+    """
+    if ds["domains"] != "all":
+        return list(ds["domains"])
+    if ds["source"] == "trec":
+        return [name]
+    if ds["source"] == "local":
+        docs = resolve_path(ds["root"]) / "documents"
+        if not docs.is_dir():
+            raise ConfigError(f"datasets.{name}.root", f"no documents/ directory under {docs.parent}")
+        return sorted({strip_shard(p.name) for p in docs.glob("*.parquet")})
+    from mmir.data.hub import list_hub_domains
+
+    return list_hub_domains(ds["repo_id"], ds["revision"]) or list(MM_BRIGHT_DOMAINS)
+
+
+def has_multimodal(ds: dict, domain: str) -> bool:
+    """Whether a domain has Task 2–4 data: hub MM-BRIGHT yes, TREC no, local when examples_multimodal exists."""
+    if ds["source"] == "hf":
+        return True
+    if ds["source"] == "trec":
+        return False
+    from mmir.data.parquet import domain_files
+
+    return bool(domain_files(resolve_path(ds["root"]), "examples_multimodal", domain))
+
+
+def has_query_images(ds: dict, domain: str) -> bool:
+    """Whether a domain's queries can have images (hub MM-BRIGHT; local copies with examples_images)."""
+    if ds["source"] != "local":
+        return ds["source"] == "hf"
+    from mmir.data.parquet import domain_files
+
+    return bool(domain_files(resolve_path(ds["root"]), "examples_images", domain))

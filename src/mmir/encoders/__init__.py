@@ -1,0 +1,1 @@
+"""Text and multimodal encoders, the OCR captioner, and the content-addressed embedding cache."""

@@ -1,0 +1,335 @@
+"""Durable generation cache and versioned prompt templates.
+
+A generation is stored under ``sha256`` of canonical JSON holding:
+
+* the backend's identity: backend kind, model id, model revision or model file sha256;
+* the prompt template: its id and the sha256 of its text;
+* the rendered input: sha256 of the canonical messages (images by the sha256 of their encoded bytes);
+* the sampling parameters ``temperature``, ``max_tokens``, ``n`` and the ``seed``.
+
+So editing a template changes the keys of exactly the generations made with it, and changing a model,
+its weights or a sampling setting never returns a stale generation.
+
+Storage: one SQLite file (WAL mode), one row per generation, committed as soon as it is written, so a
+killed stage keeps every finished generation and a rerun repeats none of them. A failed call is stored
+too, as a failure record (so runs can report it), but it is not a hit: the next run calls the backend
+again and replaces the record.
+
+Prompt templates are versioned files ``prompts/<name>.txt`` (``reformulate_v1``, ``caption_v1``);
+:func:`load_prompt` reads one. Placeholders use :class:`string.Template` syntax (``$query``,
+``${image_descriptions}``; ``$$`` is a literal dollar). A new version is a new file, never an edit of a
+released one, but an edit is caught anyway because the text hash is in the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import string
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mmir.llm.backends import Backend, GenerationFailure, Message, messages_sha256
+
+KEY_VERSION = 1
+
+
+# ----------------------------------------------------------------------------------------------- prompts
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A versioned prompt template.
+
+    Attributes:
+        id: template name, e.g. ``"reformulate_v1"`` (used as ``template_id`` in cache keys).
+        text: the template text.
+        path: the file it was read from, if any.
+    """
+
+    id: str
+    text: str
+    path: Path | None = None
+
+    @property
+    def sha256(self) -> str:
+        """Hex sha256 of the template text (UTF-8)."""
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def fields(self) -> list[str]:
+        """Placeholder names in the template, in order of first use."""
+        names = []
+        for m in string.Template.pattern.finditer(self.text):
+            name = m.group("named") or m.group("braced")
+            if name and name not in names:
+                names.append(name)
+        return names
+
+    def render(self, **fields: Any) -> str:
+        """The template with ``$name`` placeholders filled from ``fields`` (values converted with ``str``).
+
+        Raises:
+            ValueError: a placeholder has no value, or a field is not used by the template.
+        """
+        wanted = set(self.fields)
+        missing, extra = sorted(wanted - set(fields)), sorted(set(fields) - wanted)
+        if missing or extra:
+            raise ValueError(
+                f"prompt '{self.id}' takes fields {sorted(wanted)}; missing {missing}, unknown {extra}"
+            )
+        return string.Template(self.text).substitute({k: str(v) for k, v in fields.items()})
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def load_prompt(name: str, prompts_dir: str | Path) -> PromptTemplate:
+    """Read the template ``<prompts_dir>/<name>.txt``.
+
+    Raises:
+        ValueError: ``name`` is not a plain file stem (no paths).
+        FileNotFoundError: no such template; the message lists those available.
+    """
+    if not _NAME.match(name) or name.endswith(".txt"):
+        raise ValueError(f"prompt name must be a plain name like 'reformulate_v1', got {name!r}")
+    folder = Path(prompts_dir)
+    path = folder / f"{name}.txt"
+    if not path.is_file():
+        available = sorted(p.stem for p in folder.glob("*.txt")) if folder.is_dir() else []
+        raise FileNotFoundError(f"no prompt template '{name}' in {folder}; available: {available}")
+    return PromptTemplate(id=name, text=path.read_text(encoding="utf-8"), path=path)
+
+
+def parse_marked_answer(text: str, marker: str = "Search query:") -> str | None:
+    """The text after the LAST occurrence of ``marker`` (case-insensitive), stripped of whitespace and
+    surrounding quotes/asterisks; ``None`` when the marker is absent or nothing follows it."""
+    idx = text.lower().rfind(marker.lower())
+    if idx < 0:
+        return None
+    answer = text[idx + len(marker) :].strip().strip("*").strip().strip("\"'`").strip()
+    return answer or None
+
+
+# ---------------------------------------------------------------------------------------------------- keys
+def _canon(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def generation_key_fields(
+    backend: Backend,
+    messages: Sequence[Message],
+    template_id: str,
+    template_text: str,
+    *,
+    temperature: float = 0.0,
+    max_tokens: int = 256,
+    n: int = 1,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """The dict that :func:`generation_key` hashes (see the module docstring)."""
+    return {
+        "v": KEY_VERSION,
+        **backend.cache_identity(),
+        "template_id": template_id,
+        "template_sha256": hashlib.sha256(template_text.encode("utf-8")).hexdigest(),
+        "input_sha256": messages_sha256(messages),
+        "sampling": {"temperature": float(temperature), "max_tokens": int(max_tokens), "n": int(n)},
+        "seed": seed,
+    }
+
+
+def generation_key(backend: Backend, messages: Sequence[Message], template_id: str, template_text: str, **sampling: Any) -> str:
+    """Hex sha256 cache key of one generation request. ``sampling``: temperature, max_tokens, n, seed."""
+    return hashlib.sha256(_canon(generation_key_fields(backend, messages, template_id, template_text, **sampling)).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------- cache
+class GenerationCache:
+    """SQLite-backed store of generation records, safe to share between threads and processes.
+
+    Args:
+        path: database file (parent folders are created).
+
+    A record is a JSON-serialisable dict with ``status`` ``"ok"`` (``texts``, token counts, latency, ...)
+    or ``"failed"`` (``error_kind``, ``error``, ``history``, ...). Counters in :attr:`stats`:
+    ``hits`` (served from the cache), ``misses``, ``backend_calls`` and ``failures`` (calls that failed).
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS generations ("
+            " key TEXT PRIMARY KEY, status TEXT NOT NULL, template_id TEXT, attempts INTEGER NOT NULL,"
+            " record TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL)"
+        )
+        self.hits = self.misses = self.backend_calls = self.failures = 0
+
+    # plumbing -----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> GenerationCache:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
+
+    def __repr__(self) -> str:
+        return f"GenerationCache({str(self.path)!r})"
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """``{"hits", "misses", "backend_calls", "failures"}`` counted by this object."""
+        with self._lock:
+            return {"hits": self.hits, "misses": self.misses, "backend_calls": self.backend_calls, "failures": self.failures}
+
+    # records ------------------------------------------------------------------------------------------
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored record for ``key`` (ok or failed), or ``None``."""
+        with self._lock:
+            row = self._db.execute("SELECT record, attempts FROM generations WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        rec = json.loads(row[0])
+        rec["attempts"] = row[1]
+        return rec
+
+    def put(self, key: str, record: Mapping[str, Any]) -> None:
+        """Store (or replace) ``record`` under ``key`` and commit at once.
+
+        Raises:
+            ValueError: ``record["status"]`` is not ``"ok"`` or ``"failed"``, or the record is not JSON-serialisable.
+        """
+        status = record.get("status")
+        if status not in ("ok", "failed"):
+            raise ValueError(f"record status must be 'ok' or 'failed', got {status!r}")
+        rec = {k: v for k, v in record.items() if k not in ("cached", "attempts")}
+        try:
+            blob = json.dumps(rec, ensure_ascii=False)
+        except TypeError as e:
+            raise ValueError(f"record for key {key[:12]}... is not JSON-serialisable: {e}") from e
+        attempts = int(record.get("attempts", 1))
+        now = time.time()
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO generations (key, status, template_id, attempts, record, created, updated)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET status = excluded.status,"
+                " template_id = excluded.template_id, attempts = excluded.attempts, record = excluded.record,"
+                " updated = excluded.updated",
+                (key, status, rec.get("template_id"), attempts, blob, now, now),
+            )  # autocommit mode: durable once this returns
+
+    def keys(self, status: str | None = None) -> list[str]:
+        """All stored keys, optionally only those with ``status`` ``"ok"`` / ``"failed"``."""
+        with self._lock:
+            if status is None:
+                rows = self._db.execute("SELECT key FROM generations ORDER BY created").fetchall()
+            else:
+                rows = self._db.execute("SELECT key FROM generations WHERE status = ? ORDER BY created", (status,)).fetchall()
+        return [r[0] for r in rows]
+
+    def failed_records(self) -> list[dict[str, Any]]:
+        """Every stored failure record (each with its ``key``), oldest first, for reports."""
+        return [r for k in self.keys("failed") if (r := self.get(k)) is not None]
+
+    # generation ---------------------------------------------------------------------------------------
+    def cached_generate(
+        self,
+        backend: Backend,
+        messages: Sequence[Message],
+        template_id: str,
+        template_text: str,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        seed: int | None = None,
+        n: int = 1,
+        raise_on_failure: bool = False,
+    ) -> dict[str, Any]:
+        """The cached generation for this request, or a new one from ``backend`` (stored at once).
+
+        Args:
+            backend: any :class:`~mmir.llm.backends.Backend`.
+            messages: the rendered chat messages.
+            template_id, template_text: the prompt template the messages were rendered from
+                (e.g. ``tpl.id, tpl.text`` of :func:`load_prompt`).
+            temperature, max_tokens, seed, n: sampling parameters, passed to ``backend.generate``.
+            raise_on_failure: raise the :class:`GenerationFailure` instead of returning the failure record.
+
+        Returns:
+            The record: ``key``, ``status`` (``"ok"``/``"failed"``), ``cached`` (bool), ``attempts``,
+            the key fields (backend, model, revision, template_id, template_sha256, input_sha256,
+            sampling, seed) and either the :class:`Generation` fields or the failure fields.
+
+        Raises:
+            GenerationFailure: only with ``raise_on_failure``.
+            UnsupportedInputError: malformed messages, or input the backend cannot take (not stored).
+        """
+        sampling = {"temperature": temperature, "max_tokens": max_tokens, "n": n, "seed": seed}
+        fields = generation_key_fields(backend, messages, template_id, template_text, **sampling)
+        key = hashlib.sha256(_canon(fields).encode()).hexdigest()
+        prev = self.get(key)
+        if prev is not None and prev.get("status") == "ok":
+            with self._lock:
+                self.hits += 1
+            backend.usage.add_cache_hit()
+            return {**prev, "cached": True}
+        with self._lock:
+            self.misses += 1
+            self.backend_calls += 1
+        base = {"key": key, **fields, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        attempts = (prev or {}).get("attempts", 0) + 1
+        try:
+            gen = backend.generate(messages, temperature=temperature, max_tokens=max_tokens, seed=seed, n=n)
+        except GenerationFailure as f:
+            with self._lock:
+                self.failures += 1
+            rec = {**base, "status": "failed", **f.to_record(), "attempts": attempts}
+            self.put(key, rec)
+            if raise_on_failure:
+                raise
+            return {**rec, "cached": False}
+        rec = {**base, "status": "ok", **gen.to_dict(), "attempts": attempts}
+        self.put(key, rec)
+        return {**rec, "cached": False}
+
+    def cached_generate_many(
+        self,
+        backend: Backend,
+        items: Sequence[Sequence[Message]],
+        template_id: str,
+        template_text: str,
+        *,
+        max_workers: int | None = None,
+        **sampling: Any,
+    ) -> list[dict[str, Any]]:
+        """:meth:`cached_generate` over many message lists, ``backend.max_concurrency`` at a time
+        (or ``max_workers``), in input order. Each generation is committed as soon as it finishes, so an
+        interrupted call keeps everything finished so far. Failures come back as failure records."""
+        sampling.pop("raise_on_failure", None)
+        workers = max(1, min(max_workers or backend.max_concurrency, len(items) or 1))
+
+        def one(msgs: Sequence[Message]) -> dict[str, Any]:
+            return self.cached_generate(backend, msgs, template_id, template_text, **sampling)
+
+        if workers == 1:
+            return [one(m) for m in items]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gen-cache") as pool:
+            return list(pool.map(one, items))

@@ -1,1 +1,0 @@
-"""Model registry, text and multimodal encoders, the embedding cache."""

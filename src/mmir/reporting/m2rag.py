@@ -1,0 +1,45 @@
+"""The M2RAG table (``m2rag.md`` / ``m2rag.csv``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mmir.benchmarks.m2rag.aggregate import ALL_METRICS, IMAGE_METRICS
+from mmir.benchmarks.m2rag.store import METRIC_LABELS
+from mmir.core.io import write_text
+
+
+def write_table(rows: Sequence[Mapping[str, Any]], out_md: str | Path, out_csv: str | Path) -> None:
+    """``m2rag.md`` (value with n and failures per cell) and ``m2rag.csv`` (one column each), atomically."""
+    import pandas as pd
+
+    write_text(out_csv, pd.DataFrame(rows).to_csv(index=False))
+    head = ["dataset", "KB source", "strategy", "generator"] + [METRIC_LABELS[m] for m in ALL_METRICS] + \
+        ["Overall", "answers (excluded)"]
+    lines = ["# M2RAG (spec §6): eight metrics x100, pooled over domains",
+             "",
+             "Each cell: value (n scored; failed judgements). Image Coherence/Helpfulness/Reference are pooled over "
+             "output images ('no output image': the strategy placed none, nothing to judge), the others over answers; "
+             "Image Recall is 1.0 for an answer whose inputs hold no image scored >= the recall threshold (counted "
+             "'without important image'); Overall = mean of the eight (n/a when one has no value). "
+             "Failed generations are excluded and counted.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["dataset"], r["source"], r["strategy"], r["generator"]]
+        for m in ALL_METRICS:
+            n, failed = r[f"{m}_n"], r[f"{m}_failures"]
+            if m in IMAGE_METRICS and n == 0 and failed == 0:
+                cells.append("no output image")
+                continue
+            v = "n/a" if r[m] is None else f"{r[m]:.1f}"
+            extra = f"; {r['image_recall_vacuous']} without important image" if m == "image_recall" else ""
+            cells.append(f"{v} ({n}; {failed} failed{extra})")
+        cells += ["n/a" if r["overall"] is None else f"{r['overall']:.1f}", f"{r['answers']} ({r['excluded']})"]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    judges = sorted({r["judge"] for r in rows})
+    lines += ["", f"Judge: {', '.join(judges) or 'n/a'}; domains: "
+              + "; ".join(f"{r['dataset']}/{r['source']}/{r['strategy']}: {r['domains']}" for r in rows)]
+    write_text(out_md, "\n".join(lines) + "\n")

@@ -1,0 +1,321 @@
+"""One function per pipeline step, taking explicit input/output paths and config slices.
+
+Snakemake rule scripts (workflow/scripts/) and the DVC-facing CLI (mmir.cli) are thin wrappers around these,
+so the logic is importable and tested without either tool. Every step logs what it read, wrote and skipped,
+with counts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from mmir.core import paths
+from mmir.core.io import write_json
+
+log = logging.getLogger("mmir.workflow.steps")
+
+
+def fetch(dataset: str, ds: dict, domain: str, out_marker: str | Path) -> dict:
+    """Download one hub domain into ``data/raw/<dataset>/`` and write the marker JSON (commit, files)."""
+    from mmir.data.hub import fetch_domain
+
+    dest = Path(paths.RAW.format(dataset=dataset))
+    info = fetch_domain(ds["repo_id"], ds["revision"], domain, ["documents", "examples", "examples_multimodal",
+                                                               "document_images", "examples_images"], dest)
+    log.info("fetched %s@%s domain %s: wrote %d files under %s", ds["repo_id"], info["commit"], domain, len(info["files"]), dest)
+    write_json(out_marker, {"repo_id": ds["repo_id"], "revision": ds["revision"], **info})
+    return info
+
+
+def prepare(dataset: str, ds: dict, domain: str, out_dir: str | Path, fetched_marker: str | Path | None = None) -> dict:
+    """Normalise and check one domain (:mod:`mmir.data.prepare`); writes its artifacts to ``out_dir``."""
+    from mmir.data.prepare import prepare_domain, write_prepared
+
+    meta = {"dataset": dataset, "domain": domain, "source": ds["source"]}
+    raw_root = None
+    if ds["source"] == "hf":
+        marker = json.loads(Path(fetched_marker).read_text(encoding="utf-8"))
+        meta |= {"repo_id": marker["repo_id"], "revision": marker["commit"]}
+        raw_root = paths.RAW.format(dataset=dataset)
+    p = prepare_domain(dataset, ds, domain, raw_root)
+    report = write_prepared(p, out_dir, meta)
+    log.info("read %s", ", ".join(report["sources"]))
+    log.info("wrote %s: %d documents, %d topics (%d with qrels), %d qrels, %d excluded pairs",
+             out_dir, report["documents"], report["topics"], report["topics_with_qrels"], report["qrels_task1"], report["excluded_pairs"])
+    for kind, n in report["problems"].items():
+        if n:
+            log.warning("%s: %d (kept going, per integrity policy); e.g. %s", kind, n, report["examples"].get(kind, [""])[0])
+    return report
+
+
+def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cache_path: str | Path,
+            out_parquet: str | Path, generator: dict | None = None, generation_cache: str | Path | None = None) -> dict:
+    """Image text for every corpus and query image of a prepared domain (``path, role, text``).
+
+    ``ocr``: rapidocr-onnxruntime, cached by image bytes (:mod:`mmir.encoders.ocr`). ``vlm``: the
+    ``generator`` backend with a detailed-description prompt, through the generation cache
+    (:mod:`mmir.benchmarks.mmbright.captions`). Corrupt images get "" and are counted. Writes ``out_parquet``
+    atomically and returns counts.
+    """
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from mmir.core.io import write_parquet
+    from mmir.encoders.ocr import OcrCaptioner
+
+    prep = Path(prepared_dir)
+    rows, n = [], {"images": 0, "empty": 0, "skipped_corrupt": 0}
+    frames = [(role, pd.read_parquet(prep / fname)) for role, fname in (("corpus", "images.parquet"), ("query", "query_images.parquet"))]
+    if captioner["kind"] == "vlm":
+        from mmir.benchmarks.mmbright.captions import vlm_captions
+
+        for role, df in frames:
+            texts, stats = vlm_captions(df, captioner, generator, generation_cache)
+            rows += [{"path": p, "role": role, "text": t} for p, t in zip(df["path"], texts)]
+            for k, v in stats.items():
+                n[k] = n.get(k, 0) + v
+        n["empty"] = sum(not r["text"] for r in rows)
+        n["skipped_corrupt"] = sum(int((~df["ok"].astype(bool)).sum()) for _, df in frames)
+        n["engine_calls"] = n.get("cache_backend_calls", 0)
+    else:
+        with OcrCaptioner(cache_path, min_score=captioner["min_score"]) as ocr:
+            for role, df in frames:
+                for path, data, ok in tqdm(zip(df["path"], df["bytes"], df["ok"]), total=len(df), desc=f"{captioner_name} {role}", leave=False):
+                    text = ocr.caption(data, source=path) if ok else ""
+                    n["skipped_corrupt"] += not ok
+                    n["empty"] += not text
+                    rows.append({"path": path, "role": role, "text": text})
+            n["engine_calls"] = ocr.calls
+    n["images"] = len(rows)
+    write_parquet(out_parquet, pd.DataFrame(rows, columns=["path", "role", "text"]))
+    log.info("read %s images of %s; wrote %s: %d captions (%d empty, %d corrupt images skipped, %d OCR runs, "
+             "the rest from the cache)", n["images"], prep, out_parquet, n["images"], n["empty"], n["skipped_corrupt"], n["engine_calls"])
+    return n
+
+
+def augment(topics_file: str | Path, captions_file: str | Path, out_parquet: str | Path) -> int:
+    """Caption-augmented Task 1 queries (:func:`mmir.benchmarks.mmbright.queries.caption_augmented`)."""
+    import pandas as pd
+
+    from mmir.benchmarks.mmbright.queries import caption_augmented
+    from mmir.core.io import write_parquet
+
+    topics = pd.read_parquet(topics_file)
+    caps = pd.read_parquet(captions_file)
+    out = caption_augmented(topics, dict(zip(caps["path"], caps["text"])))
+    changed = int((out["query"] != topics["query"]).sum())
+    write_parquet(out_parquet, out)
+    log.info("read %s (%d topics) and %s; wrote %s: %d queries augmented, %d without image text kept as is",
+             topics_file, len(topics), captions_file, out_parquet, changed, len(out) - changed)
+    return changed
+
+
+def reformulate(topics_file: str | Path, captions_file: str | Path, reformulator: dict, generator: dict,
+                generation_cache: str | Path, out_parquet: str | Path, out_stats: str | Path) -> dict:
+    """LLM-reformulated Task 1 queries (:func:`mmir.benchmarks.mmbright.queries.reformulate`), every generation
+    cached; writes the queries and a stats JSON (statuses, tokens, requests, failures, retries, latency, cost)."""
+    import pandas as pd
+
+    from mmir.benchmarks.mmbright import load_prompt
+    from mmir.benchmarks.mmbright.queries import reformulate as do_reformulate
+    from mmir.core.io import write_parquet
+    from mmir.llm.backends import make_backend
+    from mmir.llm.cache import GenerationCache
+
+    topics = pd.read_parquet(topics_file)
+    caps = pd.read_parquet(captions_file)
+    backend = make_backend(generator)
+    t0 = time.perf_counter()
+    with GenerationCache(generation_cache) as cache:
+        frame, counts = do_reformulate(topics, dict(zip(caps["path"], caps["text"])), backend, cache,
+                                       load_prompt(reformulator["prompt"]), temperature=reformulator["temperature"],
+                                       max_tokens=reformulator["max_tokens"], seed=reformulator["seed"])
+    stats = {**counts, **backend.usage.as_metrics(), "seconds": round(time.perf_counter() - t0, 2),
+             "topics": len(topics), "model": backend.model_id}
+    write_parquet(out_parquet, frame)
+    write_json(out_stats, stats)
+    log.info("read %s (%d topics); wrote %s: %d ok, %d without 'Search query:' (whole output used), %d failed "
+             "(original query kept); %d backend calls, %d cache hits, %.0fs", topics_file, len(topics), out_parquet,
+             counts["ok"], counts["no_marker"], counts["failed"], counts["cache_backend_calls"], counts["cache_hits"], stats["seconds"])
+    return stats
+
+
+def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict, evaluation: dict,
+             cache_root: str | Path, out_run: str | Path, out_stats: str | Path,
+             captions: str | Path | None = None, queries: str | Path | None = None) -> dict:
+    """Run one system on one prepared domain; writes the TREC run and a stats JSON.
+
+    Tasks 2–4 with a text system need ``captions`` (the image-text parquet of :func:`caption`). ``queries``
+    (Task 1 ablations) replaces each topic's text by the ``qid, query`` rows of that parquet.
+    """
+    from mmir.retrieval.runs import write_run
+    from mmir.retrieval.search import retrieve as do_retrieve
+
+    t0 = time.perf_counter()
+    if task in ("task1", "ablation"):  # ablation: Task 1 with query variants
+        run, stats = do_retrieve(prepared_dir, system, evaluation, cache_root, queries)
+    else:
+        import pandas as pd
+
+        from mmir.retrieval.mm_search import retrieve_mm
+
+        cap = None
+        if captions is not None:
+            df = pd.read_parquet(captions)
+            cap = dict(zip(df["path"], df["text"]))
+        run, stats = retrieve_mm(task, prepared_dir, system, evaluation, cache_root, cap)
+    n = write_run(out_run, run, tag=system_name)
+    stats |= {"seconds": round(time.perf_counter() - t0, 3), "system": system_name}
+    write_json(out_stats, stats)
+    log.info("wrote %s: %d lines for %d queries (top %d) in %.1fs", out_run, n, len(run), evaluation["top_k"], stats["seconds"])
+    return stats
+
+
+def score(run_file: str | Path, qrels_file: str | Path, measures: list[str], out_json: str | Path,
+          out_perquery: str | Path, meta: dict, binary: bool = False) -> dict:
+    """Evaluate a run (:func:`mmir.evaluation.scoring.score_run`); ``binary`` collapses graded qrels
+    (Task 4 under ``task4_protocol: official``)."""
+    from mmir.evaluation.scoring import score_run
+
+    s = score_run(run_file, qrels_file, measures, out_json, out_perquery, meta | {"binary_labels": binary}, binary)
+    log.info("read %s and %s; wrote %s: %d judged queries (%d with no results, scored 0; %d run queries "
+             "without qrels skipped); nDCG@10 = %s", run_file, qrels_file, out_json, s["queries"],
+             s["queries_without_results"], s["run_queries_without_qrels"], s["measures"].get("nDCG@10"))
+    return s
+
+
+def report(task: str, metric_files: list[str], measure: str, protocol: str, out_md, out_csv, out_metrics,
+           untrained: list[str] = ()) -> None:
+    """Write the task table (:mod:`mmir.reporting.tables`); systems in ``untrained`` (random weights) are
+    labelled so."""
+    from mmir.reporting.tables import collect, write_task_table
+
+    long = collect(metric_files)
+    long["system"] = [f"{s} (untrained)" if s in set(untrained) else s for s in long["system"]]
+    write_task_table(long, task, measure, protocol, out_md, out_csv, out_metrics)
+    log.info("read %d metric files; wrote %s, %s, %s", len(metric_files), out_md, out_csv, out_metrics)
+
+
+def rag(dataset: str, domain: str, setting: str, prepared_dir: str | Path, rag_cfg: dict, generator: dict,
+        judge: dict, generation_cache: str | Path, out_dir: str | Path, run_file: str | Path | None = None,
+        captions: str | Path | None = None) -> dict:
+    """Answer and judge one RAG setting on one domain (:mod:`mmir.benchmarks.rag.qa`); writes ``answers.parquet``,
+    ``judgments.parquet`` and ``summary.json`` in ``out_dir``. A domain without reference answers is skipped
+    with the reason in the summary."""
+    import pandas as pd
+
+    from mmir.benchmarks.rag.qa import (
+        DomainIndex,
+        run_setting,
+        select_queries,
+        summarize,
+    )
+    from mmir.core.io import write_parquet
+    from mmir.llm.backends import make_backend
+    from mmir.llm.cache import GenerationCache
+
+    out = Path(out_dir)
+    base = {"dataset": dataset, "domain": domain, "setting": setting}
+    topics = select_queries(pd.read_parquet(Path(prepared_dir) / "topics.parquet"), rag_cfg["max_queries"])
+    if topics.empty:
+        reason = f"no query of {dataset}/{domain} has a reference answer (gold_answers): nothing to judge"
+        log.warning("skipped: %s", reason)
+        write_parquet(out / "answers.parquet", pd.DataFrame(columns=["qid", "answer", "evidence_ids", "status"]))
+        write_parquet(out / "judgments.parquet", pd.DataFrame(columns=["qid", "repeat", "score", "status", "raw"]))
+        write_json(out / "summary.json", base | {"skipped": reason, "queries": 0})
+        return base | {"skipped": reason}
+    caps = {}
+    if captions:
+        c = pd.read_parquet(captions)
+        caps = dict(zip(c["path"], c["text"]))
+    gen, jud = make_backend(generator), make_backend(judge)
+    takes_images = rag_cfg["images"]
+    t0 = time.perf_counter()
+    with GenerationCache(generation_cache) as cache:
+        answers, judgments = run_setting(setting, topics, DomainIndex(prepared_dir, caps), run_file, rag_cfg["k"], gen,
+                                         jud, cache, takes_images=takes_images, repeats=rag_cfg["judge_repeats"],
+                                         answer_max_tokens=rag_cfg["answer_max_tokens"], seed=rag_cfg["seed"],
+                                         evidence_chars=rag_cfg["evidence_chars"])
+        cstats = dict(cache.stats)
+    summary = base | summarize(answers, judgments) | {
+        "seconds": round(time.perf_counter() - t0, 1), "generator": gen.model_id, "judge": jud.model_id,
+        "cache": cstats, **gen.usage.as_metrics("gen_"), **jud.usage.as_metrics("judge_")}
+    write_parquet(out / "answers.parquet", answers)
+    write_parquet(out / "judgments.parquet", judgments)
+    write_json(out / "summary.json", summary)
+    log.info("read %s (%d queries with a reference answer)%s; wrote %s: score %s over %d scored answers, %d judge "
+             "failures, %d answers failed, %.0fs", prepared_dir, len(topics), f" and {run_file}" if run_file else "",
+             out, None if summary["score"] is None else round(summary["score"], 2), summary["answers_scored"],
+             summary["judge_failures"], summary["answers_failed"], summary["seconds"])
+    return summary
+
+
+def rag_report(config: dict, summary_files: list[str], out_md, out_csv, out_tracking) -> None:
+    """The RAG table (:mod:`mmir.reporting.rag`) and its MLflow runs (:func:`mmir.tracking.log_rag`)."""
+    from mmir.reporting.rag import collect_rag, write_rag_table
+    from mmir.tracking import log_rag
+
+    rag = config["rag"]
+    write_rag_table(collect_rag(summary_files), rag["generator"], rag["judge"], rag["judge_repeats"], out_md, out_csv)
+    summaries = [json.loads(Path(f).read_text(encoding="utf-8")) for f in summary_files]
+    arts = [[str(Path(f).parent / "answers.parquet"), str(Path(f).parent / "judgments.parquet"), str(f)] for f in summary_files]
+    ids = log_rag(config, summaries, arts)
+    write_json(out_tracking, ids)
+    log.info("read %d RAG summaries; wrote %s, %s; logged MLflow parent %s with %d children", len(summary_files),
+             out_md, out_csv, ids["parent"], len(ids["children"]))
+
+
+def ablation_report(grid: str, metric_files: list[str], measure: str, derived: dict, out_md, out_csv, out_png,
+                    out_plot_csv) -> None:
+    """The caption or reformulation grid (:mod:`mmir.reporting.ablation`)."""
+    from mmir.reporting.ablation import ablation_frame, write_ablation
+
+    frame = ablation_frame(metric_files, measure, derived)
+    write_ablation(grid, frame, measure, out_md, out_csv, out_png, out_plot_csv)
+    log.info("read %d metric files; wrote %s, %s, %s, %s (%d cells)", len(metric_files), out_md, out_csv, out_png,
+             out_plot_csv, len(frame))
+
+
+def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_name: str | None = None) -> dict:
+    """Log this invocation to MLflow (:func:`mmir.tracking.log_invocation`); writes the run ids."""
+    from mmir.workflow.units import ablation_systems, config_slice
+    from mmir.tracking import log_invocation, redact, tracking_uri
+
+    derived = ablation_systems(config)
+    entries = []
+    for u in units:
+        fmt = dict(task=u.get("task", task), dataset=u["dataset"], domain=u["domain"], system=u["system"])
+        prep = json.loads(Path(paths.prepared(u["dataset"], u["domain"], "prepare.json")).read_text(encoding="utf-8"))
+        d = derived.get(u["system"])
+        system = config["systems"][d["base"] if d else u["system"]]
+        params = config_slice(config, dataset=u["dataset"], system=d["base"] if d else u["system"])
+        gen_metrics = {}
+        if d:
+            params["ablation"] = d
+            if d["grid"] == "reformulation":
+                params["reformulator"] = config["reformulators"][d["source"]]
+                params["generator"] = {k: v for k, v in config["generators"][params["reformulator"]["generator"]].items()}
+                stats = Path(paths.QUERIES_STATS.format(dataset=u["dataset"], domain=u["domain"], variant=d["variant"]))
+                gen_metrics = {k: v for k, v in json.loads(stats.read_text()).items()
+                               if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            else:
+                params["captioner"] = config["captioners"][d["source"]]
+        entries.append({
+            **u,
+            "metrics_json": paths.METRICS.format(**fmt),
+            "perquery": paths.PERQUERY.format(**fmt),
+            "run_file": paths.RUN.format(**fmt),
+            "params": params | {"measures": config["measures"]},
+            "tags": {"dataset_revision": str(prep.get("revision", "local")),
+                     "model_revision": str(system.get("revision") or system.get("model") or system.get("encoder")
+                                          or system.get("backend", ""))},
+            "extra_metrics": gen_metrics | {k: v for k, v in json.loads(Path(paths.RUN_STATS.format(**fmt)).read_text()).items()
+                                            if isinstance(v, (int, float)) and not isinstance(v, bool)},
+        })
+    ids = log_invocation(config, task, entries, run_name=run_name)
+    write_json(out_json, {"tracking_uri": redact(tracking_uri(config)), **ids})
+    log.info("logged parent run %s with %d child runs to %s", ids["parent"], len(ids["children"]), redact(tracking_uri(config)))
+    return ids

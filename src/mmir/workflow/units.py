@@ -1,0 +1,114 @@
+"""The unit lists of every stage: which (dataset, domain, system, setting, ...) each rule runs on.
+
+One module holds them all, so the Snakemake rules, the CLI and MLflow tracking enumerate the same units.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmir.data.domains import dataset_domains, has_multimodal, has_query_images
+
+
+def mmdr_units(config: dict) -> list[dict]:
+    """``{dataset, domain}`` of the MMDR stage: every domain of ``mmdr.datasets`` (null = all datasets) whose
+    queries can have images."""
+    m = config.get("mmdr")
+    if not m:
+        return []
+    wanted = m["datasets"] or list(config["datasets"])
+    return [{"dataset": d, "domain": dom} for d, dom in units(config)
+            if d in wanted and has_query_images(config["datasets"][d], dom)]
+
+
+M2RAG_DEVSET = ("m2rag-bench", "dev", "devset")  # (dataset, domain, source) of the dev-set knowledge bases
+
+
+def m2rag_units(config: dict) -> list[dict]:
+    """``{dataset, domain, source, strategy}`` of the M2RAG stage: each multimodal domain of the chosen
+    datasets whose ``task`` run exists for the source system, times the strategies; plus the dev set when
+    ``m2rag.devset`` is set (see :data:`M2RAG_DEVSET`)."""
+    m = config.get("m2rag")
+    if not m:
+        return []
+    wanted = m["datasets"] or list(config["datasets"])
+    kbs = []
+    for d, dom in units(config):
+        if d not in wanted or not has_multimodal(config["datasets"][d], dom):
+            continue
+        for s in m["sources"]:
+            if any(u["domain"] == dom and u["system"] == s for u in task_units(config, m["task"]) if u["dataset"] == d):
+                kbs.append((d, dom, s))
+    if m["devset"]:
+        kbs.append(M2RAG_DEVSET)
+    return [{"dataset": d, "domain": dom, "source": s, "strategy": st} for d, dom, s in kbs for st in m["strategies"]]
+
+
+def rag_units(config: dict) -> list[dict]:
+    """``{dataset, domain, setting, slug}`` of the RAG stage (slug = setting with ':' as '-', for paths)."""
+    rag = config.get("rag")
+    if not rag:
+        return []
+    wanted = rag["datasets"] or list(config["datasets"])
+    return [{"dataset": d, "domain": dom, "setting": s, "slug": s.replace(":", "-")}
+            for d, dom in units(config) if d in wanted for s in rag["settings"]]
+
+
+def ablation_systems(config: dict) -> dict[str, dict]:
+    """Derived Task 1 systems of the ablation grids: ``{"bm25+cap:ocr": {"base": "bm25", "variant": "cap-ocr",
+    "grid": "caption", "source": "ocr"}, "bm25+ref:qwen": {..., "variant": "ref-qwen", ...}}``."""
+    out = {}
+    ab = config["ablations"]
+    for s in ab["caption"]["systems"]:
+        for c in ab["caption"]["captioners"]:
+            out[f"{s}+cap:{c}"] = {"base": s, "variant": f"cap-{c}", "grid": "caption", "source": c}
+    for s in ab["reformulation"]["systems"]:
+        for r in ab["reformulation"]["reformulators"]:
+            out[f"{s}+ref:{r}"] = {"base": s, "variant": f"ref-{r}", "grid": "reformulation", "source": r}
+    return out
+
+
+def units(config: dict) -> list[tuple[str, str]]:
+    """Every (dataset, domain) pair of the config, in config order."""
+    return [(name, dom) for name, ds in config["datasets"].items() for dom in dataset_domains(name, ds)]
+
+
+def task_units(config: dict, task: str) -> list[dict]:
+    """``{dataset, domain, system}`` of every unit a task runs on.
+
+    Task 1 (text only, the paper's Table 3) runs the text systems (bm25, dense) on every domain; Tasks 2–4 run
+    every system on the domains with multimodal data (text systems through image text). The ablation systems
+    are :func:`ablation_units`.
+    """
+    out = []
+    for name, dom in units(config):
+        if task == "task1" or has_multimodal(config["datasets"][name], dom):
+            out += [{"dataset": name, "domain": dom, "system": s} for s, sys_ in config["systems"].items()
+                    if (task != "task1" or sys_["kind"] != "mm") and (sys_.get("tasks") is None or task in sys_["tasks"])]
+    return out
+
+
+ABLATION_TASK = "ablation"  # path segment of the derived systems' runs and metrics (Task 1 queries, qrels)
+
+
+def ablation_units(config: dict, grid: str) -> list[dict]:
+    """Units of an ablation grid, on the domains whose queries have images: ``{task, dataset, domain, system}``
+    for each base system (``task1``) and each derived system (``ablation``: Task 1 qrels, own paths)."""
+    derived = {n: d for n, d in ablation_systems(config).items() if d["grid"] == grid}
+    bases = list(dict.fromkeys(d["base"] for d in derived.values()))
+    out = []
+    for name, dom in units(config):
+        if derived and has_query_images(config["datasets"][name], dom):
+            out += [{"task": "task1", "dataset": name, "domain": dom, "system": s} for s in bases]
+            out += [{"task": ABLATION_TASK, "dataset": name, "domain": dom, "system": s} for s in derived]
+    return out
+
+
+def config_slice(config: dict, *, dataset: str | None = None, system: str | None = None) -> dict[str, Any]:
+    """The part of the config a (dataset, system) step reads: used as rule params and MLflow params."""
+    out: dict[str, Any] = {"evaluation": config["evaluation"]}
+    if dataset is not None:
+        out["dataset"] = {"name": dataset, **config["datasets"][dataset]}
+    if system is not None:
+        out["system"] = {"name": system, **config["systems"][system]}
+    return out
