@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CORES ?= all
 
-.PHONY: setup run test repro bench mlflow-ui clean
+.PHONY: setup run test lint repro bench mlflow-ui clean
 
 setup: $(VENV)/.installed
 
@@ -21,8 +21,14 @@ $(VENV)/.installed: pyproject.toml
 run: setup
 	$(VENV)/bin/snakemake --cores $(CORES)
 
-test: setup
+test: setup lint
 	$(PY) -m pytest
+
+# ruff (line length 140, pyproject.toml), snakefmt, the import-layer contract; `snakemake --lint` runs as a test
+lint: setup
+	$(VENV)/bin/ruff check src tests bench workflow/scripts
+	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
+	$(VENV)/bin/lint-imports
 
 repro: setup
 	. $(VENV)/bin/activate && dvc repro

@@ -1,6 +1,7 @@
 # mmir workflow: `snakemake --cores all` builds every table named in params.yaml.
 # The config is validated (defaults filled) before any job starts; rules live in workflow/rules/.
 
+
 configfile: "params.yaml"
 
 
@@ -15,13 +16,32 @@ include: "workflow/rules/m2rag.smk"
 include: "workflow/rules/mmdr.smk"
 
 
+wildcard_constraints:
+    dataset="|".join(map(re.escape, config["datasets"])) if config["datasets"] else "x",
+    system="|".join(map(re.escape, sorted([*config["systems"], *DERIVED], key=len, reverse=True))),
+    variant=r"(cap|ref)-[A-Za-z0-9][A-Za-z0-9_.-]*",
+    grid="caption|reformulation",
+    source=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    slug=r"none|oracle|topk-[A-Za-z0-9][A-Za-z0-9_.+:-]*",
+    task="task[1-4]|ablation",
+    domain=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    captioner="|".join(map(re.escape, config["captioners"])),
+
+
+onstart:
+    # Before any job runs (never in a dry run): a hub dataset still to be fetched needs the hub. Offline,
+    # stop now with one message on how to use a local copy instead of failing job by job.
+    from mmir.data.hub import check_reachable
+
+    for name, ds in config["datasets"].items():
+        if ds["source"] == "hf" and not all(Path(paths.FETCHED.format(dataset=name, domain=d)).exists() for d in DOMAINS[name]):
+            try:
+                check_reachable(ds["repo_id"], ds["revision"])
+            except Exception as exc:
+                raise WorkflowError(f"dataset {name}: {exc}")
+
+
 rule all:
-    input:
-        expand(paths.TABLE_MD, task=config["tasks"]),
-        expand(paths.TRACKING, task=config["tasks"]),
-        expand(paths.ABLATION_MD, grid=GRIDS),
-        expand(paths.TRACKING, task=[f"{g}_ablation" for g in GRIDS]),
-        [paths.RAG_TABLE_MD] if RAG_UNITS else [],
-        [paths.M2RAG_TABLE_MD] if M2RAG_UNITS else [],
-        [paths.MMDR_TABLE_MD] if MMDR_UNITS else [],
     default_target: True
+    input:
+        all_targets(config),

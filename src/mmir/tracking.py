@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 from pathlib import Path
+
+from mmir.core import paths
+from mmir.core.gitinfo import commit_label
 
 
 def tracking_uri(config: dict, project_dir: str | Path = ".") -> str:
@@ -38,15 +40,30 @@ def redact(uri: str) -> str:
     return uri
 
 
-def git_commit(cwd: str | Path = ".") -> str:
-    """HEAD commit of the project (with ``-dirty`` when the tree has changes), or ``unknown``."""
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+def run_tags(commit: str, source: str) -> dict[str, str]:
+    """MLflow's standard tags for a run of this project: the code commit (``mlflow.source.git.commit``; the UI's
+    Version column) and what ran it (``mlflow.source.name``, shown as Source), plus our ``git_commit``."""
+    from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_SOURCE_NAME, MLFLOW_SOURCE_TYPE
+
+    return {MLFLOW_GIT_COMMIT: commit.removesuffix("-dirty"), MLFLOW_SOURCE_NAME: source, MLFLOW_SOURCE_TYPE: "PROJECT",
+            "git_commit": commit}
+
+
+def log_dataset_input(prepared_dir: str | Path, name: str) -> None:
+    """``mlflow.log_input`` of a prepared domain (the run's Dataset column): its folder as the source and the
+    sha256 of its ``prepare.json`` (counts, source files, revision) as the digest. Nothing when it is absent."""
+    import hashlib
+
+    import mlflow
+    from mlflow.data.filesystem_dataset_source import FileSystemDatasetSource
+    from mlflow.data.meta_dataset import MetaDataset
+
+    report = Path(prepared_dir) / "prepare.json"
+    if not report.is_file():
+        return
+    digest = hashlib.sha256(report.read_bytes()).hexdigest()[:16]
+    source = FileSystemDatasetSource(str(Path(prepared_dir).resolve()))
+    mlflow.log_input(MetaDataset(source=source, name=name, digest=digest), context="prepared")
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, str]:
@@ -59,6 +76,9 @@ def flatten(d: dict, prefix: str = "") -> dict[str, str]:
         else:
             out[key] = (json.dumps(v) if isinstance(v, (list, tuple)) else str(v))[:6000]
     return out
+
+
+EXPERIMENT_KIND = "mlflow.experimentKind"
 
 
 def _mlflow_key(measure: str) -> str:
@@ -80,8 +100,11 @@ def _experiment(config: dict, project_dir: Path) -> str:
     mlflow.set_tracking_uri(tracking_uri(config, project_dir))
     name = config.get("mlflow", {}).get("experiment", "mmir")
     exp = mlflow.get_experiment_by_name(name)
+    kind = {EXPERIMENT_KIND: "custom_model_development"}  # the UI opens on the runs table, not on GenAI traces
     if exp is None:
-        return mlflow.create_experiment(name, artifact_location=(project_dir / "mlartifacts").as_uri())
+        return mlflow.create_experiment(name, artifact_location=(project_dir / "mlartifacts").as_uri(), tags=kind)
+    if exp.tags.get(EXPERIMENT_KIND) != kind[EXPERIMENT_KIND]:
+        mlflow.MlflowClient().set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND, kind[EXPERIMENT_KIND])
     return exp.experiment_id
 
 
@@ -103,18 +126,22 @@ def log_units(config: dict, stage: str, params: dict, units: list[dict], project
         import mlflow
 
         exp_id = _experiment(config, Path(project_dir).resolve())
-        commit = git_commit(project_dir)
+        commit = commit_label(project_dir)
         flat = flatten(params)
         ids: dict = {"parent": None, "children": []}
         with mlflow.start_run(experiment_id=exp_id, run_name=stage,
-                              tags={"mmir.level": "invocation", "mmir.task": stage, "git_commit": commit}) as parent:
+                              tags={"mmir.level": "invocation", "mmir.task": stage,
+                                    **run_tags(commit, f"mmir {stage}")}) as parent:
             ids["parent"] = parent.info.run_id
             mlflow.log_params(flat)
             for u in units:
-                tags = {"mmir.level": "unit", "git_commit": commit, "task": stage,
+                tags = {"mmir.level": "unit", **run_tags(commit, f"mmir {stage}"), "task": stage,
                         **{k: str(v) for k, v in u.get("tags", {}).items()}}
                 with mlflow.start_run(experiment_id=exp_id, nested=True, run_name=u["name"], tags=tags) as child:
                     mlflow.log_params(flat)
+                    ds, dom = u.get("tags", {}).get("dataset"), u.get("tags", {}).get("domain")
+                    if ds and dom:
+                        log_dataset_input(paths.PREPARED.format(dataset=ds, domain=dom), f"{ds}/{dom}")
                     metrics = {}
                     for k, v in u.get("metrics", {}).items():
                         try:
@@ -163,21 +190,22 @@ def _log_invocation(config: dict, task: str, entries: list[dict], project_dir: s
 
     project_dir = Path(project_dir).resolve()
     exp_id = _experiment(config, project_dir)
-    commit = git_commit(project_dir)
+    commit = commit_label(project_dir)
     ids: dict = {"parent": None, "children": []}
-    with mlflow.start_run(experiment_id=exp_id, run_name=run_name or f"{task}", tags={"mmir.level": "invocation", "mmir.task": task, "git_commit": commit}) as parent:
+    with mlflow.start_run(experiment_id=exp_id, run_name=run_name or f"{task}", tags={"mmir.level": "invocation", "mmir.task": task, **run_tags(commit, f"mmir {task}")}) as parent:
         ids["parent"] = parent.info.run_id
         mlflow.log_params({"task": task, "protocol": config["evaluation"]["protocol"], "top_k": config["evaluation"]["top_k"],
                            "systems": ",".join(sorted({e["system"] for e in entries})),
                            "datasets": ",".join(sorted({e["dataset"] for e in entries}))})
         for e in entries:
             summary = json.loads(Path(e["metrics_json"]).read_text(encoding="utf-8"))
-            tags = {"mmir.level": "unit", "git_commit": commit, "rule": "score",
+            tags = {"mmir.level": "unit", **run_tags(commit, f"mmir {task} score"), "rule": "score",
                     "wildcards": json.dumps({"task": e.get("task", task), "dataset": e["dataset"], "domain": e["domain"], "system": e["system"]}),
                     "task": e.get("task", task), "dataset": e["dataset"], "domain": e["domain"], "system": e["system"],
                     "protocol": config["evaluation"]["protocol"], **e.get("tags", {})}
             with mlflow.start_run(experiment_id=exp_id, nested=True, run_name=f"{task}/{e['dataset']}/{e['domain']}/{e['system']}", tags=tags) as child:
                 mlflow.log_params(flatten(e.get("params", {})))
+                log_dataset_input(paths.PREPARED.format(dataset=e["dataset"], domain=e["domain"]), f"{e['dataset']}/{e['domain']}")
                 metrics = {_mlflow_key(m): float(v) for m, v in summary["measures"].items()}
                 metrics |= {"queries": summary["queries"], "queries_without_results": summary["queries_without_results"]}
                 metrics |= {k: float(v) for k, v in e.get("extra_metrics", {}).items()}

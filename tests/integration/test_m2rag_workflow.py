@@ -13,7 +13,7 @@ import sys
 import pandas as pd
 import pytest
 import yaml
-from conftest import shared
+from conftest import PROJECT, shared
 
 from integration.helpers import env as _env
 from integration.helpers import openstax_slice as _slice
@@ -83,11 +83,12 @@ def test_m2rag_three_strategies_with_the_local_llm(tmp_path):
     children = db.execute("SELECT COUNT(*) FROM tags WHERE key='rule' AND value='m2rag_answer'").fetchone()[0]
     assert children == 3
 
-    # the DVC stage's command (`python -m mmir m2rag`) redoes every step from the generation cache: no model
-    # call, the same table
+    # the DVC stage's command (`python -m mmir snakemake m2rag`), forced, redoes every M2RAG job from the generation
+    # cache: no model call, the same table
     before = (wd / "results/tables/m2rag.csv").read_text()
-    proc = subprocess.run([sys.executable, "-m", "mmir", "m2rag"], cwd=wd, capture_output=True, text=True, env=_env(),
-                          timeout=900)
+    proc = subprocess.run([sys.executable, "-m", "mmir", "snakemake", "m2rag", "--", "-s", str(PROJECT / "Snakefile"),
+                           "--forcerun", "m2rag_kb", "m2rag_answer", "m2rag_report"], cwd=wd, capture_output=True,
+                          text=True, env=_env(), timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads((base / "kb.json").read_text())["cache"]["backend_calls"] == 0
     for strategy in STRATEGIES:

@@ -385,8 +385,9 @@ def test_example_copies_are_counted_per_module():
     assert judge_audit.example_copies(records) == {"evidence_pair": 2, "vef": 1, "mm_type": 0, "mm_chart": 1}
 
 
-def test_cli_runs_the_stage_for_every_domain(tmp_path, monkeypatch, prepared):
-    """``python -m mmir mmdr`` (the DVC stage): the same steps in the project layout, one domain here."""
+def test_cli_runs_each_rule_step(tmp_path, monkeypatch, prepared):
+    """``python -m mmir run <rule> ...``: the rules' own steps (inputs, outputs, params from the rule specs) in the
+    project layout, one domain here."""
     import shutil
 
     import yaml
@@ -411,7 +412,9 @@ def test_cli_runs_the_stage_for_every_domain(tmp_path, monkeypatch, prepared):
     cfg = _config({"max_tasks": 1, "k": 1})
     cfg["datasets"]["ds"]["root"] = str(raw)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(cfg))
-    assert cli.main(["mmdr"]) == 0
+    for rule in ("mmdr_tasks", "mmdr_reports", "mmdr_score"):
+        assert cli.main(["run", rule, "dataset=ds", "domain=d"]) == 0
+    assert cli.main(["run", "mmdr_report"]) == 0
     rows = list(csv.DictReader(open(tmp_path / "results/tables/mmdr/mmdr.task_scores.csv", encoding="utf-8-sig")))
     assert [r["Task ID"] for r in rows] == ["ds/d/q1"]
     assert parse_references((tmp_path / "results/mmdr/ds/d/reports/q1.md").read_text(), SCHEMES) == {

@@ -1,11 +1,11 @@
-# fetch (hub datasets only) and prepare: normalise each domain and check its integrity.
+# fetch (hub datasets only) and prepare: normalise each domain and check its integrity; caption: image text.
 
 
 rule fetch:
+    input:
+        unpack(spec_input("fetch")),
     output:
-        paths.FETCHED,
-    params:
-        ds=lambda w: config["datasets"][w.dataset],
+        **spec_output("fetch"),
     log:
         "logs/fetch/{dataset}/{domain}.log",
     benchmark:
@@ -13,19 +13,17 @@ rule fetch:
     threads: 1
     resources:
         network=1,
+    params:
+        slice=spec_params("fetch"),
     script:
-        "../scripts/fetch.py"
+        "../scripts/step.py"
 
 
 rule prepare:
     input:
-        raw_inputs,
+        unpack(spec_input("prepare")),
     output:
-        **{f.replace(".", "_"): f"{paths.PREPARED}/{f}" for f in ALL_PREPARED_FILES},
-    params:
-        # the dataset entry without its domain list: adding or dropping a domain leaves the others done
-        ds=lambda w: {k: v for k, v in config["datasets"][w.dataset].items() if k != "domains"},
-        out_dir=lambda w: paths.PREPARED.format(dataset=w.dataset, domain=w.domain),
+        **spec_output("prepare"),
     log:
         "logs/prepare/{dataset}/{domain}.log",
     benchmark:
@@ -33,22 +31,17 @@ rule prepare:
     threads: 1
     resources:
         mem_mb=4000,
+    params:
+        slice=spec_params("prepare"),
     script:
-        "../scripts/prepare.py"
+        "../scripts/step.py"
 
 
 rule caption:
     input:
-        images=f"{paths.PREPARED}/images.parquet",
-        query_images=f"{paths.PREPARED}/query_images.parquet",
+        unpack(spec_input("caption")),
     output:
-        paths.CAPTIONS,
-    params:
-        captioner=lambda w: config["captioners"][w.captioner],
-        cache=lambda w: f"{config['paths']['caption_cache']}/{w.captioner}.sqlite",
-        generator=lambda w: config["generators"].get(config["captioners"][w.captioner].get("generator", "")),
-        generation_cache=config["paths"]["generation_cache"],
-        prepared_dir=lambda w: paths.PREPARED.format(dataset=w.dataset, domain=w.domain),
+        **spec_output("caption"),
     log:
         "logs/caption/{dataset}/{domain}/{captioner}.log",
     benchmark:
@@ -56,5 +49,7 @@ rule caption:
     threads: 2
     resources:
         mem_mb=4000,
+    params:
+        slice=spec_params("caption"),
     script:
-        "../scripts/caption.py"
+        "../scripts/step.py"

@@ -3,14 +3,9 @@
 
 rule score:
     input:
-        run=paths.RUN,
-        qrels=lambda w: paths.prepared(w.dataset, w.domain, f"qrels.{'task1' if w.task == 'ablation' else w.task}.txt"),
+        unpack(spec_input("score")),
     output:
-        metrics=paths.METRICS,
-        perquery=paths.PERQUERY,
-    params:
-        measures=config["measures"],
-        binary=lambda w: w.task == "task4" and config["evaluation"]["task4_protocol"] == "official",
+        **spec_output("score"),
     log:
         "logs/score/{task}/{dataset}/{system}/{domain}.log",
     benchmark:
@@ -18,5 +13,7 @@ rule score:
     threads: 1
     resources:
         mem_mb=2000,
+    params:
+        slice=spec_params("score"),
     script:
-        "../scripts/score.py"
+        "../scripts/step.py"

@@ -1,12 +1,11 @@
-# Ablation queries for Task 1 (MM-BRIGHT section 5): caption-augmented and LLM-reformulated queries.
+# Ablation queries for Task 1 (MM-BRIGHT section 5): caption-augmented and LLM-reformulated queries; the grid tables.
 
 
 rule augment:
     input:
-        topics=f"{paths.PREPARED}/topics.parquet",
-        captions=lambda w: paths.CAPTIONS.format(dataset=w.dataset, domain=w.domain, captioner=w.source),
+        unpack(spec_input("augment")),
     output:
-        paths.QUERIES.replace("{variant}", "cap-{source}"),
+        **spec_output("augment"),
     log:
         "logs/augment/{dataset}/{domain}/{source}.log",
     benchmark:
@@ -14,22 +13,17 @@ rule augment:
     threads: 1
     resources:
         mem_mb=1000,
+    params:
+        slice=spec_params("augment"),
     script:
-        "../scripts/augment.py"
+        "../scripts/step.py"
 
 
 rule reformulate:
     input:
-        topics=f"{paths.PREPARED}/topics.parquet",
-        captions=lambda w: paths.CAPTIONS.format(dataset=w.dataset, domain=w.domain,
-                                                 captioner=config["reformulators"][w.source]["image_text"]),
+        unpack(spec_input("reformulate")),
     output:
-        queries=paths.QUERIES.replace("{variant}", "ref-{source}"),
-        stats=paths.QUERIES_STATS.replace("{variant}", "ref-{source}"),
-    params:
-        reformulator=lambda w: config["reformulators"][w.source],
-        generator=lambda w: config["generators"][config["reformulators"][w.source]["generator"]],
-        cache=config["paths"]["generation_cache"],
+        **spec_output("reformulate"),
     log:
         "logs/reformulate/{dataset}/{domain}/{source}.log",
     benchmark:
@@ -37,22 +31,19 @@ rule reformulate:
     threads: 2
     resources:
         mem_mb=4000,
-        llm=1,  # a local model uses every core: run one reformulation job at a time
+        # a local model uses every core: one LLM job at a time
+        llm=1,
+    params:
+        slice=spec_params("reformulate"),
     script:
-        "../scripts/reformulate.py"
+        "../scripts/step.py"
 
 
 rule ablation_report:
     input:
-        ablation_metric_files,
+        unpack(spec_input("ablation_report")),
     output:
-        md=paths.ABLATION_MD,
-        csv=paths.ABLATION_CSV,
-        plot=paths.ABLATION_PLOT,
-        plot_data=paths.ABLATION_PLOT_DATA,
-    params:
-        measure=config["evaluation"]["primary_measure"],
-        derived=DERIVED,
+        **spec_output("ablation_report"),
     log:
         "logs/ablation_report/{grid}.log",
     benchmark:
@@ -60,19 +51,17 @@ rule ablation_report:
     threads: 1
     resources:
         mem_mb=1000,
+    params:
+        slice=spec_params("ablation_report"),
     script:
-        "../scripts/ablation_report.py"
+        "../scripts/step.py"
 
 
 rule track_ablation:
     input:
-        metrics=ablation_metric_files,
-        table=paths.ABLATION_MD,
+        unpack(spec_input("track_ablation")),
     output:
-        paths.TRACKING.replace("{task}", "{grid}_ablation"),
-    params:
-        config=lambda w: {k: config[k] for k in TRACKED_KEYS},
-        units=lambda w: ablation_units(config, w.grid),
+        **spec_output("track_ablation"),
     log:
         "logs/track/{grid}_ablation.log",
     benchmark:
@@ -80,5 +69,7 @@ rule track_ablation:
     threads: 1
     resources:
         mem_mb=2000,
+    params:
+        slice=spec_params("track_ablation"),
     script:
-        "../scripts/track_ablation.py"
+        "../scripts/step.py"

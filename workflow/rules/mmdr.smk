@@ -1,17 +1,12 @@
-# MMDeepResearch-Bench (shared/specs/mmdr-bench.md): per (dataset, domain) the tasks (queries with images), the
-# baseline's cited reports over a retrieval run, and the scored run (FLAE, TRACE with VEF, MOSAIC; every judge call
-# audited); then the leaderboard export, the table and MLflow over all domains.
+# MMDeepResearch-Bench (shared/specs/mmdr-bench.md): per (dataset, domain) the tasks, the baseline's cited reports over
+# a retrieval run and the scored run (every judge call audited); then the leaderboard export, the table and MLflow.
 
 
 rule mmdr_tasks:
     input:
-        topics=paths.prepared("{dataset}", "{domain}", "topics.parquet"),
-        query_images=paths.prepared("{dataset}", "{domain}", "query_images.parquet"),
+        unpack(spec_input("mmdr_tasks")),
     output:
-        directory(paths.MMDR_TASKS),
-    params:
-        mmdr=lambda w: {"max_tasks": config["mmdr"]["max_tasks"]},
-        prepared_dir=lambda w: paths.PREPARED.format(dataset=w.dataset, domain=w.domain),
+        **spec_output("mmdr_tasks"),
     log:
         "logs/mmdr/{dataset}/{domain}/tasks.log",
     benchmark:
@@ -19,20 +14,17 @@ rule mmdr_tasks:
     threads: 1
     resources:
         mem_mb=2000,
+    params:
+        slice=spec_params("mmdr_tasks"),
     script:
-        "../scripts/mmdr_tasks.py"
+        "../scripts/step.py"
 
 
 rule mmdr_reports:
     input:
-        unpack(mmdr_reports_inputs),
+        unpack(spec_input("mmdr_reports")),
     output:
-        directory(paths.MMDR_REPORTS),
-    params:
-        mmdr=lambda w: config["mmdr"],
-        generator=lambda w: config["generators"][config["mmdr"]["generator"]],
-        cache=config["paths"]["generation_cache"],
-        prepared_dir=lambda w: paths.PREPARED.format(dataset=w.dataset, domain=w.domain),
+        **spec_output("mmdr_reports"),
     log:
         "logs/mmdr/{dataset}/{domain}/reports.log",
     benchmark:
@@ -41,20 +33,17 @@ rule mmdr_reports:
     resources:
         mem_mb=4000,
         llm=1,
+    params:
+        slice=spec_params("mmdr_reports"),
     script:
-        "../scripts/mmdr_reports.py"
+        "../scripts/step.py"
 
 
 rule mmdr_score:
     input:
-        unpack(mmdr_score_inputs),
+        unpack(spec_input("mmdr_score")),
     output:
-        directory(paths.MMDR_RUN),
-    params:
-        mmdr=lambda w: config["mmdr"],
-        judge=lambda w: config["generators"][config["mmdr"]["judge"]],
-        cache=config["paths"]["generation_cache"],
-        prepared_dir=lambda w: paths.PREPARED.format(dataset=w.dataset, domain=w.domain),
+        **spec_output("mmdr_score"),
     log:
         "logs/mmdr/{dataset}/{domain}/score.log",
     benchmark:
@@ -63,21 +52,17 @@ rule mmdr_score:
     resources:
         mem_mb=4000,
         llm=1,
+    params:
+        slice=spec_params("mmdr_score"),
     script:
-        "../scripts/mmdr_score.py"
+        "../scripts/step.py"
 
 
 rule mmdr_report:
     input:
-        runs=[paths.MMDR_RUN.format(**u) for u in MMDR_UNITS],
-        reports=[paths.MMDR_REPORTS.format(**u) for u in MMDR_UNITS],
+        unpack(spec_input("mmdr_report")),
     output:
-        export=directory(paths.MMDR_EXPORT),
-        md=paths.MMDR_TABLE_MD,
-        csv=paths.MMDR_TABLE_CSV,
-        tracking=paths.TRACKING.format(task="mmdr"),
-    params:
-        config=lambda w: {k: config[k] for k in ("mmdr", "generators", "mlflow")},
+        **spec_output("mmdr_report"),
     log:
         "logs/mmdr_report.log",
     benchmark:
@@ -85,5 +70,7 @@ rule mmdr_report:
     threads: 1
     resources:
         mem_mb=1000,
+    params:
+        slice=spec_params("mmdr_report"),
     script:
-        "../scripts/mmdr_report.py"
+        "../scripts/step.py"

@@ -1,21 +1,11 @@
-# RAG QA with an LLM judge (MM-BRIGHT section 5, Table 7): per (dataset, domain, setting).
+# RAG QA with an LLM judge (MM-BRIGHT section 5, Table 7): per (dataset, domain, setting), then the table.
 
 
 rule rag:
     input:
-        unpack(rag_inputs),
+        unpack(spec_input("rag")),
     output:
-        answers=f"{paths.RAG}/answers.parquet",
-        judgments=f"{paths.RAG}/judgments.parquet",
-        summary=f"{paths.RAG}/summary.json",
-    params:
-        rag=lambda w: config["rag"],
-        setting=lambda w: RAG_UNITS[(w.dataset, w.domain, w.slug)]["setting"],
-        generator=lambda w: config["generators"][config["rag"]["generator"]],
-        judge=lambda w: config["generators"][config["rag"]["judge"]],
-        cache=config["paths"]["generation_cache"],
-        prepared_dir=lambda w: paths.PREPARED.format(dataset=w.dataset, domain=w.domain),
-        out_dir=lambda w: paths.RAG.format(dataset=w.dataset, domain=w.domain, slug=w.slug),
+        **spec_output("rag"),
     log:
         "logs/rag/{dataset}/{domain}/{slug}.log",
     benchmark:
@@ -24,19 +14,17 @@ rule rag:
     resources:
         mem_mb=4000,
         llm=1,
+    params:
+        slice=spec_params("rag"),
     script:
-        "../scripts/rag.py"
+        "../scripts/step.py"
 
 
 rule rag_report:
     input:
-        [f"{paths.RAG.format(**u)}/summary.json" for u in RAG_UNITS.values()],
+        unpack(spec_input("rag_report")),
     output:
-        md=paths.RAG_TABLE_MD,
-        csv=paths.RAG_TABLE_CSV,
-        tracking=paths.TRACKING.format(task="rag"),
-    params:
-        config=lambda w: {k: config[k] for k in ("rag", "generators", "mlflow")},
+        **spec_output("rag_report"),
     log:
         "logs/rag_report.log",
     benchmark:
@@ -44,5 +32,7 @@ rule rag_report:
     threads: 1
     resources:
         mem_mb=1000,
+    params:
+        slice=spec_params("rag_report"),
     script:
-        "../scripts/rag_report.py"
+        "../scripts/step.py"

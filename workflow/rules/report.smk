@@ -3,16 +3,9 @@
 
 rule report:
     input:
-        task_metric_files,
+        unpack(spec_input("report")),
     output:
-        md=paths.TABLE_MD,
-        csv=paths.TABLE_CSV,
-        metrics=paths.TABLE_METRICS,
-    params:
-        measure=config["evaluation"]["primary_measure"],
-        protocol=lambda w: config["evaluation"]["protocol"] + (
-            f", task4 labels: {config['evaluation']['task4_protocol']}" if w.task == "task4" else ""),
-        untrained=[n for n, s in config["systems"].items() if s.get("random_init")],
+        **spec_output("report"),
     log:
         "logs/report/{task}.log",
     benchmark:
@@ -20,19 +13,17 @@ rule report:
     threads: 1
     resources:
         mem_mb=1000,
+    params:
+        slice=spec_params("report"),
     script:
-        "../scripts/report.py"
+        "../scripts/step.py"
 
 
 rule track:
     input:
-        metrics=task_metric_files,
-        table=paths.TABLE_MD,
+        unpack(spec_input("track")),
     output:
-        paths.TRACKING,
-    params:
-        config=lambda w: {k: config[k] for k in TRACKED_KEYS},
-        units=lambda w: all_units(w.task),
+        **spec_output("track"),
     log:
         "logs/track/{task}.log",
     benchmark:
@@ -40,5 +31,7 @@ rule track:
     threads: 1
     resources:
         mem_mb=2000,
+    params:
+        slice=spec_params("track"),
     script:
-        "../scripts/track.py"
+        "../scripts/step.py"

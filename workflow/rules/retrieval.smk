@@ -3,15 +3,9 @@
 
 rule retrieve:
     input:
-        unpack(retrieve_inputs),
+        unpack(spec_input("retrieve")),
     output:
-        run=paths.RUN,
-        stats=paths.RUN_STATS,
-    params:
-        system=lambda w: system_config(w.system),
-        evaluation={k: config["evaluation"][k] for k in ("protocol", "top_k")},
-        prepared_dir=lambda w: paths.PREPARED.format(dataset=w.dataset, domain=w.domain),
-        cache_root=config["paths"]["embedding_cache"],
+        **spec_output("retrieve"),
     log:
         "logs/retrieve/{task}/{dataset}/{system}/{domain}.log",
     benchmark:
@@ -19,7 +13,9 @@ rule retrieve:
     threads: 2
     resources:
         # encoder systems: cluster profiles route them to GPU nodes
-        gpu=lambda w: 0 if system_config(w.system)["kind"] == "bm25" else 1,
-        mem_mb=lambda w: 4000 if system_config(w.system)["kind"] == "bm25" else 8000,
+        gpu=lambda w: 0 if system_kind(w) == "bm25" else 1,
+        mem_mb=lambda w: 4000 if system_kind(w) == "bm25" else 8000,
+    params:
+        slice=spec_params("retrieve"),
     script:
-        "../scripts/retrieve.py"
+        "../scripts/step.py"

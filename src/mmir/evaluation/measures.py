@@ -12,25 +12,30 @@ queries without judgments are ignored (they cannot be scored).
 
 from __future__ import annotations
 
-import re
-
+import ir_measures
 import pytrec_eval
 
-_NAME = re.compile(r"^(nDCG|R|Recall|P)@(\d+)$")
-_TREC = {"nDCG": "ndcg_cut", "R": "recall", "Recall": "recall", "P": "P"}
+# ir_measures measure name -> trec_eval family (cut-off measures take ``.<k>``)
+_TREC = {"nDCG": "ndcg_cut", "R": "recall", "P": "P", "AP": "map", "RR": "recip_rank"}
 
 
 def trec_measure(name: str) -> tuple[str, str]:
-    """``(pytrec_eval family, result key)`` for a measure name. Raises ValueError for unknown names."""
-    if name == "MAP":
-        return "map", "map"
-    if name == "MRR":
-        return "recip_rank", "recip_rank"
-    m = _NAME.match(name)
-    if not m:
-        raise ValueError(f"unknown measure {name!r} (use nDCG@k, Recall@k, R@k, P@k, MAP, MRR)")
-    fam = _TREC[m.group(1)]
-    return f"{fam}.{m.group(2)}", f"{fam}_{m.group(2)}"
+    """``(pytrec_eval family, result key)`` for a measure name, parsed by :func:`ir_measures.parse_measure`
+    (``nDCG@10``, ``Recall@100`` = ``R@100``, ``P@5``, ``MAP`` = ``AP``, ``MRR`` = ``RR``).
+
+    Raises:
+        ValueError: a name ir_measures cannot parse, or a measure other than those (or with other parameters).
+    """
+    try:
+        m = ir_measures.parse_measure(name)
+    except (ValueError, NameError, SyntaxError, TypeError) as exc:
+        raise ValueError(f"unknown measure {name!r} (use nDCG@k, Recall@k, R@k, P@k, MAP, MRR)") from exc
+    params = dict(m.params)
+    cutoff = params.pop("cutoff", None)
+    if m.NAME not in _TREC or params or (cutoff is None) != (m.NAME in ("AP", "RR")):
+        raise ValueError(f"unsupported measure {name!r} (use nDCG@k, Recall@k, R@k, P@k, MAP, MRR)")
+    fam = _TREC[m.NAME]
+    return (fam, fam) if cutoff is None else (f"{fam}.{cutoff}", f"{fam}_{cutoff}")
 
 
 def evaluate(qrels: dict[str, dict[str, int]], run: dict[str, list[tuple[str, float]]],

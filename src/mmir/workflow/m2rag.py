@@ -65,9 +65,9 @@ def kb_inputs(config: Mapping[str, Any], dataset: str, domain: str, source: str)
     """What the knowledge-base step of a unit reads, by name: ``run``, ``topics``, ``corpus``, ``images``,
     ``captions`` (when ``m2rag.image_text`` is set) and ``anchors`` (``meta/<domain>.document_images.tsv`` of
     a local dataset, when ``anchor_images`` and the file exists); for the dev set, ``devset``."""
+    from mmir.core import paths
     from mmir.core.paths import resolve_path
     from mmir.workflow.units import M2RAG_DEVSET
-    from mmir.core import paths
 
     m = config["m2rag"]
     if (dataset, domain, source) == M2RAG_DEVSET:

@@ -279,12 +279,14 @@ def ablation_report(grid: str, metric_files: list[str], measure: str, derived: d
              out_plot_csv, len(frame))
 
 
-def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_name: str | None = None) -> dict:
-    """Log this invocation to MLflow (:func:`mmir.tracking.log_invocation`); writes the run ids."""
-    from mmir.workflow.units import ablation_systems, config_slice
+def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_name: str | None = None,
+          derived: dict[str, dict] | None = None) -> dict:
+    """Log this invocation to MLflow (:func:`mmir.tracking.log_invocation`); writes the run ids. ``derived``: the
+    ablation systems among ``units`` (:func:`mmir.workflow.units.ablation_systems`)."""
     from mmir.tracking import log_invocation, redact, tracking_uri
+    from mmir.workflow.units import config_slice
 
-    derived = ablation_systems(config)
+    derived = derived or {}
     entries = []
     for u in units:
         fmt = dict(task=u.get("task", task), dataset=u["dataset"], domain=u["domain"], system=u["system"])

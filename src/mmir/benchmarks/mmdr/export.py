@@ -28,7 +28,6 @@ import io
 import json
 import math
 import os
-import subprocess
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from typing import Any
 from mmir.benchmarks.mmdr.aggregate import overall_score, trace_value
 from mmir.benchmarks.mmdr.tasks import canonical_split
 from mmir.core.errors import DataError, MmirError
+from mmir.core.gitinfo import code_commit
 from mmir.core.io import write_bytes, write_text
 
 LEADERBOARD_COLUMNS = ["Model", "Overall", "Read.", "Insh.", "Stru.", "Vef.", "Con.", "Cov.", "Fid.", "Sem.", "Acc.", "VQA"]
@@ -235,20 +235,6 @@ def model_name(records: Sequence[Mapping[str, Any]], given: str = "") -> str:
     c = Counter(str(r.get("report_model") or "") for r in records)
     c.pop("", None)
     return c.most_common(1)[0][0] if c else "unknown-model"
-
-
-def code_commit(repo_dir: str | os.PathLike | None = None) -> dict[str, Any]:
-    """``{"commit": sha or None, "dirty": bool or None}`` of the git checkout holding ``repo_dir`` (default
-    this package); ``None`` values when git or the repository is unavailable."""
-    d = Path(repo_dir) if repo_dir is not None else Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=d, capture_output=True, text=True, timeout=10)
-        if sha.returncode != 0:
-            return {"commit": None, "dirty": None}
-        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=d, capture_output=True, text=True, timeout=30)
-        return {"commit": sha.stdout.strip(), "dirty": bool(st.stdout.strip()) if st.returncode == 0 else None}
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
 
 
 def provenance(judge: Any = None, *, prompt_hashes: Mapping[str, str] | None = None, repo_dir: str | os.PathLike | None = None,

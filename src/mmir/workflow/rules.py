@@ -1,0 +1,712 @@
+"""Every rule of the workflow as data: its outputs, what it reads (inputs), the config slice it gets (params) and
+the step it runs.
+
+The Snakemake rule files (``workflow/rules/*.smk``) take ``input``, ``output`` and ``params`` from here and run
+``workflow/scripts/step.py``, which calls :func:`run_job`; ``mmir run <rule> key=value ...`` builds the same
+:class:`Job` from the same functions and calls the same step. Nothing about a rule is derived twice.
+
+``params`` is exactly the config slice the step reads, so a config change reruns only the jobs whose slice
+changed (Snakemake's params rerun trigger): adding a RAG setting changes no existing RAG job's params.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmir.core import paths
+from mmir.core.errors import ConfigError
+from mmir.core.paths import resolve_path
+from mmir.data.domains import has_query_images
+from mmir.workflow import units as U
+
+log = logging.getLogger("mmir.workflow")
+
+W = Mapping[str, str]  # wildcards of one job
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job: its rule, wildcards, inputs and outputs (paths) and the config slice it reads."""
+
+    rule: str
+    wildcards: dict[str, str]
+    input: dict[str, Any]
+    output: dict[str, str]
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a rule is, apart from Snakemake's scheduling (log, benchmark, threads, resources stay in the .smk).
+
+    Attributes:
+        output: name -> path pattern with ``{wildcards}``.
+        input: ``(config, wildcards) -> {name: path or [paths]}``.
+        params: ``(config, wildcards) -> the config slice`` (JSON-like).
+        run: the step, called with the :class:`Job`.
+        directories: names in ``output`` that are directories.
+    """
+
+    name: str
+    output: dict[str, str]
+    input: Callable[[dict, W], dict[str, Any]]
+    params: Callable[[dict, W], dict[str, Any]]
+    run: Callable[[Job], Any]
+    directories: tuple[str, ...] = field(default=())
+
+    def job(self, config: dict, wildcards: W) -> Job:
+        """The job of these wildcards (outputs formatted; inputs and params from the config)."""
+        w = dict(wildcards)
+        try:
+            out = {k: p.format(**w) for k, p in self.output.items()}
+        except KeyError as e:
+            raise ConfigError("<wildcards>", f"rule {self.name} needs the wildcard {e.args[0]!r}") from e
+        return Job(self.name, w, self.input(config, w), out, self.params(config, w))
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(name: str, output: dict[str, str], *, directories: tuple[str, ...] = ()):
+    """Register ``fn(job)`` as the step of rule ``name``; decorate the input and params functions after it."""
+
+    def deco(run):
+        RULES[name] = Rule(name, output, _no_inputs, _no_params, run, directories)
+        return run
+
+    return deco
+
+
+def _no_inputs(config, w):
+    return {}
+
+
+def _no_params(config, w):
+    return {}
+
+
+def inputs(name: str):
+    """Decorator: the input function of rule ``name``."""
+
+    def deco(fn):
+        RULES[name] = _replace(RULES[name], input=fn)
+        return fn
+
+    return deco
+
+
+def params(name: str):
+    """Decorator: the params (config slice) function of rule ``name``."""
+
+    def deco(fn):
+        RULES[name] = _replace(RULES[name], params=fn)
+        return fn
+
+    return deco
+
+
+def _replace(r: Rule, **kw) -> Rule:
+    import dataclasses
+
+    return dataclasses.replace(r, **kw)
+
+
+def run_job(job: Job) -> Any:
+    """Run a job's step; an error is logged (with its traceback) before it propagates, so the rule log holds it."""
+    try:
+        return RULES[job.rule].run(job)
+    except Exception:
+        log.exception("rule %s failed (wildcards %s)", job.rule, job.wildcards)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------- shared bits
+def prepared_dir(w: W) -> str:
+    return paths.PREPARED.format(dataset=w["dataset"], domain=w["domain"])
+
+
+def system_config(config: dict, system: str) -> dict:
+    """The retriever config of a system; an ablation system (``bm25+cap:ocr``) uses its base system's."""
+    derived = U.ablation_systems(config)
+    return config["systems"][derived[system]["base"] if system in derived else system]
+
+
+def image_text_captions(config: dict, w: W) -> str:
+    """The image-text file (captioner ``evaluation.image_text``) of the job's domain."""
+    return paths.CAPTIONS.format(dataset=w["dataset"], domain=w["domain"], captioner=config["evaluation"]["image_text"])
+
+
+def _without(d: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in keys}
+
+
+# -------------------------------------------------------------------------------------------------- data
+@rule("fetch", {"marker": paths.FETCHED})
+def _fetch(job: Job):
+    from mmir.workflow import steps
+
+    return steps.fetch(job.wildcards["dataset"], job.params["dataset"], job.wildcards["domain"], job.output["marker"])
+
+
+@params("fetch")
+def _fetch_params(config, w):
+    return {"dataset": _without(config["datasets"][w["dataset"]], "domains")}
+
+
+def _prepare_outputs() -> dict[str, str]:
+    from mmir.data.prepare import ALL_FILES
+
+    return {f.replace(".", "_"): f"{paths.PREPARED}/{f}" for f in ALL_FILES}
+
+
+@rule("prepare", _prepare_outputs())
+def _prepare(job: Job):
+    from mmir.workflow import steps
+
+    ds = job.params["dataset"]
+    return steps.prepare(job.wildcards["dataset"], ds, job.wildcards["domain"], prepared_dir(job.wildcards),
+                         job.input["raw"][0] if ds["source"] == "hf" else None)
+
+
+@inputs("prepare")
+def _prepare_inputs(config, w):
+    """The fetch marker (hf), the domain's parquet files (local), the TREC files."""
+    from mmir.data.parquet import domain_files
+
+    ds = config["datasets"][w["dataset"]]
+    if ds["source"] == "hf":
+        return {"raw": [paths.FETCHED.format(**w)]}
+    root = resolve_path(ds["root"])
+    if ds["source"] == "trec":
+        return {"raw": [str(root / ds[k]) for k in ("corpus", "topics", "qrels")]}
+    files = [str(f) for c in ("documents", "examples") for f in domain_files(root, c, w["domain"])]
+    if not files:
+        raise ConfigError(f"datasets.{w['dataset']}", f"no documents/examples parquet for domain {w['domain']} under {root}")
+    return {"raw": files}
+
+
+@params("prepare")
+def _prepare_params(config, w):
+    # the dataset entry without its domain list: adding or dropping a domain leaves the others done
+    return {"dataset": _without(config["datasets"][w["dataset"]], "domains")}
+
+
+@rule("caption", {"captions": paths.CAPTIONS})
+def _caption(job: Job):
+    from mmir.workflow import steps
+
+    p = job.params
+    return steps.caption(prepared_dir(job.wildcards), job.wildcards["captioner"], p["captioner"], p["cache"],
+                         job.output["captions"], p["generator"], p["generation_cache"])
+
+
+@inputs("caption")
+def _caption_inputs(config, w):
+    return {n: paths.prepared(w["dataset"], w["domain"], f"{n}.parquet") for n in ("images", "query_images")}
+
+
+@params("caption")
+def _caption_params(config, w):
+    cap = config["captioners"][w["captioner"]]
+    vlm = cap["kind"] == "vlm"
+    return {"captioner": cap, "cache": f"{config['paths']['caption_cache']}/{w['captioner']}.sqlite",
+            "generator": config["generators"][cap["generator"]] if vlm else None,
+            "generation_cache": config["paths"]["generation_cache"] if vlm else None}
+
+
+# ------------------------------------------------------------------------------------------- ablation queries
+@rule("augment", {"queries": paths.QUERIES.replace("{variant}", "cap-{source}")})
+def _augment(job: Job):
+    from mmir.workflow import steps
+
+    return steps.augment(job.input["topics"], job.input["captions"], job.output["queries"])
+
+
+@inputs("augment")
+def _augment_inputs(config, w):
+    return {"topics": paths.prepared(w["dataset"], w["domain"], "topics.parquet"),
+            "captions": paths.CAPTIONS.format(dataset=w["dataset"], domain=w["domain"], captioner=w["source"])}
+
+
+@rule("reformulate", {"queries": paths.QUERIES.replace("{variant}", "ref-{source}"),
+                      "stats": paths.QUERIES_STATS.replace("{variant}", "ref-{source}")})
+def _reformulate(job: Job):
+    from mmir.workflow import steps
+
+    p = job.params
+    return steps.reformulate(job.input["topics"], job.input["captions"], p["reformulator"], p["generator"],
+                             p["cache"], job.output["queries"], job.output["stats"])
+
+
+@inputs("reformulate")
+def _reformulate_inputs(config, w):
+    ref = config["reformulators"][w["source"]]
+    return {"topics": paths.prepared(w["dataset"], w["domain"], "topics.parquet"),
+            "captions": paths.CAPTIONS.format(dataset=w["dataset"], domain=w["domain"], captioner=ref["image_text"])}
+
+
+@params("reformulate")
+def _reformulate_params(config, w):
+    ref = config["reformulators"][w["source"]]
+    return {"reformulator": ref, "generator": config["generators"][ref["generator"]],
+            "cache": config["paths"]["generation_cache"]}
+
+
+# ---------------------------------------------------------------------------------------------- retrieval
+RETRIEVE_FILES = {
+    "task1": ["corpus.parquet", "topics.parquet", "excluded.tsv"],
+    "ablation": ["corpus.parquet", "topics.parquet", "excluded.tsv"],
+    "task2": ["corpus.parquet", "topics_mm.parquet", "query_images.parquet", "excluded.task2.tsv"],
+    "task3": ["topics_mm.parquet", "images.parquet", "query_images.parquet"],
+    "task4": ["corpus.parquet", "topics_mm.parquet", "images.parquet", "query_images.parquet", "pairs.parquet",
+              "excluded.task4.tsv", "excluded.task4.always.tsv"],
+}
+
+
+@rule("retrieve", {"run": paths.RUN, "stats": paths.RUN_STATS})
+def _retrieve(job: Job):
+    from mmir.workflow import steps
+
+    w, p = job.wildcards, job.params
+    return steps.retrieve(w["task"], prepared_dir(w), w["system"], p["system"], p["evaluation"], p["cache_root"],
+                          job.output["run"], job.output["stats"], job.input.get("captions"), job.input.get("queries"))
+
+
+@inputs("retrieve")
+def _retrieve_inputs(config, w):
+    """Prepared files the task reads, plus the image text for a text system on Tasks 2-4 and the queries of an
+    ablation system."""
+    files = {n.replace(".", "_"): paths.prepared(w["dataset"], w["domain"], n) for n in RETRIEVE_FILES[w["task"]]}
+    if w["task"] not in ("task1", U.ABLATION_TASK) and system_config(config, w["system"])["kind"] != "mm":
+        files["captions"] = image_text_captions(config, w)
+    derived = U.ablation_systems(config)
+    if w["system"] in derived:
+        files["queries"] = paths.QUERIES.format(dataset=w["dataset"], domain=w["domain"],
+                                                variant=derived[w["system"]]["variant"])
+    return files
+
+
+@params("retrieve")
+def _retrieve_params(config, w):
+    return {"system": system_config(config, w["system"]),
+            "evaluation": {k: config["evaluation"][k] for k in ("protocol", "top_k")},
+            "cache_root": config["paths"]["embedding_cache"]}
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+def qrels_task(task: str) -> str:
+    return "task1" if task == U.ABLATION_TASK else task
+
+
+@rule("score", {"metrics": paths.METRICS, "perquery": paths.PERQUERY})
+def _score(job: Job):
+    from mmir.workflow import steps
+
+    w = job.wildcards
+    meta = {k: w[k] for k in ("task", "dataset", "domain", "system")}
+    return steps.score(job.input["run"], job.input["qrels"], job.params["measures"], job.output["metrics"],
+                       job.output["perquery"], meta, job.params["binary"])
+
+
+@inputs("score")
+def _score_inputs(config, w):
+    return {"run": paths.RUN.format(**w),
+            "qrels": paths.prepared(w["dataset"], w["domain"], f"qrels.{qrels_task(w['task'])}.txt")}
+
+
+@params("score")
+def _score_params(config, w):
+    return {"measures": config["measures"],
+            "binary": w["task"] == "task4" and config["evaluation"]["task4_protocol"] == "official"}
+
+
+# ------------------------------------------------------------------------------------------------ reports
+def task_metric_files(config: dict, task: str) -> list[str]:
+    return [paths.METRICS.format(task=task, **u) for u in U.task_units(config, task)]
+
+
+def protocol_label(config: dict, task: str) -> str:
+    """How a task table names its protocol (Task 4 adds its label protocol)."""
+    ev = config["evaluation"]
+    return ev["protocol"] + (f", task4 labels: {ev['task4_protocol']}" if task == "task4" else "")
+
+
+@rule("report", {"md": paths.TABLE_MD, "csv": paths.TABLE_CSV, "metrics": paths.TABLE_METRICS})
+def _report(job: Job):
+    from mmir.workflow import steps
+
+    p = job.params
+    return steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], job.output["md"],
+                        job.output["csv"], job.output["metrics"], p["untrained"])
+
+
+@inputs("report")
+def _report_inputs(config, w):
+    return {"metrics": task_metric_files(config, w["task"])}
+
+
+@params("report")
+def _report_params(config, w):
+    systems = {u["system"] for u in U.task_units(config, w["task"])}
+    return {"measure": config["evaluation"]["primary_measure"], "protocol": protocol_label(config, w["task"]),
+            "untrained": sorted(s for s in systems if config["systems"][s].get("random_init"))}
+
+
+def tracked_slice(config: dict, task_units: list[dict]) -> dict[str, Any]:
+    """What MLflow logging reads: the config of the units' systems, datasets and generators, measures, evaluation,
+    mlflow."""
+    derived = U.ablation_systems(config)
+    systems = {u["system"] for u in task_units}
+    base = {derived[s]["base"] if s in derived else s for s in systems}
+    out = {"datasets": {d: config["datasets"][d] for d in sorted({u["dataset"] for u in task_units})},
+           "systems": {s: config["systems"][s] for s in sorted(base)},
+           "measures": config["measures"], "evaluation": config["evaluation"], "mlflow": config["mlflow"]}
+    sources = [derived[s] for s in sorted(systems) if s in derived]
+    if sources:
+        caps = {d["source"] for d in sources if d["grid"] == "caption"}
+        refs = {d["source"] for d in sources if d["grid"] == "reformulation"}
+        out["captioners"] = {c: config["captioners"][c] for c in sorted(caps)}
+        out["reformulators"] = {r: config["reformulators"][r] for r in sorted(refs)}
+        out["generators"] = {g: config["generators"][g] for g in sorted({config["reformulators"][r]["generator"] for r in refs})}
+    return out
+
+
+def tracked_derived(config: dict, task_units: list[dict]) -> dict[str, dict]:
+    """The ablation systems among the units (their base system and query variant)."""
+    derived = U.ablation_systems(config)
+    return {u["system"]: derived[u["system"]] for u in task_units if u["system"] in derived}
+
+
+@rule("track", {"tracking": paths.TRACKING})
+def _track(job: Job):
+    from mmir.workflow import steps
+
+    p = job.params
+    return steps.track(p["config"], job.wildcards["task"], p["units"], job.output["tracking"], derived=p["derived"])
+
+
+@inputs("track")
+def _track_inputs(config, w):
+    return {"metrics": task_metric_files(config, w["task"]), "table": paths.TABLE_MD.format(task=w["task"])}
+
+
+@params("track")
+def _track_params(config, w):
+    units = U.task_units(config, w["task"])
+    return {"config": tracked_slice(config, units), "units": units, "derived": tracked_derived(config, units)}
+
+
+@rule("ablation_report", {"md": paths.ABLATION_MD, "csv": paths.ABLATION_CSV, "plot": paths.ABLATION_PLOT,
+                          "plot_data": paths.ABLATION_PLOT_DATA})
+def _ablation_report(job: Job):
+    from mmir.workflow import steps
+
+    o = job.output
+    return steps.ablation_report(job.wildcards["grid"], list(job.input["metrics"]), job.params["measure"],
+                                 job.params["derived"], o["md"], o["csv"], o["plot"], o["plot_data"])
+
+
+def ablation_metric_files(config: dict, grid: str) -> list[str]:
+    return [paths.METRICS.format(**u) for u in U.ablation_units(config, grid)]
+
+
+@inputs("ablation_report")
+def _ablation_report_inputs(config, w):
+    return {"metrics": ablation_metric_files(config, w["grid"])}
+
+
+@params("ablation_report")
+def _ablation_report_params(config, w):
+    derived = {n: d for n, d in U.ablation_systems(config).items() if d["grid"] == w["grid"]}
+    return {"measure": config["evaluation"]["primary_measure"], "derived": derived}
+
+
+@rule("track_ablation", {"tracking": paths.TRACKING.replace("{task}", "{grid}_ablation")})
+def _track_ablation(job: Job):
+    from mmir.workflow import steps
+
+    p = job.params
+    return steps.track(p["config"], "task1", p["units"], job.output["tracking"], run_name=f"{job.wildcards['grid']}_ablation",
+                       derived=p["derived"])
+
+
+@inputs("track_ablation")
+def _track_ablation_inputs(config, w):
+    return {"metrics": ablation_metric_files(config, w["grid"]), "table": paths.ABLATION_MD.format(grid=w["grid"])}
+
+
+@params("track_ablation")
+def _track_ablation_params(config, w):
+    units = U.ablation_units(config, w["grid"])
+    return {"config": tracked_slice(config, units), "units": units, "derived": tracked_derived(config, units)}
+
+
+# ---------------------------------------------------------------------------------------------------- RAG
+def rag_unit(config: dict, w: W) -> dict:
+    for u in U.rag_units(config):
+        if (u["dataset"], u["domain"], u["slug"]) == (w["dataset"], w["domain"], w["slug"]):
+            return u
+    raise ConfigError("rag.settings", f"no RAG unit {w['dataset']}/{w['domain']}/{w['slug']}")
+
+
+@rule("rag", {"answers": f"{paths.RAG}/answers.parquet", "judgments": f"{paths.RAG}/judgments.parquet",
+              "summary": f"{paths.RAG}/summary.json"})
+def _rag(job: Job):
+    from mmir.workflow import steps
+
+    w, p = job.wildcards, job.params
+    return steps.rag(w["dataset"], w["domain"], p["setting"], prepared_dir(w), p["rag"], p["generator"], p["judge"],
+                     p["cache"], paths.RAG.format(**w), job.input.get("run"), job.input.get("captions"))
+
+
+@inputs("rag")
+def _rag_inputs(config, w):
+    u = rag_unit(config, w)
+    files = {"topics": paths.prepared(w["dataset"], w["domain"], "topics.parquet"),
+             "qrels": paths.prepared(w["dataset"], w["domain"], "qrels.task1.txt"),
+             "images": paths.prepared(w["dataset"], w["domain"], "images.parquet")}
+    if u["setting"].startswith("topk:"):
+        files["run"] = paths.RUN.format(task=config["rag"]["task"], dataset=w["dataset"], domain=w["domain"],
+                                        system=u["setting"][5:])
+    if has_query_images(config["datasets"][w["dataset"]], w["domain"]):
+        files["captions"] = image_text_captions(config, w)
+    return files
+
+
+@params("rag")
+def _rag_params(config, w):
+    rag = config["rag"]
+    return {"setting": rag_unit(config, w)["setting"], "rag": _without(rag, "datasets", "settings"),
+            "generator": config["generators"][rag["generator"]], "judge": config["generators"][rag["judge"]],
+            "cache": config["paths"]["generation_cache"]}
+
+
+@rule("rag_report", {"md": paths.RAG_TABLE_MD, "csv": paths.RAG_TABLE_CSV,
+                     "tracking": paths.TRACKING.replace("{task}", "rag")})
+def _rag_report(job: Job):
+    from mmir.workflow import steps
+
+    o = job.output
+    return steps.rag_report(job.params["config"], list(job.input["summaries"]), o["md"], o["csv"], o["tracking"])
+
+
+@inputs("rag_report")
+def _rag_report_inputs(config, w):
+    return {"summaries": [f"{paths.RAG.format(**u)}/summary.json" for u in U.rag_units(config)]}
+
+
+@params("rag_report")
+def _rag_report_params(config, w):
+    rag = config["rag"]
+    gens = {g: config["generators"][g] for g in (rag["generator"], rag["judge"])}
+    return {"config": {"rag": rag, "generators": gens, "mlflow": config["mlflow"]}}
+
+
+# -------------------------------------------------------------------------------------------------- M2RAG
+M2RAG_UNIT_KEYS = ("datasets", "sources", "strategies")  # keys that choose units, read by no job
+M2RAG_ANSWER_ONLY = ("generator", "answer_max_tokens", "context_tokens", "recall_threshold", "separate_encoder",
+                     "separate_threshold", "released_parse")
+
+
+@rule("m2rag_kb", {"kb": f"{paths.M2RAG_KB}/kb.jsonl", "counts": f"{paths.M2RAG_KB}/kb.json"})
+def _m2rag_kb(job: Job):
+    from mmir.workflow import m2rag
+
+    w, i, p, o = job.wildcards, job.input, job.params, job.output
+    if "devset" in i:
+        dev = p["m2rag"]["devset"]
+        return m2rag.load_dev_set_step(i["devset"], dev["image_root"], p["m2rag"], o["kb"], o["counts"],
+                                       levels=dev["levels"])
+    return m2rag.build_knowledge_bases_step(w["dataset"], w["domain"], w["source"], prepared_dir(w), i["run"],
+                                            p["m2rag"], p["judge"], p["cache"], o["kb"], o["counts"],
+                                            i.get("captions"), i.get("anchors"))
+
+
+@inputs("m2rag_kb")
+def _m2rag_kb_inputs(config, w):
+    from mmir.workflow.m2rag import kb_inputs
+
+    return kb_inputs(config, w["dataset"], w["domain"], w["source"])
+
+
+@params("m2rag_kb")
+def _m2rag_kb_params(config, w):
+    m = config["m2rag"]
+    return {"m2rag": _without(m, *M2RAG_UNIT_KEYS, *M2RAG_ANSWER_ONLY), "judge": config["generators"][m["judge"]],
+            "cache": config["paths"]["generation_cache"]}
+
+
+@rule("m2rag_answer", {"answers": f"{paths.M2RAG}/answers.jsonl", "evaluations": f"{paths.M2RAG}/evaluations.jsonl",
+                       "summary": f"{paths.M2RAG}/summary.json"})
+def _m2rag_answer(job: Job):
+    from mmir.workflow import m2rag
+
+    w, p = job.wildcards, job.params
+    return m2rag.answer_step(w["dataset"], w["domain"], w["source"], w["strategy"], job.input["kb"], p["m2rag"],
+                             p["generator"], p["judge"], p["cache"], paths.M2RAG.format(**w), job.input.get("images"),
+                             p["encoder"])
+
+
+@inputs("m2rag_answer")
+def _m2rag_answer_inputs(config, w):
+    files = {"kb": f"{paths.M2RAG_KB.format(**w)}/kb.jsonl"}
+    if w["source"] != "devset":
+        files["images"] = paths.prepared(w["dataset"], w["domain"], "images.parquet")
+    return files
+
+
+@params("m2rag_answer")
+def _m2rag_answer_params(config, w):
+    m = config["m2rag"]
+    enc = config["systems"].get(m["separate_encoder"] or "") if w["strategy"] == "separate" else None
+    keep = _without(m, *M2RAG_UNIT_KEYS, "devset")
+    if w["strategy"] != "separate":
+        keep = _without(keep, "separate_encoder", "separate_threshold")
+    return {"m2rag": keep, "generator": config["generators"][m["generator"]], "judge": config["generators"][m["judge"]],
+            "encoder": enc, "cache": config["paths"]["generation_cache"]}
+
+
+@rule("m2rag_report", {"md": paths.M2RAG_TABLE_MD, "csv": paths.M2RAG_TABLE_CSV,
+                       "tracking": paths.TRACKING.replace("{task}", "m2rag")})
+def _m2rag_report(job: Job):
+    from mmir.workflow import m2rag
+
+    o = job.output
+    return m2rag.report_step(job.params["config"], list(job.input["summaries"]), o["md"], o["csv"], o["tracking"])
+
+
+@inputs("m2rag_report")
+def _m2rag_report_inputs(config, w):
+    return {"summaries": [f"{paths.M2RAG.format(**u)}/summary.json" for u in U.m2rag_units(config)]}
+
+
+@params("m2rag_report")
+def _m2rag_report_params(config, w):
+    m = config["m2rag"]
+    gens = {g: config["generators"][g] for g in (m["generator"], m["judge"])}
+    return {"config": {"m2rag": m, "generators": gens, "mlflow": config["mlflow"]}}
+
+
+# --------------------------------------------------------------------------------------------------- MMDR
+MMDR_WRITER_KEYS = ("task", "system", "k", "generator", "image_text", "images", "evidence_chars", "report_max_tokens",
+                    "posthoc_citations", "posthoc_min_overlap", "report_temperature", "seed", "evaluator")
+MMDR_JUDGE_KEYS = ("judge", "judge_max_tokens", "judge_images", "judge_image_text", "seed", "evaluator")
+
+
+@rule("mmdr_tasks", {"tasks": paths.MMDR_TASKS}, directories=("tasks",))
+def _mmdr_tasks(job: Job):
+    from mmir.workflow import mmdr
+
+    w = job.wildcards
+    return mmdr.tasks_step(w["dataset"], w["domain"], prepared_dir(w), job.params["mmdr"], job.output["tasks"])
+
+
+@inputs("mmdr_tasks")
+def _mmdr_tasks_inputs(config, w):
+    return {n: paths.prepared(w["dataset"], w["domain"], f"{n}.parquet") for n in ("topics", "query_images")}
+
+
+@params("mmdr_tasks")
+def _mmdr_tasks_params(config, w):
+    return {"mmdr": {"max_tasks": config["mmdr"]["max_tasks"]}}
+
+
+def _mmdr_domain_inputs(config, w) -> dict[str, str]:
+    files = {"tasks": paths.MMDR_TASKS.format(**w),
+             **{n: paths.prepared(w["dataset"], w["domain"], f"{n}.parquet") for n in ("corpus", "images", "query_images")}}
+    if has_query_images(config["datasets"][w["dataset"]], w["domain"]):
+        files["captions"] = image_text_captions(config, w)
+    return files
+
+
+@rule("mmdr_reports", {"reports": paths.MMDR_REPORTS}, directories=("reports",))
+def _mmdr_reports(job: Job):
+    from mmir.workflow import mmdr
+
+    w, p = job.wildcards, job.params
+    return mmdr.reports_step(w["dataset"], w["domain"], prepared_dir(w), job.input["tasks"], p["mmdr"], p["generator"],
+                             p["cache"], job.output["reports"], job.input["run"], job.input.get("captions"))
+
+
+@inputs("mmdr_reports")
+def _mmdr_reports_inputs(config, w):
+    m = config["mmdr"]
+    return {**_mmdr_domain_inputs(config, w),
+            "run": paths.RUN.format(task=m["task"], dataset=w["dataset"], domain=w["domain"], system=m["system"])}
+
+
+@params("mmdr_reports")
+def _mmdr_reports_params(config, w):
+    m = config["mmdr"]
+    return {"mmdr": {k: m[k] for k in MMDR_WRITER_KEYS}, "generator": config["generators"][m["generator"]],
+            "cache": config["paths"]["generation_cache"]}
+
+
+@rule("mmdr_score", {"run": paths.MMDR_RUN}, directories=("run",))
+def _mmdr_score(job: Job):
+    from mmir.workflow import mmdr
+
+    w, p = job.wildcards, job.params
+    return mmdr.score_step(w["dataset"], w["domain"], prepared_dir(w), job.input["tasks"], job.input["reports"],
+                           p["mmdr"], p["judge"], p["cache"], job.output["run"], job.input.get("captions"))
+
+
+@inputs("mmdr_score")
+def _mmdr_score_inputs(config, w):
+    return {**_mmdr_domain_inputs(config, w), "reports": paths.MMDR_REPORTS.format(**w)}
+
+
+@params("mmdr_score")
+def _mmdr_score_params(config, w):
+    m = config["mmdr"]
+    return {"mmdr": {k: m[k] for k in MMDR_JUDGE_KEYS}, "judge": config["generators"][m["judge"]],
+            "cache": config["paths"]["generation_cache"]}
+
+
+@rule("mmdr_report", {"export": paths.MMDR_EXPORT, "md": paths.MMDR_TABLE_MD, "csv": paths.MMDR_TABLE_CSV,
+                      "tracking": paths.TRACKING.replace("{task}", "mmdr")}, directories=("export",))
+def _mmdr_report(job: Job):
+    from mmir.workflow import mmdr
+
+    o = job.output
+    return mmdr.report_step(job.params["config"], list(job.input["runs"]), list(job.input["reports"]), o["md"],
+                            o["csv"], o["export"], o["tracking"])
+
+
+@inputs("mmdr_report")
+def _mmdr_report_inputs(config, w):
+    us = U.mmdr_units(config)
+    return {"runs": [paths.MMDR_RUN.format(**u) for u in us], "reports": [paths.MMDR_REPORTS.format(**u) for u in us]}
+
+
+@params("mmdr_report")
+def _mmdr_report_params(config, w):
+    m = config["mmdr"]
+    gens = {g: config["generators"][g] for g in (m["generator"], m["judge"])}
+    return {"config": {"mmdr": m, "generators": gens, "mlflow": config["mlflow"]}}
+
+
+def rule_names() -> list[str]:
+    """Every rule, in definition order."""
+    return list(RULES)
+
+
+
+def run_snakemake_job(smk) -> Any:
+    """The body of ``workflow/scripts/step.py``: the job of a Snakemake script call, its log set up, run.
+
+    ``smk`` is the ``snakemake`` object Snakemake injects (``rule``, ``wildcards``, ``input``, ``output``,
+    ``params.slice``, ``log``).
+    """
+    from mmir.core import logs
+
+    def plain(v):
+        return v if isinstance(v, str) else [str(x) for x in v]
+
+    logs.setup(smk.log[0] if smk.log else None)
+    job = Job(smk.rule, {k: str(v) for k, v in smk.wildcards.items()}, {k: plain(v) for k, v in smk.input.items()},
+              {k: str(v) for k, v in smk.output.items()}, smk.params.slice)
+    return run_job(job)

@@ -1,0 +1,127 @@
+"""The final files of each stage family, from the unit lists: what ``rule all`` builds, and what each DVC stage
+asks Snakemake for (``python -m mmir snakemake <family>``).
+
+Families: ``prepare`` (per dataset), ``captions``, ``task`` (per task: runs, metrics, table, MLflow),
+``ablations``, ``rag``, ``m2rag``, ``mmdr``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mmir.core import paths
+from mmir.data.domains import has_multimodal, has_query_images
+from mmir.workflow import units as U
+
+FAMILIES = ("prepare", "captions", "task", "ablations", "rag", "m2rag", "mmdr")
+
+#: What DVC tracks of each family (dvc.yaml's outs, metrics and plots; a test keeps the two equal). ``{dataset}`` /
+#: ``{task}`` are the family's foreach key. When a config has no unit of a family these are still created (empty
+#: folders, a one-line note in each file), because DVC requires every declared output.
+FAMILY_OUTPUTS = {
+    "prepare": ["data/prepared/{dataset}"],
+    "captions": ["results/captions"],
+    "task": ["results/runs/{task}", "results/metrics/{task}", "results/tables/{task}.md", "results/tables/{task}.csv",
+             "results/tracking/{task}.json", "results/tables/{task}.metrics.json"],
+    "ablations": ["results/queries", "results/runs/ablation", "results/metrics/ablation",
+                  *(f"results/tables/{g}_ablation.{x}" for g in ("caption", "reformulation") for x in ("md", "csv")),
+                  *(f"results/tracking/{g}_ablation.json" for g in ("caption", "reformulation")),
+                  *(f"results/plots/{g}_ablation.{x}" for g in ("caption", "reformulation") for x in ("csv", "png"))],
+    "rag": ["results/rag", "results/tables/rag.md", "results/tables/rag.csv", "results/tracking/rag.json"],
+    "m2rag": ["results/m2rag", "results/tables/m2rag.md", "results/tables/m2rag.csv", "results/tracking/m2rag.json"],
+    "mmdr": ["results/mmdr", "results/tables/mmdr", "results/tables/mmdr.md", "results/tables/mmdr.csv",
+             "results/tracking/mmdr.json"],
+}
+
+
+def ensure_outputs(family: str, *, dataset: str | None = None, task: str | None = None) -> list[str]:
+    """Create the family's :data:`FAMILY_OUTPUTS` that do not exist (folders empty, files a note saying the config
+    has no unit of this family). Returns the paths created."""
+    from mmir.core.io import write_bytes, write_text
+
+    note = f"stage family {family}: no unit in this config, nothing computed"
+    made = []
+    for pattern in FAMILY_OUTPUTS[family]:
+        path = Path(pattern.format(dataset=dataset, task=task))
+        if path.exists():
+            continue
+        if path.suffix == "":
+            path.mkdir(parents=True, exist_ok=True)
+        elif path.suffix == ".png":
+            write_bytes(path, _blank_png())
+        elif path.suffix == ".json":
+            write_text(path, json.dumps({"note": note}) + "\n")
+        else:
+            write_text(path, ("note\n" if path.suffix == ".csv" else "") + note + "\n")
+        made.append(str(path))
+    return made
+
+
+def _blank_png() -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (1, 1), "white").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def grids(config: dict) -> list[str]:
+    """The ablation grids with at least one derived system."""
+    derived = U.ablation_systems(config).values()
+    return [g for g in ("caption", "reformulation") if any(d["grid"] == g for d in derived)]
+
+
+def used_captioners(config: dict) -> list[str]:
+    """Captioners some rule reads: the image text of text systems on Tasks 2-4 and of the RAG/MMDR stages
+    (``evaluation.image_text``), the caption grid, the reformulators' image text, M2RAG's."""
+    out = []
+    text_systems = any(s["kind"] != "mm" for s in config["systems"].values())
+    if (text_systems and any(t != "task1" for t in config["tasks"])) or U.rag_units(config) or U.mmdr_units(config):
+        out.append(config["evaluation"]["image_text"])
+    if config["ablations"]["caption"]["systems"]:
+        out += config["ablations"]["caption"]["captioners"]
+    if config["ablations"]["reformulation"]["systems"]:
+        out += [config["reformulators"][r]["image_text"] for r in config["ablations"]["reformulation"]["reformulators"]]
+    if config.get("m2rag") and config["m2rag"]["image_text"]:
+        out.append(config["m2rag"]["image_text"])
+    return [c for c in dict.fromkeys(out) if c in config["captioners"]]
+
+
+def family_targets(config: dict, family: str, *, dataset: str | None = None, task: str | None = None) -> list[str]:
+    """The files that make ``family`` complete (``dataset`` narrows ``prepare``, ``task`` narrows ``task``).
+
+    Raises:
+        ValueError: an unknown family.
+    """
+    if family == "prepare":
+        return [paths.prepared(d, dom, "prepare.json") for d, dom in U.units(config) if dataset in (None, d)]
+    if family == "captions":
+        caps = used_captioners(config)
+        return [paths.CAPTIONS.format(dataset=d, domain=dom, captioner=c) for d, dom in U.units(config)
+                if has_multimodal(config["datasets"][d], dom) or has_query_images(config["datasets"][d], dom)
+                for c in caps]
+    if family == "task":
+        tasks = [task] if task else config["tasks"]
+        return [p.format(task=t) for t in tasks for p in (paths.TABLE_MD, paths.TABLE_CSV, paths.TABLE_METRICS,
+                                                          paths.TRACKING)]
+    if family == "ablations":
+        return [p.format(grid=g) for g in grids(config) for p in (paths.ABLATION_MD, paths.ABLATION_CSV,
+                                                                   paths.ABLATION_PLOT, paths.ABLATION_PLOT_DATA)] + \
+               [paths.TRACKING.format(task=f"{g}_ablation") for g in grids(config)]
+    if family == "rag":
+        return [paths.RAG_TABLE_MD, paths.RAG_TABLE_CSV, paths.TRACKING.format(task="rag")] if U.rag_units(config) else []
+    if family == "m2rag":
+        return [paths.M2RAG_TABLE_MD, paths.M2RAG_TABLE_CSV, paths.TRACKING.format(task="m2rag")] \
+            if U.m2rag_units(config) else []
+    if family == "mmdr":
+        return [paths.MMDR_TABLE_MD, paths.MMDR_TABLE_CSV, paths.TRACKING.format(task="mmdr")] \
+            if U.mmdr_units(config) else []
+    raise ValueError(f"unknown stage family {family!r}; known: {', '.join(FAMILIES)}")
+
+
+def all_targets(config: dict) -> list[str]:
+    """Every table and MLflow record the config asks for (Snakemake's default target)."""
+    return [t for f in ("task", "ablations", "rag", "m2rag", "mmdr") for t in family_targets(config, f)]

