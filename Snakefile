@@ -26,6 +26,8 @@ wildcard_constraints:
     task="task[1-4]|ablation",
     domain=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     captioner="|".join(map(re.escape, config["captioners"])),
+    kind="documents|pairs|images|queries|mm_queries|query_texts|query_images|query_stacks",
+    shard=r"\d{5}",
 
 
 onstart:

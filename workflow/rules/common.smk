@@ -42,3 +42,13 @@ def spec_output(name):
 
 def system_kind(w):
     return R.system_config(config, w.system)["kind"]
+
+
+def spec_threads(name):
+    """The rule's threads from config (``resources.<rule>``, a system's own ``resources``)."""
+    return lambda w: R.job_resources(config, name, getattr(w, "system", None))["threads"]
+
+
+def spec_resources(name):
+    """The rule's ``mem_mb``, ``runtime`` (minutes) and ``gpu`` from config, for local runs and cluster profiles."""
+    return {k: (lambda w, k=k: R.job_resources(config, name, getattr(w, "system", None))[k]) for k in ("mem_mb", "runtime", "gpu")}

@@ -28,9 +28,9 @@ rule prepare:
         "logs/prepare/{dataset}/{domain}.log",
     benchmark:
         "benchmarks/prepare/{dataset}/{domain}.tsv"
-    threads: 1
+    threads: spec_threads("prepare")
     resources:
-        mem_mb=4000,
+        **spec_resources("prepare"),
     params:
         slice=spec_params("prepare"),
     script:
@@ -46,9 +46,9 @@ rule caption:
         "logs/caption/{dataset}/{domain}/{captioner}.log",
     benchmark:
         "benchmarks/caption/{dataset}/{domain}/{captioner}.tsv"
-    threads: 2
+    threads: spec_threads("caption")
     resources:
-        mem_mb=4000,
+        **spec_resources("caption"),
     params:
         slice=spec_params("caption"),
     script:

@@ -28,9 +28,9 @@ rule reformulate:
         "logs/reformulate/{dataset}/{domain}/{source}.log",
     benchmark:
         "benchmarks/reformulate/{dataset}/{domain}/{source}.tsv"
-    threads: 2
+    threads: spec_threads("reformulate")
     resources:
-        mem_mb=4000,
+        **spec_resources("reformulate"),
         # a local model uses every core: one LLM job at a time
         llm=1,
     params:

@@ -13,9 +13,9 @@ rule m2rag_kb:
         "benchmarks/m2rag/{dataset}/{domain}/{source}/kb.tsv"
     wildcard_constraints:
         dataset=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    threads: 2
+    threads: spec_threads("m2rag_kb")
     resources:
-        mem_mb=4000,
+        **spec_resources("m2rag_kb"),
         llm=1,
     params:
         slice=spec_params("m2rag_kb"),
@@ -35,9 +35,9 @@ rule m2rag_answer:
     wildcard_constraints:
         dataset=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
         strategy="single_stage|multi_stage|separate",
-    threads: 2
+    threads: spec_threads("m2rag_answer")
     resources:
-        mem_mb=4000,
+        **spec_resources("m2rag_answer"),
         llm=1,
     params:
         slice=spec_params("m2rag_answer"),

@@ -29,9 +29,9 @@ rule mmdr_reports:
         "logs/mmdr/{dataset}/{domain}/reports.log",
     benchmark:
         "benchmarks/mmdr/{dataset}/{domain}/reports.tsv"
-    threads: 2
+    threads: spec_threads("mmdr_reports")
     resources:
-        mem_mb=4000,
+        **spec_resources("mmdr_reports"),
         llm=1,
     params:
         slice=spec_params("mmdr_reports"),
@@ -48,9 +48,9 @@ rule mmdr_score:
         "logs/mmdr/{dataset}/{domain}/score.log",
     benchmark:
         "benchmarks/mmdr/{dataset}/{domain}/score.tsv"
-    threads: 2
+    threads: spec_threads("mmdr_score")
     resources:
-        mem_mb=4000,
+        **spec_resources("mmdr_score"),
         llm=1,
     params:
         slice=spec_params("mmdr_score"),

@@ -10,9 +10,9 @@ rule rag:
         "logs/rag/{dataset}/{domain}/{slug}.log",
     benchmark:
         "benchmarks/rag/{dataset}/{domain}/{slug}.tsv"
-    threads: 2
+    threads: spec_threads("rag")
     resources:
-        mem_mb=4000,
+        **spec_resources("rag"),
         llm=1,
     params:
         slice=spec_params("rag"),

@@ -1,4 +1,42 @@
-# retrieve: one system over one prepared domain for one task -> TREC run (top-k, protocol applied).
+# encode: one shard of one kind (documents, pair texts, images, queries) of a vector system, resumable; encode_store:
+# the kind's manifest; retrieve: one system over one prepared domain for one task -> TREC run (top-k, protocol applied).
+
+
+rule encode:
+    input:
+        unpack(spec_input("encode")),
+    output:
+        **spec_output("encode"),
+    log:
+        "logs/encode/{dataset}/{domain}/{system}/{kind}/{shard}.log",
+    benchmark:
+        "benchmarks/encode/{dataset}/{domain}/{system}/{kind}/{shard}.tsv"
+    threads: spec_threads("encode")
+    resources:
+        **spec_resources("encode"),
+    params:
+        slice=spec_params("encode"),
+    script:
+        "../scripts/step.py"
+
+
+rule encode_store:
+    input:
+        unpack(spec_input("encode_store")),
+    output:
+        **spec_output("encode_store"),
+    log:
+        "logs/encode_store/{dataset}/{domain}/{system}/{kind}.log",
+    benchmark:
+        "benchmarks/encode_store/{dataset}/{domain}/{system}/{kind}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        slice=spec_params("encode_store"),
+    script:
+        "../scripts/step.py"
 
 
 rule retrieve:
@@ -10,11 +48,9 @@ rule retrieve:
         "logs/retrieve/{task}/{dataset}/{system}/{domain}.log",
     benchmark:
         "benchmarks/retrieve/{task}/{dataset}/{system}/{domain}.tsv"
-    threads: 2
+    threads: spec_threads("retrieve")
     resources:
-        # encoder systems: cluster profiles route them to GPU nodes
-        gpu=lambda w: 0 if system_kind(w) == "bm25" else 1,
-        mem_mb=lambda w: 4000 if system_kind(w) == "bm25" else 8000,
+        **spec_resources("retrieve"),
     params:
         slice=spec_params("retrieve"),
     script:

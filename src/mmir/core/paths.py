@@ -5,6 +5,7 @@ use these functions, so the layout is defined once.
     data/prepared/<dataset>/<domain>/                 corpus, topics, qrels, excluded ids, images, pairs, report
     results/captions/<dataset>/<domain>/<captioner>.parquet   image text (path, role, text)
     results/queries/<dataset>/<domain>/<cap-X|ref-Y>.parquet   ablation queries (+ .json generation stats)
+    results/vectors/<dataset>/<domain>/<system>/<kind>/   vector store: shard-NNNNN.npy, ids, manifest.json
     results/runs/<task>/<dataset>/<system>/<domain>.trec
     results/metrics/<task>/<dataset>/<system>/<domain>.json  (+ .perquery.tsv)
     results/tables/<task>.{md,csv,metrics.json}, results/tables/<grid>_ablation.{md,csv}
@@ -48,6 +49,10 @@ MMDR_RUN = "results/mmdr/{dataset}/{domain}/run"
 MMDR_EXPORT = "results/tables/mmdr"
 MMDR_TABLE_MD = "results/tables/mmdr.md"
 MMDR_TABLE_CSV = "results/tables/mmdr.csv"
+VECTORS = "results/vectors/{dataset}/{domain}/{system}/{kind}"
+VECTOR_SHARD = "results/vectors/{dataset}/{domain}/{system}/{kind}/shard-{shard}.sealed.json"
+VECTOR_SHARD_STATS = "results/vectors/{dataset}/{domain}/{system}/{kind}/shard-{shard}.stats.json"
+VECTOR_MANIFEST = "results/vectors/{dataset}/{domain}/{system}/{kind}/manifest.json"
 RUN = "results/runs/{task}/{dataset}/{system}/{domain}.trec"
 RUN_STATS = "results/runs/{task}/{dataset}/{system}/{domain}.stats.json"
 METRICS = "results/metrics/{task}/{dataset}/{system}/{domain}.json"

@@ -1092,3 +1092,22 @@ def pair_vectors(text_vecs: np.ndarray, image_vecs: np.ndarray | Sequence[np.nda
         if v is not None:
             out[r] = (t[r] + l2_normalize(np.asarray(v, dtype=np.float32).reshape(1, -1))[0]) / 2.0
     return l2_normalize(out)
+
+
+def make_mm_encoder(system: dict):
+    """Build the encoder of a validated ``kind: mm`` system. ``random_init`` builds the real architecture
+    with seeded random weights (offline runs; tables label the row untrained)."""
+    name = system["encoder"]
+    kw = {"device": system.get("device"), "batch_size": system["batch_size"]}
+    if system.get("random_init"):
+        torch.manual_seed(system["seed"])
+        if not name.startswith("open_clip:"):
+            raise ValueError(f"random_init is supported for open_clip:<arch> encoders, not {name!r}")
+        enc = build_mm_encoder(name.split("@")[0], **kw)
+        enc.revision = f"random-init:seed={system['seed']}"
+        return enc
+    if system.get("model"):
+        kw["model_id"] = system["model"]
+    if system.get("revision") and not name.startswith("open_clip:"):
+        kw["revision"] = system["revision"]
+    return build_mm_encoder(name, **kw)

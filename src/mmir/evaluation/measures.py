@@ -39,14 +39,24 @@ def trec_measure(name: str) -> tuple[str, str]:
 
 
 def evaluate(qrels: dict[str, dict[str, int]], run: dict[str, list[tuple[str, float]]],
-             measures: list[str]) -> dict[str, dict[str, float]]:
+             measures: list[str], tie_order: str = "run") -> dict[str, dict[str, float]]:
     """Per-query values ``{qid: {measure: value}}`` for every judged query (see module docstring).
 
     Args:
         qrels: ``{qid: {doc_id: rel}}`` (int rel; 0 = judged non-relevant).
-        run: ``{qid: [(doc_id, score), ...]}``; pytrec_eval orders by score (ties: trec_eval's rule).
+        run: ``{qid: [(doc_id, score), ...]}`` in rank order.
         measures: names such as ``nDCG@10``.
+        tie_order: ``run`` (default) scores the ranking in the run's own order: items with equal scores keep their
+            ranks; ``pytrec_eval`` hands the scores to trec_eval, which re-sorts equal scores by document id (the
+            released scripts' behaviour, for exact reproduction).
+
+    Raises:
+        ValueError: an unknown ``tie_order``.
     """
+    if tie_order not in ("run", "pytrec_eval"):
+        raise ValueError(f"tie_order must be 'run' or 'pytrec_eval', got {tie_order!r}")
+    if tie_order == "run":  # strictly decreasing pseudo-scores: trec_eval then keeps the run's order
+        run = {q: [(d, float(len(r) - i)) for i, (d, _) in enumerate(r)] for q, r in run.items()}
     specs = {m: trec_measure(m) for m in measures}
     grouped: dict[str, set[str]] = {}  # pytrec_eval wants "ndcg_cut.10,25" per family
     for fam, _ in specs.values():

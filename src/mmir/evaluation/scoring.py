@@ -11,9 +11,10 @@ from mmir.retrieval.runs import read_run
 
 
 def score_run(run_path: str | Path, qrels_path: str | Path, measures: list[str], out_json: str | Path,
-              out_perquery: str | Path, meta: dict | None = None, binary: bool = False) -> dict:
+              out_perquery: str | Path, meta: dict | None = None, binary: bool = False, tie_order: str = "run") -> dict:
     """Evaluate ``run_path`` and write ``out_json`` (means + counts + meta) and ``out_perquery``
-    (``qid<TAB>measure<TAB>value`` rows). ``binary`` turns graded labels into rel > 0 → 1. Returns the JSON dict.
+    (``qid<TAB>measure<TAB>value`` rows). ``binary`` turns graded labels into rel > 0 → 1; ``tie_order`` see
+    :func:`mmir.evaluation.measures.evaluate`. Returns the JSON dict.
 
     Counts: ``queries`` judged, ``queries_without_results`` (scored 0, see
     :mod:`mmir.evaluation.measures`), ``run_queries_without_qrels`` (ignored).
@@ -22,7 +23,7 @@ def score_run(run_path: str | Path, qrels_path: str | Path, measures: list[str],
     if binary:
         qrels = {q: {d: int(r > 0) for d, r in v.items()} for q, v in qrels.items()}
     run = read_run(run_path)
-    per_query = evaluate(qrels, run, measures)
+    per_query = evaluate(qrels, run, measures, tie_order)
     lines = ["qid\tmeasure\tvalue"] + [f"{q}\t{m}\t{v[m]!r}" for q in sorted(per_query) for m in measures for v in [per_query[q]]]
     write_text(out_perquery, "\n".join(lines) + "\n")
     summary = {
@@ -31,6 +32,7 @@ def score_run(run_path: str | Path, qrels_path: str | Path, measures: list[str],
         "queries": len(per_query),
         "queries_without_results": sum(1 for q in per_query if not run.get(q)),
         "run_queries_without_qrels": sum(1 for q in run if q not in qrels),
+        "tie_order": tie_order,
     }
     write_json(out_json, summary)
     return summary

@@ -147,3 +147,27 @@ def topk_inner_product(
         out_s[b0 : b0 + s.shape[0], : s.shape[1]] = s
         out_i[b0 : b0 + s.shape[0], : s.shape[1]] = i
     return out_s, out_i
+
+
+def topk_scores(scores: np.ndarray, k: int, exclude: set[int] | frozenset[int] | Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """The top-k of one query's precomputed score vector (e.g. BM25's), with the same order as
+    :func:`topk_inner_product`: score descending, ties by index ascending; excluded indices never returned.
+
+    Args:
+        scores: ``(n,)`` float scores (any float dtype; not modified).
+        k: results wanted (``k >= 1``).
+        exclude: item indices to leave out.
+
+    Returns:
+        ``(scores, indices)`` of length ``min(k, n - |exclude|)``: float64 scores (as given), int64 indices.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    ex = np.fromiter((int(x) for x in exclude if 0 <= int(x) < s.size), dtype=np.int64)
+    if ex.size:
+        s = s.copy()
+        s[ex] = -np.inf
+    m = min(k, s.size - np.unique(ex).size)
+    if m <= 0:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    top_s, top_i = _chunk_topk(s[None, :], m, 0)
+    return top_s[0], top_i[0]

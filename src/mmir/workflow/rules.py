@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pathlib import Path
+
 from mmir.core import paths
 from mmir.core.errors import ConfigError
 from mmir.core.paths import resolve_path
@@ -266,22 +268,128 @@ RETRIEVE_FILES = {
 }
 
 
-@rule("retrieve", {"run": paths.RUN, "stats": paths.RUN_STATS})
-def _retrieve(job: Job):
-    from mmir.workflow import steps
+def job_resources(config: dict, rule_name: str, system: str | None = None) -> dict[str, int]:
+    """``threads, mem_mb, runtime (minutes), gpu`` of a rule's jobs: ``resources.default`` < ``resources.<rule>`` <
+    the system's own ``resources`` (encode and retrieve jobs)."""
+    res = config["resources"]
+    out = {**res["default"], **(res.get(rule_name) or {})}
+    if system is not None:
+        out |= system_config(config, system).get("resources") or {}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- encoding
+def store_dir(w: W, kind: str | None = None) -> str:
+    return paths.VECTORS.format(dataset=w["dataset"], domain=w["domain"], system=w["system"], kind=kind or w["kind"])
+
+
+def encode_inputs_for(config: dict, w: W, kind: str) -> dict[str, str]:
+    """Prepared files a kind is built from, plus the image text a dense system needs for pairs, images and
+    multimodal queries."""
+    from mmir.retrieval.encoding import needs_image_text
+
+    names = {"documents": ["corpus"], "pairs": ["corpus", "pairs", "images"], "images": ["images"],
+             "queries": ["topics"], "mm_queries": ["topics_mm"], "query_texts": ["topics_mm"],
+             "query_images": ["topics_mm", "query_images"], "query_stacks": ["topics_mm", "query_images"]}[kind]
+    files = {n: paths.prepared(w["dataset"], w["domain"], f"{n}.parquet") for n in names}
+    if needs_image_text(config["systems"][w["system"]], kind):
+        files["captions"] = image_text_captions(config, w)
+    return files
+
+
+@rule("encode", {"seal": paths.VECTOR_SHARD, "stats": paths.VECTOR_SHARD_STATS})
+def _encode(job: Job):
+    from mmir.workflow import retrieval_steps
 
     w, p = job.wildcards, job.params
-    return steps.retrieve(w["task"], prepared_dir(w), w["system"], p["system"], p["evaluation"], p["cache_root"],
-                          job.output["run"], job.output["stats"], job.input.get("captions"), job.input.get("queries"))
+    return retrieval_steps.encode(prepared_dir(w), w["system"], p["system"], w["kind"], int(w["shard"]), p["shards"],
+                                  p["encoding"], p["cache_root"], store_dir(w), job.output["seal"], job.output["stats"],
+                                  job.input.get("captions"), p["alt_text"])
+
+
+@inputs("encode")
+def _encode_inputs(config, w):
+    return encode_inputs_for(config, w, w["kind"])
+
+
+@params("encode")
+def _encode_params(config, w):
+    from mmir.retrieval.encoding import needs_image_text
+    from mmir.workflow.shards import n_shards
+
+    system = config["systems"][w["system"]]
+    return {"system": system, "shards": n_shards(config, w["dataset"], w["domain"], w["kind"]),
+            "encoding": config["encoding"], "cache_root": config["paths"]["embedding_cache"],
+            "alt_text": bool(needs_image_text(system, w["kind"]) and config["evaluation"]["alt_text"])}
+
+
+def shard_ids(config: dict, w: W) -> list[str]:
+    from mmir.workflow.shards import n_shards
+
+    return [f"{s:05d}" for s in range(n_shards(config, w["dataset"], w["domain"], w["kind"]))]
+
+
+@rule("encode_store", {"manifest": paths.VECTOR_MANIFEST})
+def _encode_store(job: Job):
+    from mmir.workflow import retrieval_steps
+
+    p = job.params
+    return retrieval_steps.encode_store(p["system"], job.wildcards["kind"], p["shards"], store_dir(job.wildcards),
+                                        job.output["manifest"], list(job.input["stats"]))
+
+
+@inputs("encode_store")
+def _encode_store_inputs(config, w):
+    ids = shard_ids(config, w)
+    return {"seals": [paths.VECTOR_SHARD.format(shard=s, **w) for s in ids],
+            "stats": [paths.VECTOR_SHARD_STATS.format(shard=s, **w) for s in ids]}
+
+
+@params("encode_store")
+def _encode_store_params(config, w):
+    return {"system": config["systems"][w["system"]], "shards": len(shard_ids(config, w))}
+
+
+# ---------------------------------------------------------------------------------------------- retrieval
+RETRIEVE_FILES = {
+    "task1": ["corpus.parquet", "topics.parquet", "excluded.tsv"],
+    "ablation": ["corpus.parquet", "topics.parquet", "excluded.tsv"],
+    "task2": ["corpus.parquet", "topics_mm.parquet", "excluded.task2.tsv"],
+    "task3": ["topics_mm.parquet", "images.parquet"],
+    "task4": ["corpus.parquet", "topics_mm.parquet", "images.parquet", "pairs.parquet", "excluded.task4.tsv",
+              "excluded.task4.always.tsv"],
+}
+
+
+def base_system(config: dict, system: str) -> str:
+    derived = U.ablation_systems(config)
+    return derived[system]["base"] if system in derived else system
+
+
+@rule("retrieve", {"run": paths.RUN, "stats": paths.RUN_STATS})
+def _retrieve(job: Job):
+    from mmir.workflow import retrieval_steps
+
+    w, p, i = job.wildcards, job.params, job.input
+    stores = {k[len("store_"):]: str(Path(v).parent) for k, v in i.items() if k.startswith("store_")}
+    return retrieval_steps.retrieve(w["task"], prepared_dir(w), w["system"], p["system"], p["evaluation"],
+                                    job.output["run"], job.output["stats"], stores, i.get("captions"), i.get("queries"),
+                                    p["cache_root"])
 
 
 @inputs("retrieve")
 def _retrieve_inputs(config, w):
-    """Prepared files the task reads, plus the image text for a text system on Tasks 2-4 and the queries of an
-    ablation system."""
+    """Prepared files the task reads, the stores of a vector system (one encode per kind), the image text of a
+    text system on Tasks 2-4 and the query variants of an ablation system."""
+    from mmir.workflow.shards import encoded_kinds
+
     files = {n.replace(".", "_"): paths.prepared(w["dataset"], w["domain"], n) for n in RETRIEVE_FILES[w["task"]]}
-    if w["task"] not in ("task1", U.ABLATION_TASK) and system_config(config, w["system"])["kind"] != "mm":
+    kind = system_config(config, w["system"])["kind"]
+    if w["task"] not in ("task1", U.ABLATION_TASK) and kind == "bm25":
         files["captions"] = image_text_captions(config, w)
+    base = {**w, "system": base_system(config, w["system"])}
+    for k in encoded_kinds(config, w["system"], w["task"]):
+        files[f"store_{k}"] = paths.VECTOR_MANIFEST.format(kind=k, **base)
     derived = U.ablation_systems(config)
     if w["system"] in derived:
         files["queries"] = paths.QUERIES.format(dataset=w["dataset"], domain=w["domain"],
@@ -291,9 +399,14 @@ def _retrieve_inputs(config, w):
 
 @params("retrieve")
 def _retrieve_params(config, w):
-    return {"system": system_config(config, w["system"]),
-            "evaluation": {k: config["evaluation"][k] for k in ("protocol", "top_k")},
-            "cache_root": config["paths"]["embedding_cache"]}
+    system = system_config(config, w["system"])
+    ev = {k: config["evaluation"][k] for k in ("protocol", "top_k")}
+    if system["kind"] != "bm25":
+        ev["chunk_size"] = config["evaluation"]["chunk_size"]
+    elif w["task"] not in ("task1", U.ABLATION_TASK):
+        ev["alt_text"] = config["evaluation"]["alt_text"]
+    inline = w["system"] in U.ablation_systems(config) and system["kind"] == "dense"
+    return {"system": system, "evaluation": ev, "cache_root": config["paths"]["embedding_cache"] if inline else None}
 
 
 # ------------------------------------------------------------------------------------------------ scoring
@@ -308,7 +421,7 @@ def _score(job: Job):
     w = job.wildcards
     meta = {k: w[k] for k in ("task", "dataset", "domain", "system")}
     return steps.score(job.input["run"], job.input["qrels"], job.params["measures"], job.output["metrics"],
-                       job.output["perquery"], meta, job.params["binary"])
+                       job.output["perquery"], meta, job.params["binary"], job.params["tie_order"])
 
 
 @inputs("score")
@@ -319,7 +432,7 @@ def _score_inputs(config, w):
 
 @params("score")
 def _score_params(config, w):
-    return {"measures": config["measures"],
+    return {"measures": config["measures"], "tie_order": config["evaluation"]["tie_order"],
             "binary": w["task"] == "task4" and config["evaluation"]["task4_protocol"] == "official"}
 
 

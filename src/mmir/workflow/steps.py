@@ -143,44 +143,14 @@ def reformulate(topics_file: str | Path, captions_file: str | Path, reformulator
     return stats
 
 
-def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict, evaluation: dict,
-             cache_root: str | Path, out_run: str | Path, out_stats: str | Path,
-             captions: str | Path | None = None, queries: str | Path | None = None) -> dict:
-    """Run one system on one prepared domain; writes the TREC run and a stats JSON.
-
-    Tasks 2–4 with a text system need ``captions`` (the image-text parquet of :func:`caption`). ``queries``
-    (Task 1 ablations) replaces each topic's text by the ``qid, query`` rows of that parquet.
-    """
-    from mmir.retrieval.runs import write_run
-    from mmir.retrieval.search import retrieve as do_retrieve
-
-    t0 = time.perf_counter()
-    if task in ("task1", "ablation"):  # ablation: Task 1 with query variants
-        run, stats = do_retrieve(prepared_dir, system, evaluation, cache_root, queries)
-    else:
-        import pandas as pd
-
-        from mmir.retrieval.mm_search import retrieve_mm
-
-        cap = None
-        if captions is not None:
-            df = pd.read_parquet(captions)
-            cap = dict(zip(df["path"], df["text"]))
-        run, stats = retrieve_mm(task, prepared_dir, system, evaluation, cache_root, cap)
-    n = write_run(out_run, run, tag=system_name)
-    stats |= {"seconds": round(time.perf_counter() - t0, 3), "system": system_name}
-    write_json(out_stats, stats)
-    log.info("wrote %s: %d lines for %d queries (top %d) in %.1fs", out_run, n, len(run), evaluation["top_k"], stats["seconds"])
-    return stats
-
-
 def score(run_file: str | Path, qrels_file: str | Path, measures: list[str], out_json: str | Path,
-          out_perquery: str | Path, meta: dict, binary: bool = False) -> dict:
+          out_perquery: str | Path, meta: dict, binary: bool = False, tie_order: str = "run") -> dict:
     """Evaluate a run (:func:`mmir.evaluation.scoring.score_run`); ``binary`` collapses graded qrels
     (Task 4 under ``task4_protocol: official``)."""
     from mmir.evaluation.scoring import score_run
 
-    s = score_run(run_file, qrels_file, measures, out_json, out_perquery, meta | {"binary_labels": binary}, binary)
+    s = score_run(run_file, qrels_file, measures, out_json, out_perquery, meta | {"binary_labels": binary}, binary,
+                  tie_order)
     log.info("read %s and %s; wrote %s: %d judged queries (%d with no results, scored 0; %d run queries "
              "without qrels skipped); nDCG@10 = %s", run_file, qrels_file, out_json, s["queries"],
              s["queries_without_results"], s["run_queries_without_qrels"], s["measures"].get("nDCG@10"))

@@ -1,0 +1,184 @@
+"""What an encoder encodes for retrieval: the item kinds of a prepared domain and how each is encoded.
+
+A kind is a list of (id, payload) rows whose order is the order of a task's items or queries
+(:mod:`mmir.retrieval.items`), so a store row is an item index. Text systems (``kind: dense``):
+
+* ``documents`` -- corpus texts (Tasks 1 and 2), ``pairs`` -- pair texts (Task 4), ``images`` -- image texts
+  (Task 3), all encoded as documents; ``queries`` (Task 1) and ``mm_queries`` (Tasks 2-4, with their images'
+  text) encoded as queries.
+
+Multimodal systems (``kind: mm``):
+
+* ``documents`` -- corpus texts (text tower), ``images`` -- corpus images; Task 4 pairs are fused from these two
+  at search time (:class:`mmir.retrieval.fusion.PairMatrix`), never encoded;
+* ``query_texts``; ``query_images`` -- every decodable query image once, plus the blank image (row id
+  :data:`BLANK`); ``query_stacks`` -- one image per query, its decodable images stacked vertically
+  (``image_mode: stack``, paper §4.1 for single-image models; the blank image when it has none).
+
+Every vector goes through the content-addressed embedding cache under the same keys as before this module
+(text: ``query``/``document``; images: the encoder's ``cache_kind``), so reruns and other systems with the same
+encoder reuse them.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mmir.data.images import blank_image
+from mmir.encoders.cache import encoder_key
+from mmir.retrieval.items import ImageText, PairBudget, item_texts, query_texts, task_items, task_queries
+
+BLANK = "__BLANK__"  # row id of the blank image in the query_images kind
+TEXT_KINDS = ("documents", "pairs", "images", "queries", "mm_queries")
+MM_KINDS = ("documents", "images", "query_texts", "query_images", "query_stacks")
+QUERY_KINDS = ("queries", "mm_queries", "query_texts", "query_images", "query_stacks")
+
+
+def kinds_of(system: dict, task: str) -> list[str]:
+    """The kinds a (system, task) reads (none for BM25)."""
+    if system["kind"] == "bm25":
+        return []
+    if system["kind"] == "dense":
+        return {"task1": ["documents", "queries"], "ablation": ["documents"], "task2": ["documents", "mm_queries"],
+                "task3": ["images", "mm_queries"], "task4": ["pairs", "mm_queries"]}[task]
+    q = ["query_texts"] + (["query_stacks"] if system["image_mode"] == "stack" else
+                           [] if system["image_mode"] == "none" else ["query_images"])
+    return {"task2": ["documents"], "task3": ["images"], "task4": ["documents", "images"]}[task] + q
+
+
+def needs_image_text(system: dict, kind: str) -> bool:
+    return system["kind"] == "dense" and kind in ("pairs", "images", "mm_queries")
+
+
+def png_bytes(img) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def stack_vertically(images: Sequence) -> object:
+    """One RGB image with ``images`` top to bottom, each scaled to the widest one's width (aspect kept), on white.
+
+    The paper's query protocol for single-image models (MM-BRIGHT §4.1: "we concatenate query images
+    vertically")."""
+    from PIL import Image
+
+    width = max(im.width for im in images)
+    scaled = [im if im.width == width else im.resize((width, max(1, round(im.height * width / im.width)))) for im in images]
+    out = Image.new("RGB", (width, sum(im.height for im in scaled)), "white")
+    y = 0
+    for im in scaled:
+        out.paste(im.convert("RGB"), (0, y))
+        y += im.height
+    return out
+
+
+@dataclass(frozen=True)
+class KindRows:
+    """The rows of one kind: ``ids``, ``payloads`` (texts or encoded image bytes) and whether they are images."""
+
+    kind: str
+    ids: list[str]
+    payloads: list
+    images: bool
+    query: bool
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def kind_rows(kind: str, prep: str | Path, system: dict, image_text: ImageText | None = None,
+              budget: PairBudget | None = None) -> KindRows:
+    """The rows of ``kind`` in a prepared domain for ``system`` (see the module docstring).
+
+    Raises:
+        ValueError: an unknown kind for the system's kind, or image text missing where a text system needs it.
+    """
+    prep = Path(prep)
+    if system["kind"] == "dense":
+        if kind not in TEXT_KINDS:
+            raise ValueError(f"kind {kind!r} is not one of a dense system's {TEXT_KINDS}")
+        if kind == "queries":
+            q = task_queries("task1", prep)
+            return KindRows(kind, q.qids, q.texts, False, True)
+        if kind == "mm_queries":
+            q = task_queries("task2", prep)
+            return KindRows(kind, q.qids, query_texts(q, image_text), False, True)
+        items = task_items({"documents": "task2", "pairs": "task4", "images": "task3"}[kind], prep)
+        return KindRows(kind, items.ids, item_texts(items, prep, image_text, budget), False, False)
+    if kind not in MM_KINDS:
+        raise ValueError(f"kind {kind!r} is not one of a multimodal system's {MM_KINDS}")
+    if kind == "documents":
+        c = pd.read_parquet(prep / "corpus.parquet")
+        return KindRows(kind, c["doc_id"].tolist(), c["text"].tolist(), False, False)
+    if kind == "images":
+        im = pd.read_parquet(prep / "images.parquet", columns=["path", "bytes", "ok"])
+        im = im[im["ok"].astype(bool)]
+        return KindRows(kind, im["path"].tolist(), [bytes(b) for b in im["bytes"]], True, False)
+    q = task_queries("task2", prep)
+    if kind == "query_texts":
+        return KindRows(kind, q.qids, q.texts, False, True)
+    qi = pd.read_parquet(prep / "query_images.parquet", columns=["path", "bytes", "ok"])
+    usable = {p: bytes(b) for p, b, ok in zip(qi["path"], qi["bytes"], qi["ok"]) if ok}
+    blank = png_bytes(blank_image())
+    if kind == "query_images":
+        paths = list(dict.fromkeys(p for ps in q.image_paths for p in ps if p in usable))
+        return KindRows(kind, [*paths, BLANK], [*(usable[p] for p in paths), blank], True, True)
+    from mmir.data.images import decode_image
+
+    stacks = []
+    for paths in q.image_paths:
+        imgs = [decode_image(usable[p], source=p) for p in paths if p in usable]
+        stacks.append(png_bytes(stack_vertically(imgs)) if imgs else blank)
+    return KindRows(kind, q.qids, stacks, True, True)
+
+
+class KindEncoder:
+    """A system's encoder seen per kind: its cache spec and key, the cache ``kind`` and the encode function.
+
+    ``encoder`` is a :class:`mmir.encoders.text.TextEncoder` (dense) or a
+    :class:`mmir.encoders.multimodal.MultimodalEncoder` (mm), built from the system config when not given.
+    """
+
+    def __init__(self, system: dict, encoder=None):
+        self.system = system
+        if encoder is None:
+            if system["kind"] == "dense":
+                from mmir.encoders.text import make_text_encoder
+
+                encoder = make_text_encoder(system)
+            else:
+                from mmir.encoders.multimodal import make_mm_encoder
+
+                encoder = make_mm_encoder(system)
+        self.encoder = encoder
+        spec = encoder.cache_spec
+        self.spec = spec() if callable(spec) else spec
+        self.key = encoder_key(self.spec)
+
+    def store_key(self, kind: str) -> str:
+        """The encoder key a store of ``kind`` is written and read under."""
+        return f"{self.key}#{kind}"
+
+    def cache_kind(self, rows: KindRows) -> str:
+        if self.system["kind"] == "dense":
+            return "query" if rows.query else "document"
+        role = "query" if rows.query else "document"
+        return self.encoder.cache_kind("image" if rows.images else "text", role)
+
+    def fn(self, rows: KindRows) -> Callable[[list], np.ndarray]:
+        enc = self.encoder
+        if self.system["kind"] == "dense":
+            return enc.encode_queries if rows.query else enc.encode_documents
+        role = "query" if rows.query else "document"
+        if rows.images:
+            return lambda datas: enc.encode_image_bytes(datas, batch_size=self.system["batch_size"],
+                                                        num_workers=self.system["num_workers"], role=role,
+                                                        on_error="blank" if rows.query else "raise")
+        return lambda texts: enc.encode_text(texts, role=role)

@@ -1,0 +1,170 @@
+"""What each task ranks and what its queries are, for any retriever (MM-BRIGHT §3.1, §4.1).
+
+Items (rows in this order are the rows of the encoded stores, so a store row is an item index):
+
+* Task 1 / Task 2: the corpus documents (``corpus.parquet`` order);
+* Task 3: the corpus images that decode (``images.parquet`` rows with ``ok``; an undecodable judged image stays
+  in the qrels but cannot be retrieved);
+* Task 4: the (document, image) pairs (``pairs.parquet``: per document its text-only pair, then one pair per
+  image of its page that decodes).
+
+Queries: Task 1 the ``topics.parquet`` topics (or an ablation's query variants); Tasks 2–4 the
+``examples_multimodal`` topics with their images.
+
+Text systems see images as text (the OCR route): an image's text is its captioner text, plus the dataset's alt
+text when ``alt_text`` is on (off by default: the hub's ``document_images`` has no alt text); a query's text is
+its text followed by its images' text in order; a pair's text is the document text followed by the image text,
+each within its own share of a character budget so that a long document never pushes the image text out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from mmir.core.errors import DataError
+
+TEXT_TASKS = ("task1", "ablation")
+MM_TASKS = ("task2", "task3", "task4")
+
+
+@dataclass(frozen=True)
+class Items:
+    """The items of a task: ``ids`` (the run's item ids), ``doc_ids`` / ``image_paths`` (``""`` where none)."""
+
+    task: str
+    ids: list[str]
+    doc_ids: list[str]
+    image_paths: list[str]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True)
+class Queries:
+    """The queries of a task: ``qids``, ``texts`` and each query's ``image_paths`` (in query order)."""
+
+    qids: list[str]
+    texts: list[str]
+    image_paths: list[list[str]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.qids)
+
+
+def task_items(task: str, prep: str | Path) -> Items:
+    """The items of ``task`` in a prepared domain (see the module docstring)."""
+    prep = Path(prep)
+    if task in (*TEXT_TASKS, "task2"):
+        c = pd.read_parquet(prep / "corpus.parquet", columns=["doc_id"])
+        ids = c["doc_id"].tolist()
+        return Items(task, ids, ids, [""] * len(ids))
+    if task == "task3":
+        im = pd.read_parquet(prep / "images.parquet", columns=["path", "ok"])
+        paths = im.loc[im["ok"].astype(bool), "path"].tolist()
+        return Items(task, paths, [""] * len(paths), paths)
+    if task == "task4":
+        p = pd.read_parquet(prep / "pairs.parquet")
+        im = pd.read_parquet(prep / "images.parquet", columns=["path", "ok"])
+        bad = set(im.loc[~im["ok"].astype(bool), "path"])
+        p = p[~p["image_path"].fillna("").isin(bad)] if bad else p
+        return Items(task, p["pair_id"].tolist(), p["doc_id"].tolist(), p["image_path"].fillna("").tolist())
+    raise ValueError(f"unknown task {task!r}")
+
+
+def task_queries(task: str, prep: str | Path, variants: str | Path | None = None) -> Queries:
+    """The queries of ``task``. ``variants``: a ``qid, query`` parquet replacing each topic's text (Task 1
+    ablations: caption-augmented or reformulated queries).
+
+    Raises:
+        DataError: ``variants`` misses a topic (names the file and the first missing qid).
+    """
+    prep = Path(prep)
+    if task in TEXT_TASKS:
+        t = pd.read_parquet(prep / "topics.parquet", columns=["qid", "query"])
+        texts = t["query"].tolist()
+        if variants is not None:
+            text = dict(pd.read_parquet(variants, columns=["qid", "query"]).itertuples(index=False))
+            missing = [q for q in t["qid"] if q not in text]
+            if missing:
+                raise DataError(variants, f"{len(missing)} topics have no query, e.g. {missing[0]!r}", field="qid")
+            texts = [text[q] for q in t["qid"]]
+        return Queries(t["qid"].tolist(), texts, [[] for _ in texts])
+    t = pd.read_parquet(prep / "topics_mm.parquet", columns=["qid", "query", "image_paths"])
+    return Queries(t["qid"].tolist(), t["query"].tolist(), [list(p) for p in t["image_paths"]])
+
+
+# ------------------------------------------------------------------------------------------- text route
+@dataclass(frozen=True)
+class ImageText:
+    """Text standing for images: captioner text by path, plus corpus images' alt text when ``alt_text``."""
+
+    captions: dict[str, str]
+    alt: dict[str, str] = field(default_factory=dict)
+    alt_text: bool = False
+
+    def of(self, path: str) -> str:
+        parts = [self.captions.get(path, "")] + ([self.alt.get(path, "")] if self.alt_text else [])
+        return "\n".join(t for t in parts if t)
+
+    @classmethod
+    def load(cls, captions_file: str | Path, prep: str | Path, alt_text: bool) -> ImageText:
+        """From a captions parquet (``path, text``) and the prepared domain's ``images.parquet`` alt text."""
+        c = pd.read_parquet(captions_file, columns=["path", "text"])
+        alt = {}
+        if alt_text:
+            im = pd.read_parquet(Path(prep) / "images.parquet", columns=["path", "alt"])
+            alt = dict(zip(im["path"], im["alt"].fillna("")))
+        return cls(dict(zip(c["path"], c["text"].fillna(""))), alt, alt_text)
+
+
+@dataclass
+class PairBudget:
+    """How a pair's text shares a character budget: the image text gets up to ``image_share`` of ``chars``, the
+    document the rest. ``None`` chars: no limit (BM25 indexes the full text). Counts what was cut."""
+
+    chars: int | None = None
+    image_share: float = 0.25
+    cut_documents: int = 0
+    cut_images: int = 0
+
+    def join(self, doc: str, image: str) -> str:
+        if not image:
+            return doc
+        if self.chars is None:
+            return f"{doc}\n\n{image}" if doc else image
+        img_cap = max(1, int(self.chars * self.image_share))
+        if len(image) > img_cap:
+            image, self.cut_images = image[:img_cap], self.cut_images + 1
+        doc_cap = max(0, self.chars - len(image) - 2)
+        if len(doc) > doc_cap:
+            doc, self.cut_documents = doc[:doc_cap], self.cut_documents + 1
+        return f"{doc}\n\n{image}" if doc else image
+
+
+def item_texts(items: Items, prep: str | Path, image_text: ImageText | None, budget: PairBudget | None = None) -> list[str]:
+    """The text of every item for a text retriever: document text, image text, or both for a pair.
+
+    Raises:
+        ValueError: an image item without ``image_text``.
+    """
+    needs_images = any(items.image_paths)
+    if needs_images and image_text is None:
+        raise ValueError("a text system on a task with images needs image text (captions)")
+    corpus = {}
+    if any(items.doc_ids):
+        c = pd.read_parquet(Path(prep) / "corpus.parquet")
+        corpus = dict(zip(c["doc_id"], c["text"]))
+    budget = budget or PairBudget()
+    return [budget.join(corpus[d] if d else "", image_text.of(p) if p else "") for d, p in zip(items.doc_ids, items.image_paths)]
+
+
+def query_texts(queries: Queries, image_text: ImageText | None) -> list[str]:
+    """Each query's text followed by its images' captioner text (never alt text: queries have none), in order."""
+    if image_text is None:
+        return list(queries.texts)
+    return ["\n\n".join([q, *(image_text.captions[p] for p in paths if image_text.captions.get(p))])
+            for q, paths in zip(queries.texts, queries.image_paths)]

@@ -1,0 +1,85 @@
+"""Retrievers built once from a system's config: ``index(...)`` their items, then ``search(queries, k, exclude)``.
+
+* :class:`BM25Retriever` indexes item texts (the full text: no budget) and ranks each query's score vector.
+* :class:`VectorRetriever` indexes a ``(n, d)`` matrix (an in-memory array, a sharded store matrix or a
+  :class:`~mmir.retrieval.fusion.PairMatrix`) and searches query vectors by exact inner product in bounded memory
+  (:func:`~mmir.retrieval.topk.topk_inner_product`); no ``(queries x corpus)`` matrix is ever built.
+
+Both return ``(scores, indices)`` of shape ``(q, k)`` (padded with index ``-1``), ordered by score descending,
+ties by item index ascending, so runs are deterministic. :func:`to_run` turns them into a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from mmir.retrieval.runs import Run
+from mmir.retrieval.topk import PAD_INDEX, topk_inner_product, topk_scores
+
+
+class BM25Retriever:
+    """BM25 over item texts (:class:`mmir.retrieval.bm25.BM25`, the system's backend/method/k1/b/stopwords/stemmer)."""
+
+    def __init__(self, system: dict):
+        self.system = system
+        self.index_ = None
+
+    def index(self, texts: Sequence[str]) -> None:
+        from mmir.retrieval.bm25 import BM25
+
+        s = self.system
+        self.index_ = BM25(list(texts), backend=s["backend"], method=s["method"], k1=s["k1"], b=s["b"],
+                           stopwords=s["stopwords"], stemmer=s["stemmer"])
+
+    def search(self, queries: Sequence[str], k: int, exclude: Sequence[set[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores float64 (q, kk), indices int64 (q, kk))``, ``kk = min(k, n)``; BM25 scores as bm25s gives them."""
+        kk = min(k, self.index_.n)
+        out_s = np.full((len(queries), kk), -np.inf)
+        out_i = np.full((len(queries), kk), PAD_INDEX, dtype=np.int64)
+        for r, scores in enumerate(tqdm(self.index_.iter_scores(list(queries)), total=len(queries), desc="bm25", leave=False)):
+            s, i = topk_scores(scores, kk, exclude[r] if exclude else ())
+            out_s[r, : len(s)], out_i[r, : len(i)] = s, i
+        return out_s, out_i
+
+
+class VectorRetriever:
+    """Exact inner-product search over a vector matrix; scores are cosines when rows and queries are unit vectors.
+
+    Args:
+        chunk_size: corpus rows scored per step (bounds memory, see :func:`topk_inner_product`).
+        approximate: ``None`` (exact, the default) or a FAISS index type (``hnsw``, ``ivf``): labelled so in stats.
+    """
+
+    def __init__(self, chunk_size: int = 65536, approximate: str | None = None):
+        self.chunk_size, self.approximate = chunk_size, approximate
+        self.matrix = None
+
+    def index(self, matrix) -> None:
+        self.matrix = matrix
+
+    def search(self, queries: np.ndarray, k: int, exclude: Sequence[set[int]] | None) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores float32 (q, kk), indices int64 (q, kk))`` raw inner products.
+
+        Raises:
+            ValueError: query and item vectors of different dimensions (names both).
+        """
+        q = np.asarray(queries, dtype=np.float32)
+        if q.ndim != 2 or q.shape[1] != self.matrix.shape[1]:
+            raise ValueError(f"dimension mismatch: query vectors {q.shape}, item vectors {tuple(self.matrix.shape)}")
+        if self.approximate:
+            from mmir.retrieval.ann import faiss_search
+
+            return faiss_search(q, self.matrix, k, kind=self.approximate, exclude=exclude)
+        return topk_inner_product(q, self.matrix, k, chunk_size=self.chunk_size, exclude=exclude)
+
+
+def to_run(qids: Sequence[str], item_ids: Sequence[str], scores: np.ndarray, indices: np.ndarray, scale: float = 1.0) -> Run:
+    """``{qid: [(item_id, score * scale), ...]}`` in rank order; padding (index ``-1``) dropped. ``scale`` 100 makes
+    cosines the paper's scores (cosine x 100)."""
+    run: Run = {}
+    for qid, srow, irow in zip(qids, scores, indices):
+        run[qid] = [(item_ids[j], float(s) * scale) for s, j in zip(srow, irow) if j >= 0]
+    return run

@@ -1,0 +1,289 @@
+"""The retrieval stage's steps: encode one shard of one kind, seal a kind's store, retrieve one (task, system).
+
+Encoding is its own job per (dataset, domain, system, kind, shard), so documents, pair texts, images and queries
+are encoded once per system and every task reads the same vectors; a shard killed mid-way resumes at the batch
+it lost (:mod:`mmir.encoders.store`), and every vector also passes through the content-addressed embedding cache,
+so other systems with the same encoder and later runs reuse it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mmir.core.io import write_json
+
+log = logging.getLogger("mmir.workflow.retrieval")
+
+
+#: system keys that do not change a vector (left out of the store's system fingerprint)
+NOT_VECTOR_KEYS = ("tasks", "batch_size", "device", "num_workers", "approximate", "resources")
+
+
+def system_fingerprint(system: dict) -> str:
+    """sha256 of the system config that shapes its vectors: a store written for another config is refused."""
+    import hashlib
+
+    keep = {k: v for k, v in system.items() if k not in NOT_VECTOR_KEYS}
+    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _image_text(system: dict, captions: str | Path | None, prep: Path, alt_text: bool):
+    from mmir.retrieval.items import ImageText
+
+    return ImageText.load(captions, prep, alt_text) if captions else None
+
+
+def pair_budget(system: dict):
+    """The pair-text budget of a dense system: ``pair_chars`` (default 4 characters a token of ``max_length``,
+    or 2,048) with ``pair_image_share`` of it for the image text."""
+    from mmir.retrieval.items import PairBudget
+
+    chars = system.get("pair_chars") or (4 * system["max_length"] if system.get("max_length") else 2048)
+    return PairBudget(chars, system.get("pair_image_share", 0.25))
+
+
+def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, shard: int, shards: int,
+           encoding: dict, cache_root: str | Path, store_dir: str | Path, out_seal: str | Path, out_stats: str | Path,
+           captions: str | Path | None = None, alt_text: bool = False, encoder=None) -> dict:
+    """Encode shard ``shard`` of ``shards`` of ``kind`` (:mod:`mmir.retrieval.encoding`) into ``store_dir``.
+
+    Rows ``[start, stop)`` come from :func:`mmir.workflow.shards.shard_range` (pairs: the pairs of the documents of
+    that range); vectors are read from, or computed into, the embedding cache batch by batch and written to the
+    shard (float16 by default, ``encoding.dtype``). Writes the sealed marker ``out_seal`` and ``out_stats``
+    (rows, batches skipped/computed, cache hits/misses, model calls, truncations).
+
+    Raises:
+        DataError: the kind's inputs are inconsistent (e.g. a pair whose document is not in the corpus).
+    """
+    from mmir.encoders.cache import EmbeddingCache, content_key
+    from mmir.encoders.store import ShardMismatchError, shard_name, write_shard
+    from mmir.retrieval.encoding import KindEncoder, kind_rows
+    from mmir.workflow.shards import shard_range
+
+    t0 = time.perf_counter()
+    prep, store = Path(prepared_dir), Path(store_dir)
+    rows = kind_rows(kind, prep, system, _image_text(system, captions, prep, alt_text), pair_budget(system))
+    if kind == "pairs":  # along the documents' shards
+        import pandas as pd
+
+        docs = pd.read_parquet(prep / "corpus.parquet", columns=["doc_id"])["doc_id"].tolist()
+        d0, d1 = shard_range(len(docs), shard, shards, encoding["shard_size"])
+        inside = set(docs[d0:d1])
+        pair_docs = pd.read_parquet(prep / "pairs.parquet", columns=["pair_id", "doc_id"]).set_index("pair_id")["doc_id"]
+        sel = [i for i, pid in enumerate(rows.ids) if pair_docs[pid] in inside]
+        start, stop = (sel[0], sel[-1] + 1) if sel else (0, 0)
+    else:
+        start, stop = shard_range(len(rows), shard, shards, encoding["shard_size"])
+    enc = KindEncoder(system, encoder)
+    ckind = enc.cache_kind(rows)
+    fn = enc.fn(rows)
+    ids, payloads = rows.ids[start:stop], rows.payloads[start:stop]
+    keys = [content_key(enc.key, ckind, p) for p in payloads]
+    totals = {"hits": 0, "misses": 0, "model_calls": 0}
+    with EmbeddingCache(cache_root, enc.spec) as cache:
+        def compute(a: int, b: int) -> np.ndarray:
+            m, st = cache.encode(payloads[a:b], keys[a:b], fn, batch_size=system["batch_size"])
+            for k_ in totals:
+                totals[k_] += st[k_]
+            return m
+
+        probe = payloads[0] if payloads else ("" if not rows.images else rows.payloads[-1] if rows.payloads else b"")
+        dim = int(cache.encode([probe], [content_key(enc.key, ckind, probe)], fn, batch_size=1)[0].shape[1]) \
+            if (payloads or rows.payloads) else int(getattr(enc.encoder, "dim", 0) or 1)
+        kw = dict(dim=dim, encoder_key=enc.store_key(kind), dtype=encoding["dtype"], batch_size=encoding["batch_rows"],
+                  progress=f"encode {kind} shard {shard}")
+        try:
+            ws = write_shard(store, shard, ids, compute, **kw)
+        except ShardMismatchError as e:  # a shard of another plan or encoder under this name: start it again
+            log.warning("%s; rewriting shard %d", e, shard)
+            for f in store.glob(f"{shard_name(shard)}.*"):
+                f.unlink()
+            ws = write_shard(store, shard, ids, compute, **kw)
+    truncations = dict(getattr(enc.encoder, "truncations", {}) or {})
+    stats = {"system": system_name, "system_sha256": system_fingerprint(system), "kind": kind, "shard": shard,
+             "shards": shards, "rows": len(ids),
+             "row_range": [start, stop], "dim": dim, "dtype": encoding["dtype"], **ws.as_dict(),
+             **{f"cache_{k}": v for k, v in totals.items()}, "truncations": truncations,
+             "seconds": round(time.perf_counter() - t0, 2)}
+    write_json(out_stats, stats)
+    log.info("read %s (%d %s rows, shard %d of %d: rows %d..%d); wrote %s: %d batches computed, %d skipped (already "
+             "written), %d model calls, %d cache hits; truncations %s; %.1fs", prep, len(rows), kind, shard, shards,
+             start, stop, store, ws.batches_computed, ws.batches_skipped, totals["model_calls"], totals["hits"],
+             truncations or "none", stats["seconds"])
+    if not Path(out_seal).exists():
+        raise RuntimeError(f"shard {shard} of {store} was not sealed")
+    return stats
+
+
+def encode_store(system: dict, kind: str, shards: int, store_dir: str | Path, out_manifest: str | Path,
+                 shard_stats: list[str]) -> dict:
+    """Seal a kind's store: its manifest over shards ``0..shards-1`` (encoder key, dtype, dim, shard hashes) and
+    ``encode.json`` (the shards' encode stats summed, the system fingerprint).
+
+    Raises:
+        EncoderKeyMismatchError: shards written for another system config or encoder.
+        MissingShardError / ShardMismatchError: as :func:`mmir.encoders.store.finalize_store`.
+    """
+    from mmir.encoders.store import EncoderKeyMismatchError, finalize_store
+
+    stats = [json.loads(Path(f).read_text(encoding="utf-8")) for f in shard_stats]
+    fingerprint = system_fingerprint(system)
+    stale = [f for f, s in zip(shard_stats, stats) if s.get("system_sha256") != fingerprint]
+    if stale:
+        raise EncoderKeyMismatchError(stale[0], "shard encoded for another system config: rerun its encode job")
+    key = json.loads(Path(str(shard_stats[0]).replace(".stats.json", ".sealed.json")).read_text())["encoder_key"]
+    manifest = finalize_store(store_dir, key, shards)
+    summed = {k: sum(s.get(k, 0) for s in stats) for k in ("rows", "batches_computed", "batches_skipped", "cache_hits",
+                                                              "cache_misses", "cache_model_calls")}
+    trunc: dict[str, int] = {}
+    for s in stats:
+        for k, v in (s.get("truncations") or {}).items():
+            trunc[k] = trunc.get(k, 0) + v
+    write_json(Path(store_dir) / "encode.json", {"kind": kind, "shards": shards, "system_sha256": fingerprint, **summed,
+                                                 "truncations": trunc})
+    log.info("wrote %s: %d rows in %d shards (%s, dim %d); %d model calls", out_manifest, manifest["total_rows"], shards,
+             manifest["dtype"], manifest["dim"], summed["cache_model_calls"])
+    return manifest
+
+
+def open_kind(store_dir: str | Path, key: str):
+    """The opened store of a kind (``matrix``, ``ids``), checked against its manifest sizes."""
+    from mmir.encoders.store import open_store
+
+    return open_store(store_dir, key, verify="size")
+
+
+def tie_stats(scores: np.ndarray, depth: int = 10) -> dict[str, int]:
+    """Items in each query's top ``depth`` whose score equals another item's (in the top ``depth`` or the next
+    one), summed over queries, and the queries with any such tie: ties are broken by item order, so a measure
+    over the top ``depth`` then depends on that order."""
+    tied, queries = 0, 0
+    for row in scores:
+        row = row[np.isfinite(row)][: depth + 1]
+        top = row[:depth]
+        n = int(sum(np.count_nonzero(row == v) > 1 for v in top))
+        tied += n
+        queries += n > 0
+    return {f"tied_top{depth}_items": tied, f"queries_with_ties_top{depth}": queries}
+
+
+def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict, evaluation: dict, out_run: str | Path,
+             out_stats: str | Path, stores: dict[str, str] | None = None, captions: str | Path | None = None,
+             queries: str | Path | None = None, cache_root: str | Path | None = None, encoder=None) -> dict:
+    """Run one system on one prepared domain for one task; writes the TREC run and its stats.
+
+    ``stores``: the kind -> store directory of a dense/mm system (from the encode jobs). ``queries``: an ablation's
+    query variants (Task 1), encoded here through the embedding cache (a few thousand short texts at most).
+    Scores: BM25 as bm25s gives them; vector systems cosine x 100. Exclusions per ``evaluation.protocol``.
+    """
+    from mmir.core.io import write_json as _wj
+    from mmir.retrieval.exclusions import as_indices, exclusions
+    from mmir.retrieval.items import item_texts, query_texts, task_items, task_queries
+    from mmir.retrieval.retrievers import BM25Retriever, VectorRetriever, to_run
+    from mmir.retrieval.runs import write_run
+
+    t0 = time.perf_counter()
+    prep = Path(prepared_dir)
+    items, qs = task_items(task, prep), task_queries(task, prep, queries)
+    excluded = exclusions(prep, task, evaluation["protocol"])
+    exclude = as_indices(qs.qids, items.ids, excluded)
+    k = evaluation["top_k"]
+    image_text = _image_text(system, captions, prep, evaluation.get("alt_text", False))
+    stats: dict = {"task": task, "items": len(items), "topics": len(qs), "excluded_queries": len(excluded),
+                   "search": "exact"}
+    if system["kind"] == "bm25":
+        r = BM25Retriever(system)
+        r.index(item_texts(items, prep, image_text))
+        scores, idx = r.search(query_texts(qs, image_text) if task not in ("task1", "ablation") else qs.texts, k, exclude)
+        scale = 1.0
+    else:
+        matrix, qvecs, used = _vectors(task, system, items, qs, stores or {}, queries, cache_root, encoder)
+        stats |= used
+        r = VectorRetriever(chunk_size=evaluation.get("chunk_size", 65536), approximate=system.get("approximate"))
+        r.index(matrix)
+        scores, idx = r.search(qvecs, k, exclude)
+        stats["search"] = f"approximate ({system['approximate']})" if system.get("approximate") else "exact"
+        scale = 100.0
+    run = to_run(qs.qids, items.ids, scores, idx, scale)
+    n = write_run(out_run, run, tag=system_name)
+    stats |= tie_stats(scores) | {"run_lines": n, "seconds": round(time.perf_counter() - t0, 3), "system": system_name}
+    _wj(out_stats, stats)
+    log.info("read %s (%d items, %d queries, %d with exclusions); wrote %s: %d lines (top %d, %s search); %d tied items "
+             "in the top 10 of %d queries; %.1fs", prep, len(items), len(qs), len(excluded), out_run, n, k, stats["search"],
+             stats["tied_top10_items"], stats["queries_with_ties_top10"], stats["seconds"])
+    return stats
+
+
+def _vectors(task, system, items, qs, stores, variants, cache_root, encoder):
+    """(item matrix, query vectors, stats) of a dense or multimodal system from its stores."""
+    from mmir.retrieval.encoding import KindEncoder, kinds_of
+    from mmir.retrieval.fusion import PairMatrix, pair_rows, query_vectors
+
+    from mmir.encoders.store import EncoderKeyMismatchError
+
+    used: dict = {}
+    opened = {}
+    for kind in kinds_of(system, task):
+        e = json.loads((Path(stores[kind]) / "encode.json").read_text(encoding="utf-8"))
+        if e.get("system_sha256") != system_fingerprint(system):
+            raise EncoderKeyMismatchError(stores[kind], "the store was encoded for another config of this system "
+                                          "(rerun its encode jobs)")
+        opened[kind] = open_kind(stores[kind], _stored_key(stores[kind]))
+        used[f"encode_{kind}_model_calls"] = e.get("cache_model_calls", 0)
+        used[f"encode_{kind}_truncations"] = sum((e.get("truncations") or {}).values())
+    if system["kind"] == "dense":
+        item_kind = {"task1": "documents", "ablation": "documents", "task2": "documents", "task3": "images", "task4": "pairs"}[task]
+        store = opened[item_kind]
+        _check_ids(store.ids, items.ids, stores[item_kind])
+        if variants is not None:  # ablation query variants: encoded here, through the cache
+            qvecs = _encode_inline(KindEncoder(system, encoder), qs.texts, cache_root, system["batch_size"])
+            used["query_variants_encoded"] = len(qs)
+        else:
+            qstore = opened["queries" if task == "task1" else "mm_queries"]
+            _check_ids(qstore.ids, qs.qids, "queries")
+            qvecs = np.asarray(qstore.matrix[0:len(qs)], dtype=np.float32)
+        return store.matrix, qvecs, used
+    qt = opened["query_texts"]
+    _check_ids(qt.ids, qs.qids, "query texts")
+    tvecs = np.asarray(qt.matrix[0:len(qs)], dtype=np.float32)
+    img_kind = "query_stacks" if system["image_mode"] == "stack" else "query_images"
+    if system["image_mode"] == "none":
+        qvecs = query_vectors(tvecs, qs.image_paths, [], None, "none", system["fusion"])
+    else:
+        qi = opened[img_kind]
+        qvecs = query_vectors(tvecs, qs.image_paths, qi.ids, qi.matrix, system["image_mode"], system["fusion"])
+    if task == "task2":
+        _check_ids(opened["documents"].ids, items.ids, stores["documents"])
+        return opened["documents"].matrix, qvecs, used
+    if task == "task3":
+        _check_ids(opened["images"].ids, items.ids, stores["images"])
+        return opened["images"].matrix, qvecs, used
+    doc_rows, img_rows = pair_rows(items.doc_ids, items.image_paths, opened["documents"].ids, opened["images"].ids)
+    return PairMatrix(opened["documents"].matrix, opened["images"].matrix, doc_rows, img_rows), qvecs, used
+
+
+def _stored_key(store_dir: str | Path) -> str:
+    return json.loads((Path(store_dir) / "manifest.json").read_text(encoding="utf-8"))["encoder_key"]
+
+
+def _check_ids(stored: list[str], wanted: list[str], where) -> None:
+    if stored != list(wanted):
+        from mmir.core.errors import DataError
+
+        raise DataError(str(where), f"the store's {len(stored)} rows are not the task's {len(wanted)} items in order "
+                        "(stale store: rerun its encode jobs)")
+
+
+def _encode_inline(enc, texts: list[str], cache_root, batch_size: int) -> np.ndarray:
+    from mmir.encoders.cache import EmbeddingCache, content_key
+
+    with EmbeddingCache(cache_root, enc.spec) as cache:
+        keys = [content_key(enc.key, "query", t) for t in texts]
+        m, _ = cache.encode(texts, keys, enc.encoder.encode_queries, batch_size=batch_size)
+    return m
+
