@@ -78,7 +78,12 @@ def build_bm25s_index(corpus: Iterable[str], tokenizer, *, method: str, k1: floa
         (document, term) pair, then the CSC matrix (8 bytes per pair); no per-token Python object survives a chunk.
     """
     import bm25s
-    from bm25s.scoring import _build_idf_array, _build_nonoccurrence_array, _select_idf_scorer, _select_tfc_scorer
+    from bm25s.scoring import (
+        _build_idf_array,
+        _build_nonoccurrence_array,
+        _select_idf_scorer,
+        _select_tfc_scorer,
+    )
 
     parts, lengths = [], []
     n = 0
