@@ -143,7 +143,7 @@ def _search_store(path: Path, args, save: Path | None) -> dict:
     n = len(store)
     return {"time_s": t_search, "open_s": t_open,
             "note": f"{N_QUERIES} queries, k={args.k}, over {n:,} rows: {t_search:.1f} s "
-                    f"({N_QUERIES / t_search:.1f} q/s, {n * N_QUERIES / t_search / 1e9:.2f} G dot/s); "
+                    f"({N_QUERIES / t_search:.1f} q/s, {n * N_QUERIES / t_search / 1e6:,.1f} M {DIM}-d dot products/s); "
                     f"open + sha256 check {t_open:.1f} s"}
 
 

@@ -176,6 +176,9 @@ class ShardWriter:
             for line in lines[1:-1]:
                 if line.strip().isdigit() and int(line) < self.n_batches:
                     self._done.add(int(line))
+            if lines[-1]:  # a torn last line: cut it, so the next record starts on a line of its own
+                with open(self.progress_path, "r+") as f:
+                    f.truncate(len("\n".join(lines[:-1]).encode()) + 1)
             self._offset = offset
         else:
             mm = np.lib.format.open_memmap(self.npy, mode="w+", dtype=self.dtype, shape=(self.rows, self.dim))
@@ -215,7 +218,8 @@ class ShardWriter:
         if self.sealed:
             raise ShardMismatchError(self.sealed_path, "the shard is sealed; it cannot be written")
         start, stop = self.batch_range(batch)
-        arr = np.ascontiguousarray(vectors, dtype=self.dtype)
+        with np.errstate(over="ignore"):  # an overflow to inf is reported below, naming the batch
+            arr = np.ascontiguousarray(vectors, dtype=self.dtype)
         if arr.shape != (stop - start, self.dim):
             raise ShardMismatchError(self.npy, f"batch {batch} (rows {start}..{stop - 1}) needs shape "
                                      f"({stop - start}, {self.dim}), got {np.shape(vectors)}")

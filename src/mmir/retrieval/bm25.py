@@ -122,6 +122,8 @@ def build_bm25s_index(corpus: Iterable[str], tokenizer, *, method: str, k1: floa
     fill = indptr[:-1].copy()
     while parts:
         d, t, tf = parts.pop(0)
+        if not t.size:  # a chunk of empty documents
+            continue
         # the same elementwise float operations as bm25s's per-document loop (doc length int, avgdl float64)
         scores = idf_array[t] * tfc_fn(tf_array=tf, l_d=doc_len[d], l_avg=avg_doc_len, k1=k1, b=b, delta=delta)
         if nonocc is not None:
