@@ -80,3 +80,34 @@ def test_top_k_ties_exclusions_and_short_corpus():
     idx, _ = top_k(r, 50, exclude=[3, 7])
     ref = [i for i in sorted(range(500), key=lambda i: (-r[i], i)) if i not in (3, 7)][:50]
     assert idx.tolist() == ref
+
+
+def _today(corpus, queries, method, stopwords, stemmer):
+    """The implementation before the chunked id-based index: bm25s over token strings (return_ids=False)."""
+    import bm25s
+
+    tok = make_tokenizer(stopwords, stemmer)
+    index = bm25s.BM25(method=method, k1=0.9, b=0.4)
+    index.index(tok(corpus), show_progress=False)
+    return [np.asarray(index.get_scores(t)) if t else np.zeros(len(corpus), np.float32) for t in tok(queries)]
+
+
+def test_chunked_id_index_scores_equal_the_token_string_index_exactly():
+    import pytest
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(200)] + ["running", "runs", "ran", "the", "and", "of", "a", "foxes"]
+    corpus = CORPUS + [" ".join(rng.choice(words, size=rng.integers(0, 50))) for _ in range(300)]
+    corpus += ["", "the and of", "x", " ".join(["w1"] * 5000)]  # empty, stopwords only, no token, a long one
+    queries = QUERIES + [" ".join(rng.choice(words, size=6)) for _ in range(20)] + ["the", "zzz qq", "runs w1 w1"]
+    for stopwords, stemmer in (("en", "english"), (None, None)):
+        for method in ("lucene", "robertson", "atire", "bm25l", "bm25+"):
+            ref = _today(corpus, queries, method, stopwords, stemmer)
+            for chunk_docs in (1, 37, 10_000):
+                ours = BM25(iter(corpus), method=method, k1=0.9, b=0.4, stopwords=stopwords, stemmer=stemmer,
+                            chunk_docs=chunk_docs)  # any iterable, read once
+                assert ours.n == len(corpus)
+                for q, r, s in zip(queries, ref, ours.iter_scores(queries)):
+                    assert s.dtype == r.dtype and np.array_equal(s, r), (method, stemmer, chunk_docs, q)
+    with pytest.raises(ValueError, match="backend"):
+        BM25(CORPUS, backend="nope")

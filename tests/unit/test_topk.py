@@ -102,3 +102,45 @@ def test_empty_inputs():
     assert s.shape == (0, 3)
     s, i = topk_inner_product(np.zeros((2, 4)), np.zeros((0, 4), np.float32), k=3)
     assert s.shape == (2, 0)
+
+
+# --- the vector store's ShardedMatrix as the corpus -------------------------------------------------------
+
+def _sharded(tmp_path, corpus, sizes):
+    from mmir.encoders.store import ShardedMatrix
+
+    paths, start = [], 0
+    for i, n in enumerate(sizes):
+        paths.append(tmp_path / f"s{i}.npy")
+        np.save(paths[-1], corpus[start : start + n])
+        start += n
+    assert start == len(corpus)
+    return ShardedMatrix(paths, source=tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("chunk_size", [1, 5, 16, 64, 1000])
+def test_sharded_corpus_equals_dense_reference(tmp_path, dtype, chunk_size):
+    rng = np.random.default_rng(3)
+    corpus = rng.standard_normal((150, 8)).astype(dtype)
+    queries = rng.standard_normal((9, 8)).astype(np.float32)
+    m = _sharded(tmp_path, corpus, [17, 0, 40, 1, 60, 32])
+    exclude = [set(rng.choice(150, size=r * 3, replace=False).tolist()) for r in range(9)]
+    s, i = topk_inner_product(queries, m, k=20, chunk_size=chunk_size, exclude=exclude, query_block=4)
+    _assert_matches(s, i, *_reference(queries, corpus, 20, exclude))
+    s2, i2 = topk_inner_product(queries, corpus, k=20, chunk_size=chunk_size, exclude=exclude, query_block=4)
+    np.testing.assert_array_equal(i, i2)
+    np.testing.assert_array_equal(s, s2)
+
+
+def test_sharded_ties_across_shard_borders_and_exclusions(tmp_path):
+    corpus = np.array([[1, 0], [2, 0], [1, 0], [0, 1], [2, 0], [1, 0], [2, 0], [0, 0], [1, 0]], dtype=np.float16)
+    m = _sharded(tmp_path, corpus, [2, 3, 1, 3])  # borders after rows 1, 4, 5
+    queries = np.array([[1, 0], [0, 0]], dtype=np.float32)
+    for chunk in (1, 2, 3, 4, 100):
+        s, i = topk_inner_product(queries, m, k=5, chunk_size=chunk)
+        assert i[0].tolist() == [1, 4, 6, 0, 2], chunk
+        assert i[1].tolist() == [0, 1, 2, 3, 4], chunk  # all tied at 0: corpus order
+        s, i = topk_inner_product(queries, m, k=5, chunk_size=chunk, exclude=[{4, 0}, {0, 1, 2, 3, 5, 6, 7, 8}])
+        assert i[0].tolist() == [1, 6, 2, 5, 8], chunk
+        assert i[1].tolist() == [4, PAD_INDEX, PAD_INDEX, PAD_INDEX, PAD_INDEX] and np.isneginf(s[1, 1:]).all()

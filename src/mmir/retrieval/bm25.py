@@ -1,17 +1,28 @@
 """BM25 over a tokenised corpus: bm25s (fast, default) or rank_bm25 (reference).
 
-Tokenisation is shared by both backends (bm25s.tokenize: lower-casing, ``\\w\\w+`` tokens, optional
-stopwords and PyStemmer stemming), so a ranking difference can only come from the scoring.
+Tokenisation is shared by both backends (lower-casing, ``\\w\\w+`` tokens, optional stopwords and PyStemmer
+stemming, as ``bm25s.tokenize``), so a ranking difference can only come from the scoring.
 BRIGHT/MM-BRIGHT use the Lucene variant with k1=0.9, b=0.4 (``method: lucene``).
 rank_bm25's BM25Okapi uses the Robertson idf with an epsilon floor for terms in more than half the
 documents; with no such term it equals bm25s ``method: robertson``.
+
+Full-size corpora (MM-BRIGHT physics: 338,291 documents, one of several MB) are indexed in bounded memory:
+the bm25s backend tokenises ``chunk_docs`` documents at a time with bm25s's id-based ``Tokenizer`` (one
+growing vocabulary, ``return_as="ids"``), keeps only numpy arrays of (document, term, tf) per chunk, and builds
+the same sparse score matrix bm25s builds (its own idf/tf scoring functions, float32 per (document, term)
+entry), so rankings and scores are identical to ``bm25s.BM25.index`` over token strings, without any
+per-token Python object for the whole corpus.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 
 import numpy as np
+
+#: documents tokenised per step by the bm25s backend (bounds the Python token lists alive at once)
+CHUNK_DOCS = 2048
 
 
 def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = "english"):
@@ -32,30 +43,135 @@ def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = "english"
     return tokenize
 
 
-class BM25:
-    """A BM25 index over ``corpus`` (list of texts, index = corpus position).
+def make_id_tokenizer(stopwords: str | None = "en", stemmer: str | None = "english"):
+    """bm25s's id-based ``Tokenizer`` with the same tokens as :func:`make_tokenizer` (ids into one vocabulary)."""
+    from bm25s.tokenization import Tokenizer
+
+    stem = None
+    if stemmer:
+        import Stemmer
+
+        stem = Stemmer.Stemmer(stemmer)
+    return Tokenizer(lower=True, stopwords=stopwords or [], stemmer=stem)
+
+
+def _chunk_pairs(token_ids: list[list[int]], doc0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(doc int32, term int32, tf float32)`` of each distinct (document, term) of a chunk, sorted by
+    (document, term), and the documents' lengths (int64)."""
+    lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(token_ids))
+    flat = np.fromiter(itertools.chain.from_iterable(token_ids), dtype=np.int64, count=int(lengths.sum()))
+    docs = np.repeat(np.arange(len(token_ids), dtype=np.int64), lengths)
+    packed, tf = np.unique((docs << 32) | flat, return_counts=True)
+    return ((packed >> 32) + doc0).astype(np.int32), (packed & 0xFFFFFFFF).astype(np.int32), tf.astype(np.float32), lengths
+
+
+def build_bm25s_index(corpus: Iterable[str], tokenizer, *, method: str, k1: float, b: float,
+                      delta: float = 0.5, chunk_docs: int = CHUNK_DOCS):
+    """A ``bm25s.BM25`` whose score matrix equals ``bm25s.BM25(...).index(token strings)``, built by chunks.
 
     Args:
-        backend: ``bm25s`` or ``rank_bm25``.
+        corpus: the documents' texts (any iterable, read once).
+        tokenizer: a :func:`make_id_tokenizer`; its vocabulary is extended by the corpus.
+
+    Returns:
+        ``(index, n_docs)``. Memory: one chunk of token lists plus numpy arrays of ``12`` bytes per distinct
+        (document, term) pair, then the CSC matrix (8 bytes per pair); no per-token Python object survives a chunk.
+    """
+    import bm25s
+    from bm25s.scoring import (
+        _build_idf_array,
+        _build_nonoccurrence_array,
+        _select_idf_scorer,
+        _select_tfc_scorer,
+    )
+
+    parts, lengths = [], []
+    n = 0
+    it = iter(corpus)
+    while chunk := list(itertools.islice(it, chunk_docs)):
+        ids = tokenizer.tokenize(chunk, update_vocab=True, return_as="ids", show_progress=False, allow_empty=False)
+        del chunk
+        d, t, tf, ln = _chunk_pairs(ids, n)
+        del ids
+        parts.append((d, t, tf))
+        lengths.append(ln)
+        n += len(ln)
+    index = bm25s.BM25(method=method, k1=k1, b=b, delta=delta)
+    vocab = tokenizer.get_vocab_dict()
+    n_vocab = len(vocab)
+    doc_len = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    avg_doc_len = doc_len.mean() if n else np.float64(np.nan)  # as bm25s: np.array(lengths).mean()
+    df = np.zeros(n_vocab, dtype=np.int64)
+    for _, t, _ in parts:
+        df += np.bincount(t, minlength=n_vocab)
+    doc_frequencies = dict(enumerate(df.tolist()))
+    idf_array = _build_idf_array(doc_frequencies, n_docs=n, compute_idf_fn=_select_idf_scorer(index.idf_method),
+                                 dtype=index.dtype)
+    tfc_fn = _select_tfc_scorer(method)
+    nonocc = None
+    if method in index.methods_requiring_nonoccurrence:
+        nonocc = _build_nonoccurrence_array(doc_frequencies, n_docs=n, compute_idf_fn=_select_idf_scorer(index.idf_method),
+                                            calculate_tfc_fn=tfc_fn, l_d=avg_doc_len, l_avg=avg_doc_len, k1=k1, b=b,
+                                            delta=delta, dtype=index.dtype)
+    del doc_frequencies
+    # CSC by counting sort: column (term) pointers from df, then each chunk's entries placed in document order
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    data = np.empty(int(indptr[-1]), dtype=index.dtype)
+    indices = np.empty(int(indptr[-1]), dtype=np.int32)
+    fill = indptr[:-1].copy()
+    while parts:
+        d, t, tf = parts.pop(0)
+        if not t.size:  # a chunk of empty documents
+            continue
+        # the same elementwise float operations as bm25s's per-document loop (doc length int, avgdl float64)
+        scores = idf_array[t] * tfc_fn(tf_array=tf, l_d=doc_len[d], l_avg=avg_doc_len, k1=k1, b=b, delta=delta)
+        if nonocc is not None:
+            scores -= nonocc[t]
+        order = np.argsort(t, kind="stable")  # by term, documents ascending within a term
+        ts = t[order]
+        first = np.flatnonzero(np.concatenate([[True], ts[1:] != ts[:-1]]))
+        counts = np.diff(np.concatenate([first, [ts.size]]))
+        rank = np.arange(ts.size) - np.repeat(first, counts)
+        dest = fill[ts] + rank
+        data[dest] = scores[order]
+        indices[dest] = d[order]
+        fill[ts[first]] += counts
+        del d, t, tf, scores, order, ts, dest, rank
+    index.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n}
+    index.vocab_dict = vocab
+    index.nonoccurrence_array = nonocc
+    index.unique_token_ids_set = set(vocab.values())
+    return index, n
+
+
+class BM25:
+    """A BM25 index over ``corpus`` (texts, index = corpus position).
+
+    Args:
+        corpus: the documents' texts; the bm25s backend reads any iterable once, ``chunk_docs`` at a time
+            (a list, or a generator over parquet batches), so the corpus need not be held by the index.
+        backend: ``bm25s`` or ``rank_bm25`` (the reference; it holds every token string: small corpora only).
         method: bm25s variant (lucene, robertson, atire, bm25l, bm25+); rank_bm25 is always Okapi.
         k1, b: the usual BM25 parameters.
         stopwords, stemmer: see :func:`make_tokenizer`.
+        chunk_docs: documents tokenised per step (bm25s backend).
     """
 
-    def __init__(self, corpus: Sequence[str], *, backend: str = "bm25s", method: str = "lucene",
-                 k1: float = 0.9, b: float = 0.4, stopwords: str | None = "en", stemmer: str | None = "english"):
+    def __init__(self, corpus: Iterable[str], *, backend: str = "bm25s", method: str = "lucene",
+                 k1: float = 0.9, b: float = 0.4, stopwords: str | None = "en", stemmer: str | None = "english",
+                 chunk_docs: int = CHUNK_DOCS):
         self.tokenize = make_tokenizer(stopwords, stemmer)
         self.backend = backend
-        self.n = len(corpus)
-        tokens = self.tokenize(corpus)
         if backend == "bm25s":
-            import bm25s
-
-            self._index = bm25s.BM25(method=method, k1=k1, b=b)
-            self._index.index(tokens, show_progress=False)
+            self._tok = make_id_tokenizer(stopwords, stemmer)
+            self._index, self.n = build_bm25s_index(corpus, self._tok, method=method, k1=k1, b=b,
+                                                    chunk_docs=chunk_docs)
         elif backend == "rank_bm25":
             from rank_bm25 import BM25Okapi
 
+            tokens = self.tokenize(list(corpus))
+            self.n = len(tokens)
             # rank_bm25 divides by zero on an empty document list; keep empty docs as a placeholder token
             self._index = BM25Okapi([t or ["\0"] for t in tokens], k1=k1, b=b)
         else:
@@ -66,6 +182,15 @@ class BM25:
         return next(self.iter_scores([query]))
 
     def iter_scores(self, queries: Sequence[str]):
-        """Yield the score vector (float, shape ``(n,)``) of each query in order; tokenises all at once."""
-        for toks in self.tokenize(queries):
-            yield np.asarray(self._index.get_scores(toks)) if toks else np.zeros(self.n, dtype=np.float32)
+        """Yield the score vector (float, shape ``(n,)``; float32 for bm25s) of each query in order.
+
+        Query terms absent from the corpus contribute nothing; a query without any known term scores 0 everywhere.
+        """
+        if self.backend == "rank_bm25":
+            for toks in self.tokenize(queries):
+                yield np.asarray(self._index.get_scores(toks)) if toks else np.zeros(self.n, dtype=np.float32)
+            return
+        for ids in self._tok.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False,
+                                      allow_empty=False):
+            yield (np.asarray(self._index.get_scores_from_ids(ids)) if ids
+                   else np.zeros(self.n, dtype=np.float32))

@@ -3,7 +3,9 @@
 The corpus matrix is scanned in chunks of ``chunk_size`` rows; each chunk is cast to float32, scored against
 a block of queries with one matrix product, reduced to its own top-k and merged into the running top-k.
 Working memory is therefore ``O(chunk_size * (d + query_block))`` float32 values, independent of the corpus
-size, so a float16 corpus of millions of vectors (or a read-only ``np.memmap``) can be searched exactly.
+size, so a float16 corpus of millions of vectors (a read-only ``np.memmap``, or a vector store's
+:class:`~mmir.encoders.sharded.ShardedMatrix`, which is read chunk by chunk straight into one reused float32
+buffer) can be searched exactly.
 
 Ordering is total and deterministic: higher score first; equal scores -> lower corpus index first. This holds
 across chunk borders and at the k-th place (ties at the cut are resolved by index, not by whatever
@@ -18,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from mmir.encoders.sharded import ShardedMatrix, check_dimension
 
 #: index used to pad a row whose query has fewer than k admissible corpus items
 PAD_INDEX = -1
@@ -59,7 +63,8 @@ def _merge(
 def working_memory_bytes(chunk_size: int, d: int, query_block: int = 256) -> int:
     """Upper estimate of :func:`topk_inner_product`'s scratch memory in bytes, independent of the corpus size:
     the float32 copy of one chunk (``4 * chunk_size * d``) plus, per query block, the float32 score matrix, the
-    int64 ``argpartition`` indices and a boolean mask (``13 * query_block * chunk_size``)."""
+    int64 ``argpartition`` indices and a boolean mask (``13 * query_block * chunk_size``). A float16
+    :class:`~mmir.encoders.sharded.ShardedMatrix` adds its read buffer (``2 * chunk_size * d``)."""
     return chunk_size * (4 * d + 13 * query_block)
 
 
@@ -76,7 +81,8 @@ def topk_inner_product(
     Args:
         queries: ``(q, d)`` float array (any float dtype; computed in float32).
         corpus: ``(n, d)`` float16 or float32 array (``np.memmap`` works; only one chunk is materialised as
-            float32 at a time).
+            float32 at a time), or a :class:`~mmir.encoders.sharded.ShardedMatrix` (a vector store's shards,
+            read chunk by chunk across shard borders into one reused float32 buffer).
         k: number of results per query (``k >= 1``).
         chunk_size: corpus rows per chunk; working memory is bounded by :func:`working_memory_bytes`
             (about ``chunk_size * (4 * d + 13 * query_block)`` bytes) plus the inputs and outputs.
@@ -92,13 +98,17 @@ def topk_inner_product(
 
     Raises:
         ValueError: wrong dimensions or sizes, ``len(exclude) != q``, or a non-finite score (NaN/inf in the
-            inputs), naming the corpus chunk.
+            inputs), naming the corpus chunk. For a ShardedMatrix a dimension mismatch is a
+            :class:`~mmir.encoders.sharded.DimensionMismatchError` (a ValueError naming the store).
     """
     queries = np.asarray(queries)
     if queries.ndim != 2 or corpus.ndim != 2:
         raise ValueError(f"queries and corpus must be 2-D, got {queries.shape} and {corpus.shape}")
     q, d = queries.shape
     n = corpus.shape[0]
+    sharded = isinstance(corpus, ShardedMatrix)
+    if sharded:
+        check_dimension(queries.shape, corpus)
     if corpus.shape[1] != d:
         raise ValueError(f"dimension mismatch: queries have d={d}, corpus has d={corpus.shape[1]}")
     if k < 1 or chunk_size < 1 or query_block < 1:
@@ -119,9 +129,13 @@ def topk_inner_product(
 
     best_s = [np.empty((min(query_block, q - b), 0), np.float32) for b in range(0, q, query_block)]
     best_i = [np.empty((min(query_block, q - b), 0), np.int64) for b in range(0, q, query_block)]
+    buf = np.empty((min(chunk_size, n), d), dtype=np.float32) if sharded else None
     for start in range(0, n, chunk_size):
         stop = min(start + chunk_size, n)
-        chunk = np.asarray(corpus[start:stop], dtype=np.float32)  # copy only if the dtype differs
+        if sharded:
+            chunk = corpus.read_rows(start, stop, out=buf[: stop - start])
+        else:
+            chunk = np.asarray(corpus[start:stop], dtype=np.float32)  # copy only if the dtype differs
         for bi, b0 in enumerate(range(0, q, query_block)):
             b1 = min(b0 + query_block, q)
             scores = qf[b0:b1] @ chunk.T  # (qb, m) float32
@@ -141,6 +155,7 @@ def topk_inner_product(
             best_s[bi], best_i[bi] = _merge(best_s[bi], best_i[bi], cs, ci, kk)
             del scores
         del chunk
+    del buf
     for bi, b0 in enumerate(range(0, q, query_block)):
         s, i = best_s[bi], best_i[bi]
         i = np.where(np.isneginf(s), PAD_INDEX, i)  # excluded items (scored -inf) become padding

@@ -1,0 +1,150 @@
+"""Optional FAISS search over the same vectors as :func:`mmir.retrieval.topk.topk_inner_product` (never the default).
+
+Three index kinds, all inner product:
+
+- ``flat`` (``faiss.IndexFlatIP``): exact; the baseline the chunked top-k is benchmarked against. Ties may come
+  in any order (FAISS does not break them by index).
+- ``hnsw`` (``faiss.IndexHNSWFlat``, graph; ``m``, ``ef_construction``, ``ef_search``): **approximate**.
+- ``ivf`` (``faiss.IndexIVFFlat``, k-means lists trained on a sample; ``nlist``, ``nprobe``): **approximate**.
+
+Every FAISS index holds the vectors in RAM as float32 (``4 * n * d`` bytes: 1.4 GB for 338,291 x 1,024, 10 GB for
+2.5 M), plus the graph or lists; the exact chunked top-k is the bounded-memory path. The corpus may be a
+``ShardedMatrix``: it is added ``chunk_size`` rows at a time. :attr:`FaissIndex.label` and
+:meth:`FaissIndex.run_stats` say whether results are approximate, for a run's stats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mmir.encoders.sharded import ShardedMatrix, check_dimension
+from mmir.retrieval.topk import PAD_INDEX
+
+KINDS = ("flat", "hnsw", "ivf")
+
+
+def _rows(corpus, start: int, stop: int) -> np.ndarray:
+    if isinstance(corpus, ShardedMatrix):
+        return corpus.read_rows(start, stop, dtype=np.float32)
+    return np.ascontiguousarray(corpus[start:stop], dtype=np.float32)
+
+
+class FaissIndex:
+    """A FAISS inner-product index over a corpus of ``(n, d)`` vectors (array, memmap or ShardedMatrix).
+
+    Args:
+        corpus: the vectors; row numbers are the returned indices.
+        kind: ``flat`` (exact), ``hnsw`` or ``ivf`` (approximate).
+        m, ef_construction, ef_search: HNSW graph degree and search breadth.
+        nlist, nprobe, train_size, seed: IVF lists (default ``~4 * sqrt(n)``), lists visited per query, vectors
+            sampled to train the k-means (a fixed seed makes the index deterministic for a given corpus).
+        chunk_size: rows added per step.
+        threads: FAISS OpenMP threads (None: FAISS's default).
+    """
+
+    def __init__(self, corpus, kind: str = "flat", *, m: int = 32, ef_construction: int = 80, ef_search: int = 256,
+                 nlist: int | None = None, nprobe: int = 32, train_size: int = 100_000, seed: int = 0,
+                 chunk_size: int = 65536, threads: int | None = None):
+        import faiss
+
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if threads is not None:
+            faiss.omp_set_num_threads(threads)
+        n, d = corpus.shape
+        self.kind, self.n, self.d = kind, n, d
+        self.approximate = kind != "flat"
+        self._sharded = corpus if isinstance(corpus, ShardedMatrix) else None
+        if kind == "flat":
+            index = faiss.IndexFlatIP(d)
+            self.params = {}
+        elif kind == "hnsw":
+            index = faiss.IndexHNSWFlat(d, m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = ef_construction
+            index.hnsw.efSearch = ef_search
+            self.params = {"M": m, "efConstruction": ef_construction, "efSearch": ef_search}
+        else:
+            nlist = nlist or max(1, min(n, int(4 * np.sqrt(max(n, 1)))))
+            index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+            rng = np.random.default_rng(seed)
+            sample = np.sort(rng.choice(n, size=min(n, max(train_size, nlist)), replace=False))
+            train = self._gather(corpus, sample)
+            index.cp.seed = seed
+            index.train(train)
+            del train
+            index.nprobe = nprobe
+            self.params = {"nlist": nlist, "nprobe": nprobe, "train_size": int(len(sample))}
+        for s in range(0, n, chunk_size):
+            index.add(_rows(corpus, s, min(s + chunk_size, n)))
+        self.index = index
+
+    @staticmethod
+    def _gather(corpus, rows: np.ndarray) -> np.ndarray:
+        if isinstance(corpus, ShardedMatrix):
+            return corpus.take(rows).astype(np.float32)
+        return np.ascontiguousarray(corpus[rows], dtype=np.float32)
+
+    @property
+    def label(self) -> str:
+        """``exact:faiss-flat`` or ``approximate:faiss-<kind>(<params>)``: what a run's stats should record."""
+        params = ",".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{'approximate' if self.approximate else 'exact'}:faiss-{self.kind}" + (f"({params})" if params else "")
+
+    def run_stats(self) -> dict:
+        """``{"search", "approximate", "faiss_kind", **params}`` for a run's stats file."""
+        return {"search": self.label, "approximate": self.approximate, "faiss_kind": self.kind, **self.params}
+
+    def search(self, queries: np.ndarray, k: int,
+               exclude: Sequence[set[int] | frozenset[int] | Sequence[int]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` rows by inner product, the shapes of :func:`~mmir.retrieval.topk.topk_inner_product`.
+
+        Args:
+            queries: ``(q, d)`` float array.
+            exclude: optional, per query, row numbers never returned (searched with ``k + len(exclude)``, then
+                removed).
+
+        Returns:
+            ``(scores float32 (q, kk), indices int64 (q, kk))``, ``kk = min(k, n)``, best first; missing places
+            (approximate search, exclusions) are padded with index ``-1`` and score ``-inf``.
+
+        Raises:
+            ValueError (DimensionMismatchError for a ShardedMatrix corpus): ``d`` differs; ``len(exclude) != q``.
+        """
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        if self._sharded is not None:
+            check_dimension(queries.shape, self._sharded)
+        if queries.ndim != 2 or queries.shape[1] != self.d:
+            raise ValueError(f"dimension mismatch: queries {queries.shape}, index has d={self.d}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        q = queries.shape[0]
+        if exclude is not None and len(exclude) != q:
+            raise ValueError(f"exclude has {len(exclude)} entries for {q} queries")
+        kk = min(k, self.n)
+        extra = max((len(e) for e in exclude), default=0) if exclude is not None else 0
+        ks = min(self.n, kk + extra)
+        out_s = np.full((q, kk), -np.inf, dtype=np.float32)
+        out_i = np.full((q, kk), PAD_INDEX, dtype=np.int64)
+        if q == 0 or kk == 0:
+            return out_s, out_i
+        s, i = self.index.search(queries, ks)
+        for r in range(q):
+            keep = i[r] >= 0
+            if exclude is not None and len(exclude[r]):
+                keep &= ~np.isin(i[r], np.fromiter((int(x) for x in exclude[r]), dtype=np.int64))
+            si, ii = s[r][keep][:kk], i[r][keep][:kk]
+            out_s[r, : len(si)] = si
+            out_i[r, : len(ii)] = ii
+        return out_s, out_i
+
+
+def faiss_topk(queries: np.ndarray, corpus, k: int, kind: str = "flat", exclude=None,
+               **params) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Build a :class:`FaissIndex` of ``kind`` over ``corpus`` and search it once.
+
+    Returns ``(scores, indices, run_stats)``; ``run_stats["approximate"]`` is True for hnsw/ivf."""
+    index = FaissIndex(corpus, kind, **params)
+    scores, idx = index.search(queries, k, exclude)
+    return scores, idx, index.run_stats()
