@@ -19,7 +19,7 @@ import numpy as np
 
 from mmir.data.trec import read_trec_documents, read_trec_topics
 from mmir.retrieval.bm25 import BM25
-from mmir.retrieval.runs import top_k
+from mmir.retrieval.topk import topk_scores
 
 
 def main() -> None:
@@ -39,14 +39,14 @@ def main() -> None:
     ref = BM25Okapi(ours.tokenize(docs), k1=0.9, b=0.4)
 
     t0 = time.perf_counter()
-    ours_top = [top_k(s, 10)[0] for s in ours.iter_scores(stream)]
+    ours_top = [topk_scores(s, 10)[1] for s in ours.iter_scores(stream)]
     t_ours = time.perf_counter() - t0
     qps_ours = len(stream) / t_ours
 
     sample = stream[: args.ref_sample]
     sample_tokens = ours.tokenize(sample)
     t0 = time.perf_counter()
-    ref_top = [top_k(ref.get_scores(toks), 10)[0] for toks in sample_tokens]
+    ref_top = [topk_scores(ref.get_scores(toks), 10)[1] for toks in sample_tokens]
     t_ref = time.perf_counter() - t0
     qps_ref = len(sample) / t_ref
 

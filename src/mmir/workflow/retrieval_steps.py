@@ -38,6 +38,13 @@ def _image_text(system: dict, captions: str | Path | None, prep: Path, alt_text:
     return ImageText.load(captions, prep, alt_text) if captions else None
 
 
+def _blank_png() -> bytes:
+    from mmir.data.images import blank_image
+    from mmir.retrieval.encoding import png_bytes
+
+    return png_bytes(blank_image())
+
+
 def pair_budget(system: dict):
     """The pair-text budget of a dense system: ``pair_chars`` (default 4 characters a token of ``max_length``,
     or 2,048) with ``pair_image_share`` of it for the image text."""
@@ -92,9 +99,11 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
                 totals[k_] += st[k_]
             return m
 
-        probe = payloads[0] if payloads else ("" if not rows.images else rows.payloads[-1] if rows.payloads else b"")
-        dim = int(cache.encode([probe], [content_key(enc.key, ckind, probe)], fn, batch_size=1)[0].shape[1]) \
-            if (payloads or rows.payloads) else int(getattr(enc.encoder, "dim", 0) or 1)
+        if payloads:  # the first batch through the cache gives the dimension; the writer then reads it back
+            dim = int(compute(0, min(len(payloads), encoding["batch_rows"])).shape[1])
+        else:  # an empty shard still records the encoder's dimension
+            probe = rows.payloads[-1] if rows.payloads else ("" if not rows.images else _blank_png())
+            dim = int(cache.encode([probe], [content_key(enc.key, ckind, probe)], fn, batch_size=1)[0].shape[1])
         kw = dict(dim=dim, encoder_key=enc.store_key(kind), dtype=encoding["dtype"], batch_size=encoding["batch_rows"],
                   progress=f"encode {kind} shard {shard}")
         try:
