@@ -34,11 +34,15 @@ log = logging.getLogger(__name__)
 MM_TASKS = ("task2", "task3", "task4")
 
 
-def read_exclusions(prepared_dir: Path, task: str, protocol: str) -> dict[str, set[str]]:
-    """Items removed from each query's ranking: ``excluded.<task>.tsv`` under ``official`` plus, for Task 4,
-    ``excluded.task4.always.tsv`` (pairs with a negative image) under every protocol."""
+def read_exclusions(prepared_dir: Path, task: str, protocol: str, task4_protocol: str = "paper") -> dict[str, set[str]]:
+    """Items removed from each query's ranking: ``excluded.<task>.tsv`` under ``official`` plus, for Task 4
+    under ``task4_protocol: paper``, ``excluded.task4.always.tsv`` (pairs with a negative image) under every
+    protocol. Task 4 under ``task4_protocol: official`` removes nothing: the released script passes document
+    ids as exclusions, which never match a pair id."""
     from mmir.data.prepare import read_excluded
 
+    if task == "task4" and task4_protocol == "official":
+        return {}
     out: dict[str, set[str]] = {}
     files = []
     if protocol == "official" and (prepared_dir / f"excluded.{task}.tsv").exists():
@@ -56,9 +60,10 @@ def _items(task: str, prep: Path) -> pd.DataFrame:
     if task == "task2":
         c = pd.read_parquet(prep / "corpus.parquet", columns=["doc_id"])
         return pd.DataFrame({"item_id": c["doc_id"], "doc_id": c["doc_id"], "image_path": ""})
-    if task == "task3":
-        im = pd.read_parquet(prep / "images.parquet", columns=["path"])
-        return pd.DataFrame({"item_id": im["path"], "doc_id": "", "image_path": im["path"]})
+    if task == "task3":  # undecodable images (ok False) stay judged in the qrels but are never ranked
+        im = pd.read_parquet(prep / "images.parquet", columns=["path", "ok"])
+        im = im[im["ok"].astype(bool)]
+        return pd.DataFrame({"item_id": im["path"].tolist(), "doc_id": "", "image_path": im["path"].tolist()})
     p = pd.read_parquet(prep / "pairs.parquet")
     return p.rename(columns={"pair_id": "item_id"})
 
@@ -237,7 +242,7 @@ def retrieve_mm(task: str, prepared_dir: str | Path, system: dict, evaluation: d
     Raises ValueError for a text system without ``captions`` (its image text) or an unknown kind.
     """
     prep = Path(prepared_dir)
-    excluded = read_exclusions(prep, task, evaluation["protocol"])
+    excluded = read_exclusions(prep, task, evaluation["protocol"], evaluation.get("task4_protocol", "paper"))
     k = evaluation["top_k"]
     if system["kind"] == "mm":
         run, stats = mm_system_run(task, prep, system, excluded, k, cache_root)
