@@ -309,8 +309,11 @@ def load_mmbright_domain(root: str | Path, domain: str, policy: dict, max_pixels
     if exm is not None:
         mm_queries = read_queries(exm, "examples_multimodal", doc_ids, checks, qimages, images)
         mm = build_multimodal(corpus, mm_queries, images, qimages, checks.counts)
+    # not a problem: how many ids and paths had Windows separators (rewritten on both sides of each reference)
+    normalised = checks.counts.pop("backslash_refs", 0)
     return Prepared(corpus, topics, qrels, excluded,
-                    {"sources": sorted(sources), "problems": checks.counts, "examples": checks.examples}, mm)
+                    {"sources": sorted(sources), "problems": checks.counts, "examples": checks.examples,
+                     "backslash_refs": normalised}, mm)
 
 
 def load_trec_domain(ds: dict, policy: dict) -> Prepared:
@@ -333,7 +336,10 @@ def load_trec_domain(ds: dict, policy: dict) -> Prepared:
     topics, qrels, excluded = _task1(read_queries(ex, "examples", set(corpus["doc_id"]), checks))
     # keep graded judgments (rel > 0) exactly as in the source qrels
     qrels = {q: {d: raw_qrels[q][d] for d in docs_} for q, docs_ in qrels.items()}
-    return Prepared(corpus, topics, qrels, excluded, {"sources": [str(corpus_path), str(topics_path), str(qrels_path)], "problems": checks.counts, "examples": checks.examples})
+    normalised = checks.counts.pop("backslash_refs", 0)
+    return Prepared(corpus, topics, qrels, excluded, {"sources": [str(corpus_path), str(topics_path), str(qrels_path)],
+                                                      "problems": checks.counts, "examples": checks.examples,
+                                                      "backslash_refs": normalised})
 
 
 def prepare_domain(dataset: str, ds: dict, domain: str, raw_root: str | Path | None = None) -> Prepared:
