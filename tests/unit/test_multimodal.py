@@ -4,13 +4,13 @@ import io
 
 import pandas as pd
 import pytest
+from conftest import write_domain
 from PIL import Image
 
-from conftest import write_domain
+from mmir.core.errors import DataError
 from mmir.data.multimodal import NO_IMAGE, doc_base_key, image_base_key, pair_id
 from mmir.data.prepare import prepare_domain, write_prepared
 from mmir.data.trec import read_qrels
-from mmir.core.errors import DataError
 
 
 def png(color=(200, 10, 10), size=(8, 8)) -> bytes:
@@ -121,7 +121,10 @@ def test_corrupt_images_are_counted_not_fatal(tmp_path):
     qimgs = [("d/query_q1/image_1.png", b"not an image", "")]
     p = prepare_domain("t", ds(mm_root(tmp_path, doc_images=imgs, query_images=qimgs)), "d")
     assert p.report["problems"]["corpus_images_corrupt"] == 1 and p.report["problems"]["query_images_corrupt"] == 1
-    assert IMG["d0001"] not in set(p.mm.images["path"])                    # corpus: dropped
-    assert p.mm.query_images["ok"].tolist() == [False]                      # query: kept, blank at encoding
-    assert p.report["problems"]["positive_images_missing"] == 1             # the dropped positive is counted
+    ok = dict(zip(p.mm.images["path"], p.mm.images["ok"]))
+    assert not ok[IMG["d0001"]] and sum(ok.values()) == 4                  # corpus: kept, never retrievable
+    assert p.mm.qrels["task3"]["q1"][IMG["d0001"]] == 1                     # ... and still judged relevant
+    assert p.mm.report["unretrievable"]["task3"] == 1
+    assert p.mm.query_images["ok"].tolist() == [False]                      # query: kept, not used
+    assert list(p.mm.topics["image_paths"][0]) == []                        # q1 is left with no usable image
     assert "field 'bytes'" in p.report["examples"]["corpus_images_corrupt"][0]

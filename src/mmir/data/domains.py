@@ -52,6 +52,39 @@ def dataset_domains(name: str, ds: dict) -> list[str]:
     return list_hub_domains(ds["repo_id"], ds["revision"]) or list(MM_BRIGHT_DOMAINS)
 
 
+def check_dataset(name: str, ds: dict, file: str | None = None) -> None:
+    """What :func:`mmir.workflow.validate.validate_config` checks of a dataset entry before any job: a
+    ``local``/``trec`` root exists (a local one with a ``documents/`` folder), and each domain listed
+    explicitly is in the data (local: a ``documents`` file; hub: the repository's listing, or
+    :data:`MM_BRIGHT_DOMAINS` offline). A TREC collection is one domain, named freely.
+
+    Raises:
+        ConfigError: naming ``datasets.<name>.root`` or ``datasets.<name>.domains.<i>``.
+    """
+    if ds["source"] in ("local", "trec"):
+        root = resolve_path(ds["root"])
+        if not root.is_dir():
+            raise ConfigError(f"datasets.{name}.root", f"{root} does not exist or is not a directory", file)
+        if ds["source"] == "local" and not (root / "documents").is_dir():
+            raise ConfigError(f"datasets.{name}.root", f"no documents/ directory under {root} (the MM-BRIGHT layout "
+                              "is <root>/<config>/<domain>.parquet)", file)
+    if ds["domains"] == "all" or ds["source"] == "trec":
+        return
+    if ds["source"] == "local":
+        where = str(resolve_path(ds["root"]))
+        available = dataset_domains(name, {**ds, "domains": "all"})
+    else:
+        from mmir.data.hub import list_hub_domains
+
+        listed = list_hub_domains(ds["repo_id"], ds["revision"])
+        where = f"{ds['repo_id']}@{ds['revision']}" + ("" if listed else " (hub unreachable: the published list)")
+        available = listed or list(MM_BRIGHT_DOMAINS)
+    for i, dom in enumerate(ds["domains"]):
+        if dom not in available:
+            raise ConfigError(f"datasets.{name}.domains.{i}",
+                              f"{dom!r} is not a domain of {where} (has: {', '.join(available) or 'none'})", file)
+
+
 def has_multimodal(ds: dict, domain: str) -> bool:
     """Whether a domain has Task 2–4 data: hub MM-BRIGHT yes, TREC no, local when examples_multimodal exists."""
     if ds["source"] == "hf":

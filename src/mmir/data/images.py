@@ -22,8 +22,10 @@ Failures raise a :class:`~mmir.core.errors.DataError` subclass that names the so
 
 **Rule for bad images** (applied by :func:`load_image_for_role`, counted by :class:`ImageTally`):
 
-* a corrupt or too-large **corpus** image (Task 3/4 image corpus, MM-BRIGHT §3.1) is **dropped** from the
-  image corpus: it can never be retrieved, and the drop is counted per domain with the failing source named;
+* a corrupt or too-large **corpus** image (Task 3/4 image corpus, MM-BRIGHT §3.1) is **dropped** from
+  what is encoded and ranked: it can never be retrieved, and the drop is counted per domain with the failing
+  source named (the prepare step keeps its row with ``ok=False`` so that the queries that judged it relevant
+  keep that judgment, as the released code does; :mod:`mmir.data.multimodal`);
 * a corrupt or too-large **query** image is **replaced by the blank image** (:func:`blank_image`, white
   224x224 RGB) and counted: the query stays in the evaluation, exactly like a query without an image, which the
   paper's protocol (§4.1) also encodes with a blank image. Dropping a query would change the query set and
@@ -147,8 +149,10 @@ def image_size(data: bytes, *, source: str) -> tuple[int, int]:
                 return im.size
     except Image.DecompressionBombError as e:
         raise CorruptImage(source, f"header declares a huge image ({e})") from e
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
-        raise CorruptImage(source, f"{type(e).__name__}: {e}") from e
+    except UnidentifiedImageError as e:
+        raise CorruptImage(source, f"cannot identify image: {describe_bytes(bytes(data))}") from e
+    except (OSError, SyntaxError, ValueError, EOFError) as e:
+        raise CorruptImage(source, f"{type(e).__name__}: {_clean(e)}") from e
 
 
 def decode_image(data: bytes, *, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
@@ -178,8 +182,10 @@ def decode_image(data: bytes, *, source: str, max_pixels: int = DEFAULT_MAX_PIXE
             im = Image.open(io.BytesIO(bytes(data)))
     except Image.DecompressionBombError as e:
         raise ImageTooLarge(source, _pixels_from_bomb_message(str(e)), max_pixels) from e
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
-        raise CorruptImage(source, f"cannot identify image ({type(e).__name__}: {e})") from e
+    except UnidentifiedImageError as e:
+        raise CorruptImage(source, f"cannot identify image: {describe_bytes(bytes(data))}") from e
+    except (OSError, SyntaxError, ValueError, EOFError) as e:
+        raise CorruptImage(source, f"cannot identify image ({type(e).__name__}: {_clean(e)})") from e
     with im:
         w, h = im.size
         if w <= 0 or h <= 0:
@@ -193,7 +199,7 @@ def decode_image(data: bytes, *, source: str, max_pixels: int = DEFAULT_MAX_PIXE
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
                 im.load()
         except (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error) as e:
-            raise CorruptImage(source, f"cannot decode pixels ({type(e).__name__}: {e})") from e
+            raise CorruptImage(source, f"cannot decode pixels ({type(e).__name__}: {_clean(e)})") from e
         img = _apply_exif_orientation(im, source)
         rgb = to_rgb(img)
         # detach from the file object (convert() already copies; a plain RGB image is copied here)
@@ -208,6 +214,30 @@ def _apply_exif_orientation(im: Image.Image, source: str) -> Image.Image:
         log.warning("%s: EXIF orientation not applied (%s: %s)", source, type(e).__name__, e)
         return im
     return im if out is None else out
+
+
+_OBJECT_REPR = re.compile(r"<[^<>]* at 0x[0-9a-fA-F]+>")
+
+
+def _clean(exc: BaseException) -> str:
+    """An exception message without object reprs (``<_io.BytesIO object at 0x7f…>`` names nothing useful:
+    the caller names the real source)."""
+    return _OBJECT_REPR.sub("the image bytes", str(exc))
+
+
+def describe_bytes(data: bytes) -> str:
+    """What undecodable image bytes look like, for messages: empty, SVG/XML or HTML markup (which Pillow
+    cannot rasterise, whatever the file name says), or the first bytes in hex."""
+    if not data:
+        return "empty byte string"
+    head = data[:512].lstrip().lower()
+    if head.startswith(b"<svg") or (head.startswith(b"<?xml") and b"<svg" in data[:4096].lower()):
+        return f"SVG markup ({len(data):,} bytes), not a raster image Pillow can decode"
+    if head.startswith((b"<!doctype html", b"<html")):
+        return f"HTML ({len(data):,} bytes), not an image"
+    if head.startswith(b"<?xml"):
+        return f"XML ({len(data):,} bytes), not an image"
+    return f"not a format Pillow reads ({len(data):,} bytes, starting {data[:8].hex(' ')})"
 
 
 def _pixels_from_bomb_message(msg: str) -> int:
@@ -321,6 +351,29 @@ def load_image_for_role(
 # ---------------------------------------------------------------------------------------------------------
 # paths from data files
 # ---------------------------------------------------------------------------------------------------------
+
+def check_relative(rel_path: str, root: str | os.PathLike) -> str:
+    """Check, without touching the file system, that a path read from data stays inside the dataset.
+
+    ``root`` is only named in messages (the dataset folder, or the hub repository): image paths of the
+    MM-BRIGHT layout are keys of the image tables, not files, so nothing is resolved on disk. Returns the
+    path unchanged.
+
+    Raises:
+        DataError: empty path, a NUL byte, an absolute path (POSIX ``/x``, Windows ``C:\\x`` or
+            ``\\\\server``), or ``..`` steps that leave the dataset. ``file`` names the path.
+    """
+    if not rel_path or "\0" in rel_path:
+        raise DataError(rel_path, f"invalid path (empty or NUL byte) in the dataset at {root}")
+    if PurePosixPath(rel_path).is_absolute() or PureWindowsPath(rel_path).is_absolute() or PureWindowsPath(rel_path).drive:
+        raise DataError(rel_path, f"absolute path not allowed; paths are relative to the dataset at {root}")
+    depth = 0
+    for part in PurePosixPath(rel_path.replace("\\", "/")).parts:
+        depth += -1 if part == ".." else (0 if part == "." else 1)
+        if depth < 0:
+            raise DataError(rel_path, f"path leaves the dataset at {root} through '..'")
+    return rel_path
+
 
 def resolve_inside(root: str | os.PathLike, rel_path: str | os.PathLike) -> Path:
     """Join a relative path read from data onto ``root`` and make sure the result stays inside ``root``.

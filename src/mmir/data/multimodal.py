@@ -2,18 +2,32 @@
 
 - Task 2: query text + image → text documents; qrels = the query's gold_ids (binary).
 - Task 3: query text + image → corpus images (``document_images``); qrels = its ``positive_images`` (binary).
-- Task 4: query → (document, image) pairs. Every document gives one text-only pair plus one pair per image of
-  the same page (page base key = the 8-hex key in ``<domain>/<key>_<n>.txt`` and in
-  ``<domain>/<domain>_<key>_<NNNN>/image_<k>.<ext>``). Graded relevance (``paper``): 2 for a gold passage
-  paired with a positive image of its page, 1 for a gold passage with no image, 0 otherwise (including a
-  gold passage with an image that is present but not annotated positive). Pairs whose image is annotated
-  negative for the query are removed from its ranking; an image annotated both positive and negative counts as
-  positive. ``official`` collapses the grades to binary (rel > 0 → 1), as the released scripts' labels.
+- Task 4: query → (document, image) pairs. Every document gives one text-only pair plus one pair per
+  decodable image of the same page (page key = the hex key in ``<domain>/<key>_<n>.txt`` and in
+  ``<domain>/<domain>_<key>_<NNNN>/image_<k>.<ext>``), exactly the pairs the released code builds. Two label
+  sets, one file each:
 
-Exclusions by ``negative_ids`` (``evaluation.protocol: official``) apply to Task 2 documents and to every Task 4
-pair built from such a document; Task 3 has none (the released code passes document ids, which never match
-an image). Bad images follow :mod:`mmir.data.images`: a corrupt corpus image is dropped (and counted), a
-corrupt query image is replaced by the blank image at encoding time (and counted).
+  * ``qrels.task4.txt`` (``evaluation.task4_protocol: paper``, §4.1): 2 for a gold passage paired with a
+    positive image of its page, 1 for a gold passage with no image, 0 otherwise (including a gold passage
+    with an image that is present but not annotated positive). An image annotated both positive and negative
+    counts as positive. Exclusions: pairs whose image is annotated negative for the query
+    (``excluded.task4.always.tsv``, every ``evaluation.protocol``) and, under ``protocol: official``, every
+    pair of a ``negative_ids`` document (``excluded.task4.tsv``).
+  * ``qrels.task4.official.txt`` (``task4_protocol: official``, the released ``task4_pair.py``): every pair
+    of a gold passage is relevant (1), whatever its image. The released script passes the documents'
+    ``negative_ids`` as exclusions, which never equal a ``doc|||image`` pair id, so under this protocol no
+    Task 4 item is excluded (:func:`mmir.retrieval.mm_search.read_exclusions`).
+
+Exclusions by ``negative_ids`` (``evaluation.protocol: official``) apply to Task 2 documents; Task 3 has
+none (the released code passes document ids, which never match an image).
+
+Undecodable images (SVG bytes under a ``.png`` name, zero bytes, truncated files; :mod:`mmir.data.images`):
+a corpus image stays in ``images.parquet`` with ``ok=False``: it is never encoded, ranked or paired, but a
+query that judged it relevant keeps that judgment (Task 3 and paper Task 4 qrels), as in the released code,
+so it counts as a miss; ``prepare.json → unretrievable`` counts such judged items per task. A query image
+that cannot be used (absent from ``examples_images`` or undecodable) is left out of the query's
+``image_paths``, as the released loader does, so the first *usable* image stands for the query (blank when
+none is left).
 """
 
 from __future__ import annotations
@@ -25,13 +39,16 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from mmir.core.errors import DataError
-from mmir.data.images import CorruptImage, ImageTooLarge, decode_image, resolve_inside
-from mmir.data.parquet import as_str_list
+from mmir.data.images import CorruptImage, ImageTooLarge, check_relative, decode_image
+from mmir.data.parquet import as_text, norm_ref
 
 NO_IMAGE = "__NO_IMAGE__"
 PAIR_SEP = "|||"
-_DOC_KEY = re.compile(r"(?:^|/)([0-9a-f]{8})_\d+\.txt$")
-_IMG_KEY = re.compile(r"(?:^|/)[^/]*_([0-9a-f]{8})_\d+/image_\d+\.[A-Za-z0-9]+$")
+# the released code's keys (src/utils.py): any hex run; a passage "<...>/<key>_<n>.txt", an image folder
+# "<domain>_<key>_<NNNN>"
+_DOC_KEY = re.compile(r"(?:^|/)([0-9a-f]+)_\d+\.txt$")
+_IMG_KEY = re.compile(r"(?:^|/)[^/]*_([0-9a-f]+)_\d+/image_\d+\.[A-Za-z0-9]+$")
+IMAGE_COLUMNS = ["path", "sha256", "alt", "bytes", "width", "height", "ok"]
 
 
 def doc_base_key(doc_id: str) -> str | None:
@@ -57,28 +74,45 @@ def _image_bytes(value):
     return value
 
 
+def _note(counts: dict, examples: dict, kind: str, message: str) -> None:
+    counts[kind] = counts.get(kind, 0) + 1
+    if len(examples.setdefault(kind, [])) < 5:
+        examples[kind].append(message[:300])
+
+
 def check_images(frame: pd.DataFrame, role: str, max_pixels: int, counts: dict[str, int],
-                 examples: dict[str, list[str]]) -> pd.DataFrame:
+                 examples: dict[str, list[str]], root: str = "the dataset") -> pd.DataFrame:
     """Validate an image table (``path``, ``bytes``, optional ``alt``, plus ``_file``/``_row``).
 
-    Paths must be relative and stay inside the dataset (DataError naming file, row, field ``path``);
-    duplicate paths are an error. Every image is decoded: a corrupt or too-large one is counted in
-    ``counts`` (``<role>_images_corrupt``, up to 5 messages in ``examples``); corpus images that fail are dropped, query images kept with
-    ``ok=False`` (blank at encoding time). Returns ``path, sha256, alt, bytes, width, height, ok``.
+    Paths are normalised (:func:`~mmir.data.parquet.norm_ref`) and must be relative and stay inside the
+    dataset (DataError naming file, row, field ``path``). A path given twice with identical bytes is kept
+    once and counted (``duplicate_images_identical``); with different bytes it is an error (field
+    ``bytes``). Every image is decoded: a corrupt or too-large one is counted (``<role>_images_corrupt``,
+    up to 5 messages in ``examples``) and kept with ``ok=False`` (never encoded; a query drops it from its
+    images). Returns the columns :data:`IMAGE_COLUMNS`.
     """
     rows, seen = [], {}
     for rec in frame.to_dict("records"):
-        f, r, path = rec["_file"], rec["_row"], rec["path"]
-        if not isinstance(path, str) or not path:
+        f, r, raw = rec["_file"], rec["_row"], rec["path"]
+        path = as_text(raw, f, r, "path", "an image path")
+        if not path:
             raise DataError(f, "empty image path", r, "path")
+        path = norm_ref(path)
+        if path != raw:
+            counts["backslash_refs"] = counts.get("backslash_refs", 0) + 1
         try:
-            resolve_inside("/dataset", path)
+            check_relative(path, root)
         except DataError as exc:
-            raise DataError(f, f"unsafe image path {path!r}: {exc}", r, "path") from exc
-        if path in seen:
-            raise DataError(f, f"duplicate image path {path!r} (first at row {seen[path]})", r, "path")
-        seen[path] = r
+            raise DataError(f, f"unsafe image path: {exc}", r, "path") from exc
         data = _image_bytes(rec["bytes"])
+        if path in seen:
+            first_row, first_data = seen[path]
+            if first_data == data:
+                _note(counts, examples, "duplicate_images_identical",
+                      f"{f}, row {r}, field 'path': {path!r} repeats row {first_row} with identical bytes (kept once)")
+                continue
+            raise DataError(f, f"duplicate image path {path!r} with different bytes than row {first_row}", r, "bytes")
+        seen[path] = (r, data)
         ok, size = True, (0, 0)
         try:
             if not isinstance(data, (bytes, bytearray)):
@@ -86,17 +120,12 @@ def check_images(frame: pd.DataFrame, role: str, max_pixels: int, counts: dict[s
             size = decode_image(bytes(data), source=path, max_pixels=max_pixels).size
         except (CorruptImage, ImageTooLarge) as exc:
             ok = False
-            kind = f"{role}_images_corrupt"
-            counts[kind] = counts.get(kind, 0) + 1
-            if len(examples.setdefault(kind, [])) < 5:
-                examples[kind].append(f"{f}, row {r}, field 'bytes': {exc}"[:300])
-            if role == "corpus":
-                continue
+            _note(counts, examples, f"{role}_images_corrupt", f"{f}, row {r}, field 'bytes': {exc}")
         data = bytes(data) if isinstance(data, (bytes, bytearray)) else b""
         alt = rec.get("alt")
         rows.append({"path": path, "sha256": hashlib.sha256(data).hexdigest(), "alt": alt if isinstance(alt, str) else "",
                      "bytes": data, "width": size[0], "height": size[1], "ok": ok})
-    return pd.DataFrame(rows, columns=["path", "sha256", "alt", "bytes", "width", "height", "ok"])
+    return pd.DataFrame(rows, columns=IMAGE_COLUMNS)
 
 
 @dataclass
@@ -104,21 +133,24 @@ class MultimodalPrepared:
     """Task 2–4 artifacts of one domain (see module docstring)."""
 
     topics: pd.DataFrame  # qid, query, image_paths, positive_images, negative_images
-    images: pd.DataFrame  # corpus images (check_images columns)
+    images: pd.DataFrame  # corpus images (check_images columns; ok=False rows are never retrievable)
     query_images: pd.DataFrame
-    pairs: pd.DataFrame  # pair_id, doc_id, image_path ("" = text-only)
-    qrels: dict[str, dict[str, dict[str, int]]]  # task -> qid -> item -> rel
+    pairs: pd.DataFrame  # pair_id, doc_id, image_path ("" = text-only); decodable images only
+    qrels: dict[str, dict[str, dict[str, int]]]  # task2, task3, task4 (paper), task4_official -> qid -> item -> rel
     excluded: dict[str, dict[str, list[str]]]  # task -> qid -> items removed under protocol official
-    always_excluded: dict[str, list[str]]  # task4 pairs with a negative image (removed under every protocol)
+    always_excluded: dict[str, list[str]]  # task4 pairs with a negative image (removed under every paper protocol)
     report: dict = field(default_factory=dict)
 
 
-def build_multimodal(corpus: pd.DataFrame, examples: pd.DataFrame, images: pd.DataFrame,
+def build_multimodal(corpus: pd.DataFrame, queries: list[dict], images: pd.DataFrame,
                      query_images: pd.DataFrame, counts: dict) -> MultimodalPrepared:
-    """Topics, pairs, qrels and exclusions of Tasks 2–4 from checked tables (``examples`` with _file/_row)."""
-    doc_ids = set(corpus["doc_id"])
-    img_paths = set(images["path"])
-    qimg_paths = set(query_images["path"])
+    """Topics, pairs, qrels and exclusions of Tasks 2–4 from checked tables.
+
+    ``queries`` are the checked ``examples_multimodal`` records (:func:`mmir.data.prepare.read_queries`):
+    ``qid, query, gold`` (in the corpus), ``negatives`` (in the corpus), ``image_paths`` (usable ones),
+    ``positive_images`` (present in ``images``, decodable or not), ``negative_images``.
+    """
+    pair_ok = {p for p, ok in zip(images["path"], images["ok"]) if ok}
     docs_by_key: dict[str, list[str]] = {}
     for d in corpus["doc_id"]:
         k = doc_base_key(d)
@@ -127,45 +159,32 @@ def build_multimodal(corpus: pd.DataFrame, examples: pd.DataFrame, images: pd.Da
     imgs_by_key: dict[str, list[str]] = {}
     for p in images["path"]:
         k = image_base_key(p)
-        if k:
+        if k and p in pair_ok:
             imgs_by_key.setdefault(k, []).append(p)
-    pairs = []
+    pairs: list[tuple[str, str, str]] = []
+    pairs_of: dict[str, list[str]] = {}
     for d in corpus["doc_id"]:
-        pairs.append((pair_id(d, None), d, ""))
-        for p in imgs_by_key.get(doc_base_key(d) or "", []):
-            pairs.append((pair_id(d, p), d, p))
+        mine = [(pair_id(d, None), d, "")] + [(pair_id(d, p), d, p) for p in imgs_by_key.get(doc_base_key(d) or "", [])]
+        pairs += mine
+        pairs_of[d] = [p for p, _, _ in mine]
     pair_ids = {p for p, _, _ in pairs}
+    retrievable_images = set(pair_ok)
 
-    topics, qrels = [], {"task2": {}, "task3": {}, "task4": {}}
+    topics = []
+    qrels: dict[str, dict] = {"task2": {}, "task3": {}, "task4": {}, "task4_official": {}}
     excluded = {"task2": {}, "task4": {}}
     always: dict[str, list[str]] = {}
-    n = {"positive_images_missing": 0, "positive_images_without_gold_page": 0, "query_images_missing": 0,
-         "images_positive_and_negative": 0}
-    for rec in examples.to_dict("records"):
-        f, r, qid = rec["_file"], rec["_row"], str(rec["id"])
-        if not qid.strip():
-            raise DataError(f, "empty or missing query id", r, "id")
-        if not isinstance(rec["query"], str) or not rec["query"].strip():
-            raise DataError(f, f"empty query text for query {qid!r}", r, "query")
-        gold = [g for g in as_str_list(rec.get("gold_ids"), f, r, "gold_ids") if g in doc_ids]
-        negatives = [d for d in as_str_list(rec.get("negative_ids"), f, r, "negative_ids") if d in doc_ids]
-        q_images = as_str_list(rec.get("image_paths"), f, r, "image_paths")
-        for p in q_images:
-            try:
-                resolve_inside("/dataset", p)
-            except DataError as exc:
-                raise DataError(f, f"unsafe image path {p!r}: {exc}", r, "image_paths") from exc
-        n["query_images_missing"] += sum(p not in qimg_paths for p in q_images)
-        pos_all = as_str_list(rec.get("positive_images"), f, r, "positive_images")
-        neg_all = as_str_list(rec.get("negative_images"), f, r, "negative_images")
-        pos = [p for p in dict.fromkeys(pos_all) if p in img_paths]
-        n["positive_images_missing"] += len(set(pos_all)) - len(pos)
-        n["images_positive_and_negative"] += len(set(pos_all) & set(neg_all))
-        neg = [p for p in dict.fromkeys(neg_all) if p not in set(pos_all)]  # positive wins
-        topics.append({"qid": qid, "query": rec["query"], "image_paths": q_images,
+    n = {"positive_images_without_gold_page": 0, "images_positive_and_negative": 0}
+    for q in queries:
+        qid, gold, pos_all, neg_all = q["qid"], q["gold"], q["positive_images"], q["negative_images"]
+        pos = list(dict.fromkeys(pos_all))
+        n["images_positive_and_negative"] += len(set(pos) & set(neg_all))
+        neg = [p for p in dict.fromkeys(neg_all) if p not in set(pos)]  # positive wins
+        topics.append({"qid": qid, "query": q["query"], "image_paths": q["image_paths"],
                        "positive_images": pos, "negative_images": neg})
         if gold:
             qrels["task2"][qid] = {g: 1 for g in gold}
+            qrels["task4_official"][qid] = {p: 1 for g in gold for p in pairs_of[g]}
         if pos:
             qrels["task3"][qid] = {p: 1 for p in pos}
         graded = {pair_id(g, None): 1 for g in gold}
@@ -176,20 +195,28 @@ def build_multimodal(corpus: pd.DataFrame, examples: pd.DataFrame, images: pd.Da
                 graded[pair_id(g, p)] = 2
         if graded:
             qrels["task4"][qid] = graded
-        if negatives:
-            excluded["task2"][qid] = negatives
-            neg_docs = set(negatives)
+        if q["negatives"]:
+            excluded["task2"][qid] = q["negatives"]
+            neg_docs = set(q["negatives"])
             excluded["task4"][qid] = [p for p, d, _ in pairs if d in neg_docs and p not in graded]
         neg_pairs = [pair_id(d, p) for p in neg for d in docs_by_key.get(image_base_key(p) or "", [])]
         neg_pairs = [x for x in neg_pairs if x in pair_ids and x not in graded]
         if neg_pairs:
             always[qid] = neg_pairs
+    unretrievable = {
+        "task2": 0,
+        "task3": sum(p not in retrievable_images for g in qrels["task3"].values() for p in g),
+        "task4": sum(p not in pair_ids for g in qrels["task4"].values() for p in g),
+        "task4_official": sum(p not in pair_ids for g in qrels["task4_official"].values() for p in g),
+    }
     report = {"pairs": len(pairs), "mm_topics": len(topics), "corpus_images": len(images),
-              "query_images": len(query_images), **n,
+              "corpus_images_retrievable": len(retrievable_images), "query_images": len(query_images), **n,
               "qrels_task2": sum(map(len, qrels["task2"].values())),
               "qrels_task3": sum(map(len, qrels["task3"].values())),
               "qrels_task4_rel2": sum(v == 2 for g in qrels["task4"].values() for v in g.values()),
-              "qrels_task4_rel1": sum(v == 1 for g in qrels["task4"].values() for v in g.values())}
+              "qrels_task4_rel1": sum(v == 1 for g in qrels["task4"].values() for v in g.values()),
+              "qrels_task4_official": sum(map(len, qrels["task4_official"].values())),
+              "unretrievable": unretrievable}
     counts.update({k: v for k, v in n.items() if v})
     return MultimodalPrepared(
         pd.DataFrame(topics, columns=["qid", "query", "image_paths", "positive_images", "negative_images"]),

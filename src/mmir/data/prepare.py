@@ -7,30 +7,40 @@ Outputs, in ``data/prepared/<dataset>/<domain>/``:
 - ``qrels.task1.txt``  TREC qrels of Task 1 (binary: gold_ids -> 1)
 - ``excluded.tsv``     qid, doc_id: the query's negative_ids found in the corpus (the MM-BRIGHT code
                        removes them from the ranking; ``protocol: official``)
-- ``prepare.json``     counts, warnings and the source files read
+- ``prepare.json``     counts, warnings, judged items that cannot be retrieved, and the source files read
 
 and for Tasks 2–4 (:mod:`mmir.data.multimodal`; empty when the dataset has no ``examples_multimodal``):
 
 - ``topics_mm.parquet``      qid, query, image_paths, positive_images, negative_images
-- ``images.parquet``         the corpus images (path, sha256, alt, bytes, width, height, ok)
-- ``query_images.parquet``   the query images (same columns; ``ok`` False = corrupt, blank at encoding)
+- ``images.parquet``         the corpus images (path, sha256, alt, bytes, width, height, ok; ``ok`` False =
+                             undecodable: kept so its judgments count, never retrieved)
+- ``query_images.parquet``   the query images (same columns)
 - ``pairs.parquet``          Task 4 items: pair_id, doc_id, image_path ("" for the text-only pair)
-- ``qrels.task2.txt``, ``qrels.task3.txt``, ``qrels.task4.txt`` (graded 2/1)
+- ``qrels.task2.txt``, ``qrels.task3.txt``, ``qrels.task4.txt`` (graded 2/1, ``task4_protocol: paper``),
+  ``qrels.task4.official.txt`` (binary, every pair of a gold passage: ``task4_protocol: official``)
 - ``excluded.task2.tsv``     the multimodal queries' negative_ids (removed under ``protocol: official``)
-- ``excluded.task4.tsv``     pairs of negative_ids documents (removed under ``protocol: official``)
-- ``excluded.task4.always.tsv``  pairs with an image annotated negative (removed under every protocol)
+- ``excluded.task4.tsv``     pairs of negative_ids documents (paper protocol, removed under ``protocol: official``)
+- ``excluded.task4.always.tsv``  pairs with an image annotated negative (paper protocol, every ``protocol``)
 
-Integrity rules (each names file, row and field):
+Both query configs (``examples`` and ``examples_multimodal``) get the same checks and policies; the counts
+of the second are prefixed ``mm_``. Integrity rules (each names file, 0-based row and field):
 
-| problem                          | default | why |
-|----------------------------------|---------|-----|
-| empty or missing document id     | error   | |
-| duplicate document id            | error   | `integrity.duplicate_doc_ids: warn` keeps the first |
-| duplicate query id               | error   | |
-| empty query text                 | error   | a blank query cannot be ranked |
-| gold id absent from the corpus   | error   | `integrity.missing_gold: warn` drops it from the qrels |
-| excluded id that is also gold    | warn    | BRIGHT's data has such overlaps; the id stays excluded under `official` (as the released code does) |
-| query without any gold id        | warn    | it cannot be scored and is left out of the qrels |
+| problem                              | default | why |
+|--------------------------------------|---------|-----|
+| empty or missing document id         | error   | |
+| duplicate document id                | error   | `integrity.duplicate_doc_ids: warn` keeps the first |
+| text that is not valid UTF-8         | error   | names the id and the byte offset |
+| empty/missing or duplicate query id  | error   | |
+| empty query text                     | error   | a blank query cannot be ranked |
+| null where a list is required        | error   | `integrity.null_lists: warn` reads it as [] (counted, with ids) |
+| gold id absent from the corpus       | error   | `integrity.missing_gold: warn` drops it from the qrels |
+| excluded id that is also gold        | warn    | BRIGHT's data has such overlaps; the id stays excluded under `official` (as the released code does) |
+| query without any gold id            | warn    | it cannot be scored and is left out of the qrels |
+| query image not in examples_images   | warn    | `missing_query_images`; dropped from the query's images |
+| positive image not in document_images| warn    | `missing_positive_images`; dropped from the Task 3/4 qrels |
+| more than `max_missing_share` of a domain's query or positive image references unresolved | error | a wrong root or path convention |
+| duplicate image path, identical bytes| count   | kept once (`duplicate_images_identical`); different bytes are an error |
+| optional column absent               | warn    | `column_missing` (e.g. no `positive_images`: no Task 3 qrels) |
 
 Nothing is written unless every check passes, and every file is written atomically.
 """
@@ -48,16 +58,35 @@ import pandas as pd
 from mmir.core.errors import DataError
 from mmir.core.io import write_json, write_parquet, write_text
 from mmir.core.paths import resolve_path
-from mmir.data.multimodal import MultimodalPrepared
-from mmir.data.parquet import as_str_list, read_config
+from mmir.data.images import check_relative
+from mmir.data.multimodal import IMAGE_COLUMNS, MultimodalPrepared
+from mmir.data.parquet import (
+    as_answers,
+    as_id,
+    as_ref_list,
+    as_text,
+    norm_ref,
+    read_config,
+)
 
 log = logging.getLogger(__name__)
 
 PREPARED_FILES = ("corpus.parquet", "topics.parquet", "qrels.task1.txt", "excluded.tsv", "prepare.json")
 MM_FILES = ("topics_mm.parquet", "images.parquet", "query_images.parquet", "pairs.parquet", "qrels.task2.txt",
-            "qrels.task3.txt", "qrels.task4.txt", "excluded.task2.tsv", "excluded.task4.tsv",
-            "excluded.task4.always.tsv")
+            "qrels.task3.txt", "qrels.task4.txt", "qrels.task4.official.txt", "excluded.task2.tsv",
+            "excluded.task4.tsv", "excluded.task4.always.tsv")
 ALL_FILES = PREPARED_FILES + MM_FILES
+
+
+def qrels_file(task: str, task4_protocol: str = "paper") -> str:
+    """The prepared qrels file a task is scored against: ``qrels.<task>.txt``, and for Task 4 under
+    ``evaluation.task4_protocol: official`` the released scripts' labels ``qrels.task4.official.txt``
+    (``ablation`` runs are Task 1 runs)."""
+    if task == "ablation":
+        task = "task1"
+    if task == "task4" and task4_protocol == "official":
+        return "qrels.task4.official.txt"
+    return f"qrels.{task}.txt"
 
 
 @dataclass
@@ -73,32 +102,66 @@ class Prepared:
 
 
 # Defaults of datasets.<name>.integrity (the schema states the same; a test keeps them equal).
-DEFAULT_POLICY = {"missing_gold": "error", "duplicate_doc_ids": "error", "excluded_overlaps_gold": "warn", "no_gold": "warn"}
+DEFAULT_POLICY = {"missing_gold": "error", "duplicate_doc_ids": "error", "excluded_overlaps_gold": "warn",
+                  "no_gold": "warn", "null_lists": "error", "missing_query_images": "warn",
+                  "missing_positive_images": "warn", "max_missing_share": 0.5}
+_SAMPLE = 3  # references named in an aggregated message
 
 
 class _Checks:
-    def __init__(self, policy: dict):
+    def __init__(self, policy: dict, root: str = "the dataset"):
         self.policy = DEFAULT_POLICY | (policy or {})
+        self.root = root
         self.counts: dict[str, int] = {}
         self.examples: dict[str, list[str]] = {}
 
-    def problem(self, kind: str, err: DataError) -> None:
-        """Raise ``err`` when the policy for ``kind`` is error; count and remember it otherwise."""
+    def problem(self, kind: str, err: DataError, prefix: str = "", n: int = 1) -> None:
+        """Raise ``err`` when the policy for ``kind`` is error; count ``n`` (under ``prefix + kind``) and
+        remember the message otherwise."""
         if self.policy[kind] == "error":
             raise err
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        ex = self.examples.setdefault(kind, [])
+        self.note(prefix + kind, str(err), n)
+
+    def note(self, key: str, message: str, n: int = 1) -> None:
+        """Count ``n`` occurrences of ``key`` and keep up to 5 messages."""
+        self.counts[key] = self.counts.get(key, 0) + n
+        ex = self.examples.setdefault(key, [])
         if len(ex) < 5:
-            ex.append(str(err))
+            ex.append(message)
+
+    def unresolved(self, kind: str, refs: list[tuple], total: int, what: str, table: str, prefix: str = "") -> None:
+        """References that name nothing (``refs``: (file, row, field, qid, ref) of ``total`` references).
+
+        Stops with a DataError when more than ``max_missing_share`` of them are unresolved (a wrong root or
+        a path convention that differs between the tables cannot pass as warnings); otherwise applies the
+        ``kind`` policy to all of them at once, naming the first few query ids and references.
+        """
+        if not refs:
+            return
+        f, r, fld = refs[0][:3]
+        sample = "; ".join(f"query {q!r}: {ref!r}" for *_, q, ref in refs[:_SAMPLE])
+        more = f" and {len(refs) - _SAMPLE} more" if len(refs) > _SAMPLE else ""
+        msg = f"{len(refs)} of {total} {what} are not in {table} ({sample}{more})"
+        share, limit = len(refs) / total, float(self.policy["max_missing_share"])
+        if share > limit:
+            raise DataError(f, f"{msg}: {share:.0%} of the domain's {what} do not resolve, more than "
+                               f"integrity.max_missing_share = {limit:g}; check the dataset root "
+                               f"({self.root}) and that both tables spell paths the same way", r, fld)
+        self.problem(kind, DataError(f, msg, r, fld), prefix, n=len(refs))
 
 
 def _check_corpus(docs: pd.DataFrame, checks: _Checks) -> pd.DataFrame:
     seen: dict[str, int] = {}
-    keep = []
-    for i, (did, text, f, r) in enumerate(zip(docs["id"], docs["content"], docs["_file"], docs["_row"])):
-        if not isinstance(did, str) or not did.strip():
+    ids, texts = [], []
+    for did, text, f, r in zip(docs["id"], docs["content"], docs["_file"], docs["_row"]):
+        raw = as_id(did, f, r, "id")
+        if raw is None:
             raise DataError(f, "empty or missing document id", r, "id")
-        if text is None or (isinstance(text, float) and pd.isna(text)):
+        did = norm_ref(raw)
+        if did != raw:
+            checks.counts["backslash_refs"] = checks.counts.get("backslash_refs", 0) + 1
+        text = as_text(text, f, r, "content", f"the content of document {did!r}")
+        if text is None:
             raise DataError(f, f"missing content for document {did!r}", r, "content")
         if did in seen:
             checks.problem(
@@ -107,59 +170,118 @@ def _check_corpus(docs: pd.DataFrame, checks: _Checks) -> pd.DataFrame:
             )
             continue
         seen[did] = r
-        keep.append(i)
-    out = docs.iloc[keep]
-    return pd.DataFrame({"doc_id": out["id"].astype(str).to_list(), "text": out["content"].astype(str).to_list()})
+        ids.append(did)
+        texts.append(text)
+    return pd.DataFrame({"doc_id": ids, "text": texts})
 
 
-def _check_topics(ex: pd.DataFrame, doc_ids: set[str], checks: _Checks):
-    topics, qrels, excluded = [], {}, {}
-    seen: dict[str, int] = {}
+_LISTS = ("gold_ids", "negative_ids", "image_paths", "positive_images", "negative_images")
+
+
+def read_queries(ex: pd.DataFrame, config: str, doc_ids: set[str], checks: _Checks,
+                 query_images: pd.DataFrame | None = None, images: pd.DataFrame | None = None) -> list[dict]:
+    """Check one query config (``examples`` or ``examples_multimodal``, with ``_file``/``_row``) and return
+    one record per query: ``qid, query, gold`` (ids in the corpus), ``negatives`` (in the corpus),
+    ``gold_answers``, ``image_paths`` and, for the multimodal config, ``positive_images`` and
+    ``negative_images``.
+
+    ``query_images`` (checked ``examples_images``) resolves ``image_paths``: an absent or undecodable image
+    is left out of the query's images. ``images`` (checked ``document_images``) resolves
+    ``positive_images``. Both are None when the domain has no such table (the references are kept as they are).
+
+    Raises:
+        DataError: naming file, row and field (see the module docstring for every rule and policy).
+    """
+    prefix = "mm_" if config == "examples_multimodal" else ""
+    wanted = _LISTS if prefix else _LISTS[:3]
+    if len(ex):
+        f0 = ex["_file"].iloc[0]
+        for col in wanted:
+            if col not in ex.columns:
+                checks.note(f"{prefix}column_missing", f"{f0}, field '{col}': column absent; read as [] for every query"
+                            + (" (no Task 3 qrels)" if col == "positive_images" else ""))
+    qimg_ok = None if query_images is None else dict(zip(query_images["path"], query_images["ok"]))
+    img_paths = None if images is None else set(images["path"])
+    out, seen = [], {}
+    missing_q, missing_p, n_qrefs, n_prefs = [], [], 0, 0
     for rec in ex.to_dict("records"):
         f, r = rec["_file"], rec["_row"]
-        qid = rec["id"]
-        if not isinstance(qid, str):
-            qid = None if qid is None or (isinstance(qid, float) and pd.isna(qid)) else str(qid)
-        if not qid or not qid.strip():
+        qid = as_id(rec["id"], f, r, "id")
+        if qid is None:
             raise DataError(f, "empty or missing query id", r, "id")
         if qid in seen:
             raise DataError(f, f"duplicate query id {qid!r} (first at row {seen[qid]})", r, "id")
         seen[qid] = r
-        query = rec["query"]
-        if not isinstance(query, str) or not query.strip():
+        query = as_text(rec["query"], f, r, "query", f"the text of query {qid!r}")
+        if query is None or not query.strip():
             raise DataError(f, f"empty query text for query {qid!r}", r, "query")
-        gold = as_str_list(rec.get("gold_ids"), f, r, "gold_ids")
-        negatives = as_str_list(rec.get("negative_ids"), f, r, "negative_ids")
+        lists = {}
+        for col in wanted:
+            if col not in rec:
+                lists[col] = []
+                continue
+            value = as_ref_list(rec[col], f, r, col, checks.counts)
+            if value is None:
+                checks.problem("null_lists", DataError(
+                    f, f"null {col} for query {qid!r}: a list is required (integrity.null_lists: warn reads it as [])",
+                    r, col), prefix)
+                value = []
+            lists[col] = value
         gold_ok = []
-        for g in dict.fromkeys(gold):
+        for g in dict.fromkeys(lists["gold_ids"]):
             if g in doc_ids:
                 gold_ok.append(g)
             else:
-                checks.problem("missing_gold", DataError(f, f"gold id {g!r} of query {qid!r} is not in the corpus", r, "gold_ids"))
-        gold_set = set(gold_ok)
-        overlap = [n for n in negatives if n in gold_set]
+                checks.problem("missing_gold", DataError(f, f"gold id {g!r} of query {qid!r} is not in the corpus",
+                                                         r, "gold_ids"), prefix)
+        negatives = lists["negative_ids"]
+        overlap = [n for n in negatives if n in set(gold_ok)]
         if overlap:
-            checks.problem(
-                "excluded_overlaps_gold",
-                DataError(f, f"query {qid!r}: {len(overlap)} excluded id(s) are also gold, e.g. {overlap[0]!r}", r, "negative_ids"),
-            )
+            checks.problem("excluded_overlaps_gold", DataError(
+                f, f"query {qid!r}: {len(overlap)} excluded id(s) are also gold, e.g. {overlap[0]!r}", r, "negative_ids"), prefix)
         excl = [n for n in dict.fromkeys(negatives) if n in doc_ids]
-        checks.counts["excluded_not_in_corpus"] = checks.counts.get("excluded_not_in_corpus", 0) + len(set(negatives)) - len(excl)
+        key = f"{prefix}excluded_not_in_corpus"
+        checks.counts[key] = checks.counts.get(key, 0) + len(set(negatives)) - len(excl)
         if not gold_ok:
-            checks.problem("no_gold", DataError(f, f"query {qid!r} has no gold id in the corpus; it is not scored", r, "gold_ids"))
-        else:
-            qrels[qid] = {g: 1 for g in gold_ok}
-        if excl:
-            excluded[qid] = excl
-        topics.append(
-            {
-                "qid": qid,
-                "query": query,
-                "image_paths": as_str_list(rec.get("image_paths"), f, r, "image_paths"),
-                "gold_answers": as_str_list(rec.get("gold_answers"), f, r, "gold_answers"),
-            }
-        )
-    return pd.DataFrame(topics, columns=["qid", "query", "image_paths", "gold_answers"]), qrels, excluded
+            checks.problem("no_gold", DataError(f, f"query {qid!r} has no gold id in the corpus; it is not scored",
+                                                r, "gold_ids"), prefix)
+        paths = []
+        for p in lists["image_paths"]:
+            try:
+                check_relative(p, checks.root)
+            except DataError as exc:
+                raise DataError(f, f"unsafe image path: {exc}", r, "image_paths") from exc
+            if qimg_ok is None:
+                paths.append(p)
+                continue
+            n_qrefs += 1
+            if p not in qimg_ok:
+                missing_q.append((f, r, "image_paths", qid, p))
+            elif qimg_ok[p]:
+                paths.append(p)  # an undecodable query image (counted as query_images_corrupt) is left out
+        q = {"qid": qid, "query": query, "gold": gold_ok, "negatives": excl, "image_paths": paths,
+             "gold_answers": as_answers(rec.get("gold_answers"), f, r) if "gold_answers" in rec else []}
+        if prefix:
+            pos = list(dict.fromkeys(lists["positive_images"]))
+            if img_paths is not None:
+                n_prefs += len(pos)
+                missing_p += [(f, r, "positive_images", qid, p) for p in pos if p not in img_paths]
+                pos = [p for p in pos if p in img_paths]
+            q |= {"positive_images": pos, "negative_images": lists["negative_images"]}
+        out.append(q)
+    checks.unresolved("missing_query_images", missing_q, n_qrefs, "query image references",
+                      "examples_images", prefix)
+    checks.unresolved("missing_positive_images", missing_p, n_prefs, "positive image references",
+                      "document_images", prefix)
+    return out
+
+
+def _task1(queries: list[dict]):
+    topics = pd.DataFrame([{k: q[k] for k in ("qid", "query", "image_paths", "gold_answers")} for q in queries],
+                          columns=["qid", "query", "image_paths", "gold_answers"])
+    qrels = {q["qid"]: {g: 1 for g in q["gold"]} for q in queries if q["gold"]}
+    excluded = {q["qid"]: q["negatives"] for q in queries if q["negatives"]}
+    return topics, qrels, excluded
 
 
 def load_mmbright_domain(root: str | Path, domain: str, policy: dict, max_pixels: int = 89_478_485) -> Prepared:
@@ -167,23 +289,31 @@ def load_mmbright_domain(root: str | Path, domain: str, policy: dict, max_pixels
     when present ``examples_multimodal``, ``document_images``, ``examples_images`` (Tasks 2–4)."""
     from mmir.data.multimodal import build_multimodal, check_images
 
-    checks = _Checks(policy)
+    checks = _Checks(policy, str(root))
     docs = read_config(root, "documents", domain, ["id", "content"])
     ex = read_config(root, "examples", domain, ["id", "query", "gold_ids"])
     corpus = _check_corpus(docs, checks)
-    topics, qrels, excluded = _check_topics(ex, set(corpus["doc_id"]), checks)
+    doc_ids = set(corpus["doc_id"])
     sources = set(docs["_file"]) | set(ex["_file"])
-    mm = None
     exm = read_config(root, "examples_multimodal", domain, ["id", "query", "gold_ids", "image_paths"], required=False)
+    images = qimages = None
     if exm is not None:
         dimg = read_config(root, "document_images", domain, ["path", "bytes"])
         qimg = read_config(root, "examples_images", domain, ["path", "bytes"], required=False)
-        images = check_images(dimg, "corpus", max_pixels, checks.counts, checks.examples)
-        qimages = check_images(dimg.iloc[:0] if qimg is None else qimg, "query", max_pixels, checks.counts, checks.examples)
-        mm = build_multimodal(corpus, exm, images, qimages, checks.counts)
+        images = check_images(dimg, "corpus", max_pixels, checks.counts, checks.examples, str(root))
+        qimages = check_images(dimg.iloc[:0] if qimg is None else qimg, "query", max_pixels, checks.counts,
+                               checks.examples, str(root))
         sources |= set(exm["_file"]) | set(dimg["_file"]) | (set(qimg["_file"]) if qimg is not None else set())
+    topics, qrels, excluded = _task1(read_queries(ex, "examples", doc_ids, checks, qimages))
+    mm = None
+    if exm is not None:
+        mm_queries = read_queries(exm, "examples_multimodal", doc_ids, checks, qimages, images)
+        mm = build_multimodal(corpus, mm_queries, images, qimages, checks.counts)
+    # not a problem: how many ids and paths had Windows separators (rewritten on both sides of each reference)
+    normalised = checks.counts.pop("backslash_refs", 0)
     return Prepared(corpus, topics, qrels, excluded,
-                    {"sources": sorted(sources), "problems": checks.counts, "examples": checks.examples}, mm)
+                    {"sources": sorted(sources), "problems": checks.counts, "examples": checks.examples,
+                     "backslash_refs": normalised}, mm)
 
 
 def load_trec_domain(ds: dict, policy: dict) -> Prepared:
@@ -191,21 +321,25 @@ def load_trec_domain(ds: dict, policy: dict) -> Prepared:
     from mmir.data.trec import read_qrels, read_trec_documents, read_trec_topics
 
     root = resolve_path(ds["root"])
-    checks = _Checks(policy)
+    checks = _Checks(policy, str(root))
     corpus_path, topics_path, qrels_path = root / ds["corpus"], root / ds["topics"], root / ds["qrels"]
     docs = [(d, t, str(corpus_path), i) for i, (d, t) in enumerate(read_trec_documents(corpus_path))]
     docs_df = pd.DataFrame(docs, columns=["id", "content", "_file", "_row"])
     corpus = _check_corpus(docs_df, checks)
-    raw_qrels = read_qrels(qrels_path)
+    raw_qrels = {q: {norm_ref(d): r for d, r in v.items()} for q, v in read_qrels(qrels_path).items()}
     rows = []
     for i, (qid, text) in enumerate(read_trec_topics(topics_path, ds["topic_field"])):
         rel = raw_qrels.get(qid, {})
-        rows.append({"id": qid, "query": text, "gold_ids": [d for d, r in rel.items() if r > 0], "_file": str(topics_path), "_row": i})
-    ex = pd.DataFrame(rows, columns=["id", "query", "gold_ids", "_file", "_row"])
-    topics, qrels, excluded = _check_topics(ex, set(corpus["doc_id"]), checks)
+        rows.append({"id": qid, "query": text, "gold_ids": [d for d, r in rel.items() if r > 0], "negative_ids": [],
+                     "image_paths": [], "_file": str(topics_path), "_row": i})
+    ex = pd.DataFrame(rows, columns=["id", "query", "gold_ids", "negative_ids", "image_paths", "_file", "_row"])
+    topics, qrels, excluded = _task1(read_queries(ex, "examples", set(corpus["doc_id"]), checks))
     # keep graded judgments (rel > 0) exactly as in the source qrels
     qrels = {q: {d: raw_qrels[q][d] for d in docs_} for q, docs_ in qrels.items()}
-    return Prepared(corpus, topics, qrels, excluded, {"sources": [str(corpus_path), str(topics_path), str(qrels_path)], "problems": checks.counts, "examples": checks.examples})
+    normalised = checks.counts.pop("backslash_refs", 0)
+    return Prepared(corpus, topics, qrels, excluded, {"sources": [str(corpus_path), str(topics_path), str(qrels_path)],
+                                                      "problems": checks.counts, "examples": checks.examples,
+                                                      "backslash_refs": normalised})
 
 
 def prepare_domain(dataset: str, ds: dict, domain: str, raw_root: str | Path | None = None) -> Prepared:
@@ -261,11 +395,12 @@ def _write_mm(mm, stage: Path, report: dict) -> None:
     from mmir.data.trec import write_qrels
 
     if mm is None:
-        empty = pd.DataFrame(columns=["path", "sha256", "alt", "bytes", "width", "height", "ok"])
+        empty = pd.DataFrame(columns=IMAGE_COLUMNS)
         mm = MultimodalPrepared(
             pd.DataFrame(columns=["qid", "query", "image_paths", "positive_images", "negative_images"]), empty, empty,
-            pd.DataFrame(columns=["pair_id", "doc_id", "image_path"]), {"task2": {}, "task3": {}, "task4": {}},
-            {"task2": {}, "task4": {}}, {})
+            pd.DataFrame(columns=["pair_id", "doc_id", "image_path"]),
+            {"task2": {}, "task3": {}, "task4": {}, "task4_official": {}}, {"task2": {}, "task4": {}}, {},
+            {"unretrievable": {"task2": 0, "task3": 0, "task4": 0, "task4_official": 0}})
     report["multimodal"] = bool(len(mm.topics))
     report.update(mm.report)
     write_parquet(stage / "topics_mm.parquet", mm.topics)
@@ -273,7 +408,8 @@ def _write_mm(mm, stage: Path, report: dict) -> None:
     write_parquet(stage / "query_images.parquet", mm.query_images)
     write_parquet(stage / "pairs.parquet", mm.pairs)
     for task in ("task2", "task3", "task4"):
-        write_qrels(stage / f"qrels.{task}.txt", mm.qrels[task])
+        write_qrels(stage / qrels_file(task), mm.qrels[task])
+    write_qrels(stage / qrels_file("task4", "official"), mm.qrels["task4_official"])
     _write_excluded(stage / "excluded.task2.tsv", mm.excluded["task2"])
     _write_excluded(stage / "excluded.task4.tsv", mm.excluded["task4"])
     _write_excluded(stage / "excluded.task4.always.tsv", mm.always_excluded)

@@ -2,9 +2,10 @@
 
 ``evaluation.protocol: official`` removes the query's ``negative_ids`` (Task 1 ``excluded.tsv``, Task 2
 ``excluded.task2.tsv``, Task 4 ``excluded.task4.tsv``: the pairs of those documents); ``strict`` removes nothing.
-Task 4 also removes, under every protocol, the pairs whose image is annotated negative for the query
-(``excluded.task4.always.tsv``). Task 3 has no exclusion (the released code passes document ids, which never
-match an image).
+Task 4 under ``evaluation.task4_protocol: paper`` also removes, under every protocol, the pairs whose image is
+annotated negative for the query (``excluded.task4.always.tsv``); under ``task4_protocol: official`` it removes
+nothing, as the released ``task4_pair.py`` (it passes document ids as exclusions, which never match a pair id).
+Task 3 has no exclusion (the released code passes document ids, which never match an image).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ FILES = {"task1": "excluded.tsv", "ablation": "excluded.tsv", "task2": "excluded
 ALWAYS = {"task4": "excluded.task4.always.tsv"}
 
 
-def exclusions(prep: str | Path, task: str, protocol: str) -> dict[str, set[str]]:
-    """``{qid: {item ids removed}}`` of ``task`` under ``protocol`` (see the module docstring)."""
+def exclusions(prep: str | Path, task: str, protocol: str, task4_protocol: str = "paper") -> dict[str, set[str]]:
+    """``{qid: {item ids removed}}`` of ``task`` under ``protocol`` / ``task4_protocol`` (module docstring)."""
     prep = Path(prep)
+    if task == "task4" and task4_protocol == "official":
+        return {}
     files = [FILES[task]] if protocol == "official" and task in FILES else []
     files += [ALWAYS[task]] if task in ALWAYS else []
     out: dict[str, set[str]] = {}

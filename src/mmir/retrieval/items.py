@@ -67,10 +67,7 @@ def task_items(task: str, prep: str | Path) -> Items:
         paths = im.loc[im["ok"].astype(bool), "path"].tolist()
         return Items(task, paths, [""] * len(paths), paths)
     if task == "task4":
-        p = pd.read_parquet(prep / "pairs.parquet")
-        im = pd.read_parquet(prep / "images.parquet", columns=["path", "ok"])
-        bad = set(im.loc[~im["ok"].astype(bool), "path"])
-        p = p[~p["image_path"].fillna("").isin(bad)] if bad else p
+        p = pd.read_parquet(prep / "pairs.parquet")  # pairs are built from decodable images only
         return Items(task, p["pair_id"].tolist(), p["doc_id"].tolist(), p["image_path"].fillna("").tolist())
     raise ValueError(f"unknown task {task!r}")
 

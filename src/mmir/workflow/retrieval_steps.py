@@ -199,7 +199,7 @@ def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict
     t0 = time.perf_counter()
     prep = Path(prepared_dir)
     items, qs = task_items(task, prep), task_queries(task, prep, queries)
-    excluded = exclusions(prep, task, evaluation["protocol"])
+    excluded = exclusions(prep, task, evaluation["protocol"], evaluation.get("task4_protocol", "paper"))
     exclude = as_indices(qs.qids, items.ids, excluded)
     k = evaluation["top_k"]
     image_text = _image_text(system, captions, prep, evaluation.get("alt_text", False))

@@ -401,6 +401,8 @@ def _retrieve_inputs(config, w):
 def _retrieve_params(config, w):
     system = system_config(config, w["system"])
     ev = {k: config["evaluation"][k] for k in ("protocol", "top_k")}
+    if w["task"] == "task4":
+        ev["task4_protocol"] = config["evaluation"]["task4_protocol"]
     if system["kind"] != "bm25":
         ev["chunk_size"] = config["evaluation"]["chunk_size"]
     elif w["task"] not in ("task1", U.ABLATION_TASK):
@@ -426,14 +428,17 @@ def _score(job: Job):
 
 @inputs("score")
 def _score_inputs(config, w):
+    from mmir.data.prepare import qrels_file
+
     return {"run": paths.RUN.format(**w),
-            "qrels": paths.prepared(w["dataset"], w["domain"], f"qrels.{qrels_task(w['task'])}.txt")}
+            "qrels": paths.prepared(w["dataset"], w["domain"], qrels_file(qrels_task(w["task"]),
+                                                                         config["evaluation"]["task4_protocol"]))}
 
 
 @params("score")
 def _score_params(config, w):
-    return {"measures": config["measures"], "tie_order": config["evaluation"]["tie_order"],
-            "binary": w["task"] == "task4" and config["evaluation"]["task4_protocol"] == "official"}
+    # Task 4 official reads its own (binary) qrels: no label is collapsed here
+    return {"measures": config["measures"], "tie_order": config["evaluation"]["tie_order"], "binary": False}
 
 
 # ------------------------------------------------------------------------------------------------ reports

@@ -47,7 +47,11 @@ def prepare(dataset: str, ds: dict, domain: str, out_dir: str | Path, fetched_ma
              out_dir, report["documents"], report["topics"], report["topics_with_qrels"], report["qrels_task1"], report["excluded_pairs"])
     for kind, n in report["problems"].items():
         if n:
-            log.warning("%s: %d (kept going, per integrity policy); e.g. %s", kind, n, report["examples"].get(kind, [""])[0])
+            ex = report["examples"].get(kind)
+            log.warning("%s: %d (kept going, per integrity policy)%s", kind, n, f"; e.g. {ex[0]}" if ex else "")
+    if any(report.get("unretrievable", {}).values()):
+        log.warning("judged items that cannot be retrieved (undecodable images; they count as misses): %s",
+                    ", ".join(f"{t} {n}" for t, n in report["unretrievable"].items() if n))
     return report
 
 

@@ -1,8 +1,12 @@
 """The one config check before any job: the schema (defaults filled), then the LLM layer's and every
-benchmark's own cross-key checks. Snakemake (``workflow/rules/common.smk``) and the CLI both call this."""
+benchmark's own cross-key checks, then what the config names outside itself (dataset roots and domains,
+environment variables holding API keys, model packages). Snakemake (``workflow/rules/common.smk``) and the
+CLI both call this."""
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import os
 
 from mmir import config as cfg
@@ -10,7 +14,9 @@ from mmir.benchmarks.m2rag.check import check as check_m2rag
 from mmir.benchmarks.mmbright.check import check as check_mmbright
 from mmir.benchmarks.mmdr.check import check as check_mmdr
 from mmir.benchmarks.rag.check import check as check_rag
-from mmir.llm.backends import check_generators
+from mmir.core.errors import ConfigError
+from mmir.data.domains import check_dataset
+from mmir.llm.backends import check_backend_config, check_generators
 
 
 def validate_config(config: dict, file: str | None = None) -> dict:
@@ -23,7 +29,40 @@ def validate_config(config: dict, file: str | None = None) -> dict:
     check_generators(config, file)
     for check in (check_mmbright, check_rag, check_m2rag, check_mmdr):
         check(config, file)
+    for name, ds in config["datasets"].items():
+        check_dataset(name, ds, file)
+    check_environment(config, file)
     return config
+
+
+def check_environment(config: dict, file: str | None = None) -> None:
+    """What a run needs from this machine, checked before any job: the environment variable each
+    generator's ``api_key_env`` names (the backend's default when not given) is set, and every
+    ``pypi:<package>`` model of a system is installed.
+
+    Raises:
+        ConfigError: naming ``generators.<name>.api_key_env`` or ``systems.<name>.model``.
+    """
+    for name, g in config["generators"].items():
+        cls, kwargs, _ = check_backend_config(g)
+        param = inspect.signature(cls.__init__).parameters.get("api_key_env")
+        if param is None:
+            continue
+        var = kwargs.get("api_key_env", param.default)
+        if var and var is not inspect.Parameter.empty and not os.environ.get(var):
+            raise ConfigError(f"generators.{name}.api_key_env", f"environment variable {var!r} is unset or empty "
+                              "(export it before running; null = an endpoint that needs no key)", file)
+    for name, s in config["systems"].items():
+        model = s.get("model")
+        if isinstance(model, str) and model.startswith("pypi:"):
+            pkg = model[len("pypi:"):]
+            try:
+                found = importlib.util.find_spec(pkg.replace("-", "_")) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                raise ConfigError(f"systems.{name}.model", f"package {pkg!r} is not installed in this environment "
+                                  f"(pip install {pkg})", file)
 
 
 def load_config(path: str | os.PathLike = "params.yaml", overlays: list[str | os.PathLike] | None = None) -> dict:
