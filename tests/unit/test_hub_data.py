@@ -125,9 +125,9 @@ def test_svg_under_png_name_stays_judged_but_is_never_retrievable(hub, tmp_path)
     report = write_prepared(hub, out)
     assert report["unretrievable"] == {"task2": 0, "task3": 1, "task4": 1, "task4_official": 0}
     assert json.loads((out / "prepare.json").read_text())["unretrievable"]["task3"] == 1
-    from mmir.retrieval.mm_search import _items
+    from mmir.retrieval.items import task_items
 
-    assert IA3 not in set(_items("task3", out)["item_id"]) and len(_items("task3", out)) == 4
+    assert IA3 not in set(task_items("task3", out).ids) and len(task_items("task3", out)) == 4
 
 
 @pytest.mark.parametrize("bad", [b"", png()[:40]], ids=["zero-bytes", "truncated"])
@@ -150,9 +150,12 @@ BM25 = {"kind": "bm25", "backend": "bm25s", "method": "lucene", "k1": 0.9, "b": 
 
 
 def test_task4_protocols_give_different_qrels_rankings_and_scores(tmp_path):
+    import pandas as pd
+
     from mmir.evaluation.scoring import score_run
-    from mmir.retrieval.mm_search import read_exclusions, retrieve_mm
-    from mmir.retrieval.runs import write_run
+    from mmir.retrieval.exclusions import exclusions as read_exclusions
+    from mmir.retrieval.runs import read_run
+    from mmir.workflow.retrieval_steps import retrieve
 
     out = tmp_path / "prep"
     write_prepared(prepare_domain("mmb", ds(hub_domain(tmp_path)), "d"), out)
@@ -162,11 +165,12 @@ def test_task4_protocols_give_different_qrels_rankings_and_scores(tmp_path):
     assert paper_excl["1"] == {pair_id(NB, None), pair_id(NB, IB1)}
     captions = {IB1: "the mean of a sample", IA2: "mean"}  # image text pulls the negative pair up
     runs, scores = {}, {}
+    pd.DataFrame({"path": list(captions), "text": list(captions.values())}).to_parquet(tmp_path / "caps.parquet")
     for proto in ("paper", "official"):
         ev = {"protocol": "official", "top_k": 100, "task4_protocol": proto}
-        run, _ = retrieve_mm("task4", out, BM25, ev, tmp_path / "cache", captions)
-        runs[proto] = [d for d, _ in run["1"]]
-        write_run(tmp_path / f"{proto}.trec", run, tag="bm25")
+        retrieve("task4", out, "bm25", BM25, ev, tmp_path / f"{proto}.trec", tmp_path / f"{proto}.stats.json",
+                 captions=tmp_path / "caps.parquet")
+        runs[proto] = [d for d, _ in read_run(tmp_path / f"{proto}.trec")["1"]]
         scores[proto] = score_run(tmp_path / f"{proto}.trec", out / qrels_file("task4", proto), ["nDCG@10"],
                                   tmp_path / f"{proto}.json", tmp_path / f"{proto}.tsv")["measures"]["nDCG@10"]
     assert pair_id(NB, IB1) in runs["official"] and pair_id(NB, IB1) not in runs["paper"]

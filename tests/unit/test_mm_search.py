@@ -1,4 +1,5 @@
-"""Tasks 2–4 retrieval on a tiny prepared domain, checked against a direct computation with the encoder."""
+"""Tasks 2–4 retrieval on a tiny prepared domain through the retrieval stage (encode -> stores -> fused top-k),
+checked against a direct computation with the encoder."""
 
 import io
 
@@ -9,7 +10,9 @@ from PIL import Image
 from mmir.data.images import blank_image
 from mmir.data.multimodal import pair_id
 from mmir.data.prepare import prepare_domain, write_prepared
-from mmir.retrieval.mm_search import make_mm_encoder, mm_system_run, read_exclusions, text_route
+from mmir.encoders.multimodal import make_mm_encoder
+from mmir.retrieval.items import ImageText, PairBudget, item_texts, query_texts, task_items, task_queries
+from retrieval_pipeline import run_system
 from test_multimodal import IMG, ds, mm_root
 
 SYSTEM = {"kind": "mm", "encoder": "open_clip:ViT-B-32", "random_init": True, "seed": 0, "image_mode": "first",
@@ -53,15 +56,14 @@ def test_task3_and_task4_match_direct_computation(prepared, encoder, tmp_path):
     corpus_imgs = [Image.open(io.BytesIO(b)).convert("RGB") for b in images["bytes"]]
     iv = encoder.encode_images(corpus_imgs)
 
-    run, stats = mm_system_run("task3", prepared, SYSTEM, {}, 10, tmp_path / "c", encoder=encoder)
+    run, stats = run_system("task3", prepared, SYSTEM, tmp_path / "w", k=10, encoder=encoder)
     expect = qv @ iv.T * 100
     for r, qid in enumerate(topics["qid"]):
         order = np.lexsort((np.arange(len(images)), -expect[r]))
         assert [d for d, _ in run[qid]] == images["path"].iloc[order].tolist()
         np.testing.assert_allclose([s for _, s in run[qid]], expect[r][order], atol=1e-3)
 
-    excl = read_exclusions(prepared, "task4", "official")
-    run4, _ = mm_system_run("task4", prepared, SYSTEM, excl, 100, tmp_path / "c", encoder=encoder)
+    run4, _ = run_system("task4", prepared, SYSTEM, tmp_path / "w", k=100, encoder=encoder)
     got = [d for d, _ in run4["q1"]]
     assert pair_id("d/bbbbbbbb_0.txt", IMG["b0001"]) not in got and pair_id("d/bbbbbbbb_0.txt", None) not in got
     # a pair vector is the normalised mean of its passage and image vectors
@@ -75,21 +77,44 @@ def test_task3_and_task4_match_direct_computation(prepared, encoder, tmp_path):
     orig = encoder.encode_image_bytes
     encoder.encode_image_bytes = lambda *a, **k: calls.append(1) or orig(*a, **k)
     try:
-        mm_system_run("task3", prepared, SYSTEM, {}, 10, tmp_path / "c", encoder=encoder)
+        run_system("task3", prepared, SYSTEM, tmp_path / "w2", k=10, encoder=encoder)
     finally:
         encoder.encode_image_bytes = orig
     assert calls == []
 
 
+def _alt(prepared):
+    import pandas as pd
+
+    im = pd.read_parquet(prepared / "images.parquet")
+    return dict(zip(im["path"], im["alt"]))
+
+
 def test_text_route_uses_image_text(prepared):
     caps = {"d/query_q1/image_1.png": "OCR QUERY WORDS", IMG["a0001"]: "OCR CHART"}
-    qids, queries, items, texts = text_route("task4", prepared, caps)
+    with_alt = ImageText(caps, _alt(prepared), alt_text=True)
+    queries = query_texts(task_queries("task4", prepared), with_alt)
     assert queries[0] == "mean of a sample\n\nOCR QUERY WORDS" and queries[1] == "no image query"
-    t = dict(zip(items, texts))
+    items = task_items("task4", prepared)
+    t = dict(zip(items.ids, item_texts(items, prepared, with_alt)))
     assert t[pair_id("d/aaaaaaaa_0.txt", IMG["a0001"])] == "alpha gold passage about means\n\nOCR CHART\na red chart"
     assert t[pair_id("d/aaaaaaaa_0.txt", None)] == "alpha gold passage about means"
-    _, _, items3, texts3 = text_route("task3", prepared, caps)
-    assert dict(zip(items3, texts3))[IMG["a0002"]] == ""  # no OCR text, no alt
+    # alt text is off by default (the hub has none): only the OCR text stands for an image
+    plain = dict(zip(items.ids, item_texts(items, prepared, ImageText(caps))))
+    assert plain[pair_id("d/aaaaaaaa_0.txt", IMG["a0001"])] == "alpha gold passage about means\n\nOCR CHART"
+    items3 = task_items("task3", prepared)
+    assert dict(zip(items3.ids, item_texts(items3, prepared, with_alt)))[IMG["a0002"]] == ""  # no OCR text, no alt
+
+
+def test_pair_text_keeps_the_image_text_within_the_budget(prepared):
+    caps = {IMG["a0001"]: "IMAGE WORDS " * 50}
+    budget = PairBudget(chars=120, image_share=0.25)
+    items = task_items("task4", prepared)
+    t = dict(zip(items.ids, item_texts(items, prepared, ImageText(caps), budget)))
+    text = t[pair_id("d/aaaaaaaa_0.txt", IMG["a0001"])]
+    doc, image = text.split("\n\n")
+    assert len(text) <= 120 and image == ("IMAGE WORDS " * 50)[:30] and doc.startswith("alpha gold passage")
+    assert budget.cut_images >= 1
 
 
 def test_caption_step_writes_image_text_for_corpus_and_query_images(tmp_path):
