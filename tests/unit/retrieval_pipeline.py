@@ -18,14 +18,11 @@ def encode_kinds(task: str, prep: Path, system: dict, work: Path, *, encoder=Non
     stores = {}
     for kind in kinds_of(system, task):
         store = work / "vectors" / kind
-        stats = []
         n = 1 if kind in QUERY_KINDS else shards
         for s in range(n):
             seal, st = store / f"shard-{s:05d}.sealed.json", store / f"shard-{s:05d}.stats.json"
             retrieval_steps.encode(prep, "sys", system, kind, s, n, encoding, work.parent / "cache", store, seal, st,
                                    captions, False, encoder)
-            stats.append(str(st))
-        retrieval_steps.encode_store(system, kind, n, store, store / "manifest.json", stats)
         stores[kind] = str(store)
     return stores
 

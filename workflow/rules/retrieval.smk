@@ -1,5 +1,4 @@
-# encode: one shard of one kind (documents, pair texts, images, queries) of a vector system, resumable; encode_store:
-# the kind's manifest; retrieve: one system over one prepared domain for one task -> TREC run (top-k, protocol applied).
+# encode: one shard of one kind (documents, pair texts, images, queries) of a vector system, resumable; retrieve: one system over one prepared domain for one task -> TREC run (top-k, protocol applied).
 
 
 rule encode:
@@ -16,25 +15,6 @@ rule encode:
         **spec_resources("encode"),
     params:
         slice=spec_params("encode"),
-    script:
-        "../scripts/step.py"
-
-
-rule encode_store:
-    input:
-        unpack(spec_input("encode_store")),
-    output:
-        **spec_output("encode_store"),
-    log:
-        "logs/encode_store/{dataset}/{domain}/{system}/{kind}.log",
-    benchmark:
-        "benchmarks/encode_store/{dataset}/{domain}/{system}/{kind}.tsv"
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=30,
-    params:
-        slice=spec_params("encode_store"),
     script:
         "../scripts/step.py"
 

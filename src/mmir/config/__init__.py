@@ -44,6 +44,24 @@ def load_schema() -> dict:
         return yaml.safe_load(fh)
 
 
+#: sections an overlay switches off with ``null``, and mappings whose ``null`` entries an overlay removes
+OPTIONAL_SECTIONS = ("rag", "m2rag", "mmdr")
+REMOVABLE_ENTRIES = ("datasets", "systems", "captioners", "generators", "reformulators")
+
+
+def drop_nulls(config: dict) -> dict:
+    """Apply an overlay's removals in place: ``rag: null`` (likewise ``m2rag``, ``mmdr``) switches the stage off,
+    ``datasets: {vaswani: null}`` (likewise systems, captioners, generators, reformulators) removes that entry."""
+    for key in OPTIONAL_SECTIONS:
+        if key in config and config[key] is None:
+            del config[key]
+    for key in REMOVABLE_ENTRIES:
+        if isinstance(config.get(key), dict):
+            for name in [n for n, v in config[key].items() if v is None]:
+                del config[key][name]
+    return config
+
+
 def _key_of(error: jsonschema.ValidationError) -> str:
     path = [str(p) for p in error.absolute_path]
     if error.validator == "required":
@@ -70,6 +88,7 @@ def validate_config(config: dict, file: str | None = None) -> dict:
     """
     if not isinstance(config, dict):
         raise ConfigError("<root>", "params must be a mapping", file)
+    drop_nulls(config)
     validator = _Validator(load_schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(list(e.absolute_path)), str(e.message)))
     if errors:

@@ -6,6 +6,7 @@ shards), so the prepare step reads hub and local copies the same way.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -40,8 +41,10 @@ def _hub_reachable(timeout_s: float = 3.0) -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=None)
 def list_hub_domains(repo_id: str, revision: str) -> list[str]:
-    """Domain names of the hub dataset (from its ``documents/`` files); [] when the hub is unreachable."""
+    """Domain names of the hub dataset (from its ``documents/`` files); [] when the hub is unreachable. Asked once
+    per process and (repo, revision): the DAG asks for it for every job."""
     if os.environ.get("HF_HUB_OFFLINE") == "1" or not _hub_reachable():
         return []
     try:

@@ -129,10 +129,10 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
     return stats
 
 
-def encode_store(system: dict, kind: str, shards: int, store_dir: str | Path, out_manifest: str | Path,
-                 shard_stats: list[str]) -> dict:
-    """Seal a kind's store: its manifest over shards ``0..shards-1`` (encoder key, dtype, dim, shard hashes) and
-    ``encode.json`` (the shards' encode stats summed, the system fingerprint).
+def seal_store(system: dict, kind: str, store_dir: str | Path) -> dict:
+    """Seal a kind's store after its shards: its manifest over every shard (encoder key, dtype, dim, shard hashes)
+    and ``encode.json`` (the shards' encode stats summed, the system fingerprint). Every retrieve job reading the
+    store does this first; jobs racing on it write the same bytes, atomically.
 
     Raises:
         EncoderKeyMismatchError: shards written for another system config or encoder.
@@ -140,7 +140,13 @@ def encode_store(system: dict, kind: str, shards: int, store_dir: str | Path, ou
     """
     from mmir.encoders.store import EncoderKeyMismatchError, finalize_store
 
+    shard_stats = sorted(str(f) for f in Path(store_dir).glob("shard-*.stats.json"))
     stats = [json.loads(Path(f).read_text(encoding="utf-8")) for f in shard_stats]
+    if not stats:
+        from mmir.encoders.store import MissingShardError
+
+        raise MissingShardError(store_dir, "no encoded shard (run its encode jobs)")
+    shards = stats[0]["shards"]
     fingerprint = system_fingerprint(system)
     stale = [f for f, s in zip(shard_stats, stats) if s.get("system_sha256") != fingerprint]
     if stale:
@@ -155,7 +161,7 @@ def encode_store(system: dict, kind: str, shards: int, store_dir: str | Path, ou
             trunc[k] = trunc.get(k, 0) + v
     write_json(Path(store_dir) / "encode.json", {"kind": kind, "shards": shards, "system_sha256": fingerprint, **summed,
                                                  "truncations": trunc})
-    log.info("wrote %s: %d rows in %d shards (%s, dim %d); %d model calls", out_manifest, manifest["total_rows"], shards,
+    log.info("sealed %s: %d rows in %d shards (%s, dim %d); %d model calls", store_dir, manifest["total_rows"], shards,
              manifest["dtype"], manifest["dim"], summed["cache_model_calls"])
     return manifest
 
@@ -238,6 +244,7 @@ def _vectors(task, system, items, qs, stores, variants, cache_root, encoder):
     used: dict = {}
     opened = {}
     for kind in kinds_of(system, task):
+        seal_store(system, kind, stores[kind])
         e = json.loads((Path(stores[kind]) / "encode.json").read_text(encoding="utf-8"))
         if e.get("system_sha256") != system_fingerprint(system):
             raise EncoderKeyMismatchError(stores[kind], "the store was encoded for another config of this system "

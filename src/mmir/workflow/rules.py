@@ -257,17 +257,7 @@ def _reformulate_params(config, w):
             "cache": config["paths"]["generation_cache"]}
 
 
-# ---------------------------------------------------------------------------------------------- retrieval
-RETRIEVE_FILES = {
-    "task1": ["corpus.parquet", "topics.parquet", "excluded.tsv"],
-    "ablation": ["corpus.parquet", "topics.parquet", "excluded.tsv"],
-    "task2": ["corpus.parquet", "topics_mm.parquet", "query_images.parquet", "excluded.task2.tsv"],
-    "task3": ["topics_mm.parquet", "images.parquet", "query_images.parquet"],
-    "task4": ["corpus.parquet", "topics_mm.parquet", "images.parquet", "query_images.parquet", "pairs.parquet",
-              "excluded.task4.tsv", "excluded.task4.always.tsv"],
-}
-
-
+# ---------------------------------------------------------------------------------------------- resources
 def job_resources(config: dict, rule_name: str, system: str | None = None) -> dict[str, int]:
     """``threads, mem_mb, runtime (minutes), gpu`` of a rule's jobs: ``resources.default`` < ``resources.<rule>`` <
     the system's own ``resources`` (encode and retrieve jobs)."""
@@ -329,27 +319,6 @@ def shard_ids(config: dict, w: W) -> list[str]:
     return [f"{s:05d}" for s in range(n_shards(config, w["dataset"], w["domain"], w["kind"]))]
 
 
-@rule("encode_store", {"manifest": paths.VECTOR_MANIFEST})
-def _encode_store(job: Job):
-    from mmir.workflow import retrieval_steps
-
-    p = job.params
-    return retrieval_steps.encode_store(p["system"], job.wildcards["kind"], p["shards"], store_dir(job.wildcards),
-                                        job.output["manifest"], list(job.input["stats"]))
-
-
-@inputs("encode_store")
-def _encode_store_inputs(config, w):
-    ids = shard_ids(config, w)
-    return {"seals": [paths.VECTOR_SHARD.format(shard=s, **w) for s in ids],
-            "stats": [paths.VECTOR_SHARD_STATS.format(shard=s, **w) for s in ids]}
-
-
-@params("encode_store")
-def _encode_store_params(config, w):
-    return {"system": config["systems"][w["system"]], "shards": len(shard_ids(config, w))}
-
-
 # ---------------------------------------------------------------------------------------------- retrieval
 RETRIEVE_FILES = {
     "task1": ["corpus.parquet", "topics.parquet", "excluded.tsv"],
@@ -371,7 +340,7 @@ def _retrieve(job: Job):
     from mmir.workflow import retrieval_steps
 
     w, p, i = job.wildcards, job.params, job.input
-    stores = {k[len("store_"):]: str(Path(v).parent) for k, v in i.items() if k.startswith("store_")}
+    stores = {k[len("shards_"):]: str(Path(v[0]).parent) for k, v in i.items() if k.startswith("shards_")}
     return retrieval_steps.retrieve(w["task"], prepared_dir(w), w["system"], p["system"], p["evaluation"],
                                     job.output["run"], job.output["stats"], stores, i.get("captions"), i.get("queries"),
                                     p["cache_root"])
@@ -389,7 +358,8 @@ def _retrieve_inputs(config, w):
         files["captions"] = image_text_captions(config, w)
     base = {**w, "system": base_system(config, w["system"])}
     for k in encoded_kinds(config, w["system"], w["task"]):
-        files[f"store_{k}"] = paths.VECTOR_MANIFEST.format(kind=k, **base)
+        files[f"shards_{k}"] = [paths.VECTOR_SHARD_STATS.format(kind=k, shard=s, **base)
+                                for s in shard_ids(config, {**base, "kind": k})]
     derived = U.ablation_systems(config)
     if w["system"] in derived:
         files["queries"] = paths.QUERIES.format(dataset=w["dataset"], domain=w["domain"],
