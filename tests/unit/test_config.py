@@ -28,7 +28,8 @@ def test_defaults_are_filled():
     assert cfg["systems"]["bm25"] == {"kind": "bm25", "backend": "bm25s", "method": "lucene", "k1": 0.9, "b": 0.4,
                                       "stopwords": "en", "stemmer": "english", "tasks": None}
     assert cfg["evaluation"] == {"protocol": "official", "top_k": 1000, "primary_measure": "nDCG@10",
-                                 "task4_protocol": "paper", "image_text": "ocr"}
+                                 "task4_protocol": "paper", "image_text": "ocr", "alt_text": False, "tie_order": "run",
+                                 "chunk_size": 65536}
     assert cfg["captioners"] == {"ocr": {"kind": "ocr", "min_score": 0.5}}
     assert cfg["ablations"]["caption"] == {"systems": [], "captioners": []}
     assert cfg["tasks"] == ["task1"] and "nDCG@10" in cfg["measures"]
