@@ -1,14 +1,21 @@
-"""params.yaml: read, merge overlays, validate against workflow/schemas/params.schema.yaml, fill defaults.
+"""params.yaml: read, merge overlays, expand system presets, validate against
+workflow/schemas/params.schema.yaml, fill defaults.
 
 This layer knows the schema and generic cross-references only; each benchmark and the LLM layer check their
 own sections (``mmir.workflow.validate`` runs every check once, before any job starts). An error names the
 offending key as a dotted path. Every default lives in the schema, so the validated dict is complete.
+
+System presets (``src/mmir/config/presets.yaml``, :func:`load_presets`): ``systems: {e5: {preset: e5-mistral}}``
+is replaced by the preset's system keys, with any key given next to ``preset`` overriding the preset's, before
+the schema check (:func:`expand_presets`); the ``preset`` key stays, naming where the keys came from.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import os
+import string
 from pathlib import Path
 
 import jsonschema
@@ -18,6 +25,7 @@ from mmir.core.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_PATH = PROJECT_ROOT / "workflow" / "schemas" / "params.schema.yaml"
+PRESETS_PATH = Path(__file__).resolve().parent / "presets.yaml"
 
 
 
@@ -28,7 +36,7 @@ def _with_defaults(cls):
     def set_defaults(validator, properties, instance, schema):
         if isinstance(instance, dict):
             for name, sub in properties.items():
-                if "default" in sub and name not in instance:
+                if isinstance(sub, dict) and "default" in sub and name not in instance:
                     instance[name] = copy.deepcopy(sub["default"])
         yield from validate_props(validator, properties, instance, schema)
 
@@ -81,19 +89,72 @@ def _deepest(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
     return error
 
 
+@functools.lru_cache(maxsize=1)
+def _presets_file() -> dict:
+    with open(PRESETS_PATH, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)["presets"]
+
+
+def load_presets() -> dict:
+    """The preset catalogue: ``{name: {"system": {...}, "paper", "published", "status", ...}}`` (a deep copy)."""
+    return copy.deepcopy(_presets_file())
+
+
+def expand_presets(config: dict, file: str | None = None) -> dict:
+    """Replace each ``systems.<name>`` that names a ``preset`` by the preset's system keys overlaid with the
+    keys given next to ``preset`` (those win); ``preset`` is kept. In place; returns ``config``.
+    Idempotent (an expanded system expands to itself).
+
+    Raises:
+        ConfigError: ``systems.<name>.preset`` is not a string or not a preset (the message lists them).
+    """
+    systems = config.get("systems")
+    if not isinstance(systems, dict):
+        return config
+    presets = _presets_file()
+    for name, system in systems.items():
+        if not isinstance(system, dict) or "preset" not in system:
+            continue
+        preset = system["preset"]
+        if not isinstance(preset, str) or preset not in presets:
+            raise ConfigError(f"systems.{name}.preset", f"unknown preset {preset!r}; known: {', '.join(sorted(presets))} "
+                              f"(src/mmir/config/presets.yaml)", file)
+        systems[name] = copy.deepcopy(presets[preset]["system"]) | system
+    return config
+
+
+def _check_templates(config: dict, file: str | None) -> None:
+    for name, s in config["systems"].items():
+        if s["kind"] != "dense":
+            continue
+        for key in ("query_template", "doc_template"):
+            try:
+                fields = [f for _, f, _, _ in string.Formatter().parse(s[key]) if f is not None]
+            except ValueError as exc:  # unbalanced braces
+                raise ConfigError(f"systems.{name}.{key}", f"{s[key]!r}: {exc}", file) from exc
+            bad = sorted(set(fields) - {"text", "domain"})
+            if bad or fields.count("text") != 1:
+                raise ConfigError(f"systems.{name}.{key}", f"{s[key]!r}: a template holds {{text}} exactly once and "
+                                  f"may hold {{domain}}" + (f" (unknown: {bad})" if bad else ""), file)
+
+
 def validate_config(config: dict, file: str | None = None) -> dict:
-    """Validate ``config`` in place against the schema and fill defaults.
+    """Expand system presets, validate ``config`` in place against the schema and fill defaults.
 
     Returns the same dict (validated, complete). Raises :class:`ConfigError` naming the first bad key.
     """
     if not isinstance(config, dict):
         raise ConfigError("<root>", "params must be a mapping", file)
     drop_nulls(config)
+    expand_presets(config, file)
     validator = _Validator(load_schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(list(e.absolute_path)), str(e.message)))
     if errors:
         err = _deepest(errors[0])
-        raise ConfigError(_key_of(err), err.message, file)
+        message = err.message
+        if err.validator == "not" and isinstance(err.schema, dict) and err.schema.get("description"):
+            message = err.schema["description"]  # a forbidden key says why, not "should not be valid under {}"
+        raise ConfigError(_key_of(err), message, file)
     # Cross-key checks the schema cannot express.
     primary = config["evaluation"]["primary_measure"]
     if primary not in config["measures"]:
@@ -103,6 +164,7 @@ def validate_config(config: dict, file: str | None = None) -> dict:
     if mm_tasks and text_systems and config["evaluation"]["image_text"] not in config["captioners"]:
         raise ConfigError("evaluation.image_text", f"{config['evaluation']['image_text']!r} is not a key of captioners "
                           f"(text systems {', '.join(text_systems)} need image text on {', '.join(mm_tasks)})", file)
+    _check_templates(config, file)
     for name, s in config["systems"].items():
         if s["kind"] == "mm" and s["random_init"] and not s["encoder"].startswith("open_clip:"):
             raise ConfigError(f"systems.{name}.random_init", "random weights are supported for open_clip:<arch> encoders", file)

@@ -12,7 +12,9 @@ Interface (:class:`MultimodalEncoder`):
   enc.cache_kind("image", role), image_bytes)``.
 
 Texts longer than the model's limit are truncated, never an error (CLIP: 77 tokens, SigLIP: 64, GME: 1800
-tokens of prompt). On CUDA, batches run under ``torch.autocast(float16)``; on CPU in float32.
+tokens of prompt). Before tokenising, each text is cut at ``max_chars`` characters (default 8 per token of that
+limit, :mod:`mmir.encoders.truncation`; settable on the encoder), and ``truncations`` counts the character and
+token cuts. On CUDA, batches run under ``torch.autocast(float16)``; on CPU in float32.
 
 Implementations: transformers CLIP (``CLIPModel``), SigLIP (``SiglipModel``), open_clip, GME (Qwen2-VL,
 last-token pooling, following the ``gme_inference.py`` of its model card), and the ``trust_remote_code``
@@ -54,6 +56,7 @@ from mmir.data.images import (
     decode_image,
     to_rgb,
 )
+from mmir.encoders.truncation import Truncations, cut_chars, default_max_chars, silence_length_warning
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,8 @@ DEFAULT_GME_7B = "Alibaba-NLP/gme-Qwen2-VL-7B-Instruct"
 DEFAULT_JINA_CLIP = "jinaai/jina-clip-v1"
 DEFAULT_NOMIC_VISION = "nomic-ai/nomic-embed-vision-v1.5"
 DEFAULT_NOMIC_TEXT = "nomic-ai/nomic-embed-text-v1.5"
+#: the nomic-embed-text-v1.5 commit of the MTEB model meta of nomic-embed-vision-v1.5 (``text_model_revision``)
+NOMIC_TEXT_REVISION = "a03db6748c80237063eb0546ac6b627eca2318cb"
 DEFAULT_BGE_VL = "BAAI/BGE-VL-base"
 
 
@@ -104,12 +109,6 @@ def features_tensor(out: Any) -> torch.Tensor:
     raise TypeError(f"cannot find an embedding tensor in {type(out).__name__}")
 
 
-def _resolved_revision(model: Any, requested: str | None) -> str | None:
-    """The commit hash transformers resolved while loading (``config._commit_hash``), else ``requested``."""
-    commit = getattr(getattr(model, "config", None), "_commit_hash", None)
-    return commit or requested
-
-
 def local_fingerprint(path: str | os.PathLike) -> str:
     """``local:<sha256>`` of a local model directory or file: names and sizes of every file plus the full bytes
     of small (<1 MiB) files (configs, tokenizers); cheap even for multi-GB weights. Used as the cache revision
@@ -126,13 +125,25 @@ def local_fingerprint(path: str | os.PathLike) -> str:
 
 
 def _hub_or_local_revision(model: Any, model_id: str, revision: str | None) -> str | None:
+    """Cache-key revision: the content fingerprint of a local directory, else the hub commit ``revision`` names."""
     if Path(model_id).exists():
         return local_fingerprint(model_id)
-    return _resolved_revision(model, revision)
+    from mmir.encoders.text import hub_commit, is_commit
+
+    if is_commit(revision):
+        return revision
+    commit = getattr(getattr(model, "config", None), "_commit_hash", None)
+    return commit or hub_commit(model_id, revision)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
+
+
+def _hf_lengths(tokenizer, texts: list[str]) -> list[int]:
+    """Token counts (special tokens included, no truncation) of ``texts`` under a transformers tokenizer."""
+    silence_length_warning(tokenizer)
+    return [len(ids) for ids in tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -216,6 +227,8 @@ class MultimodalEncoder(abc.ABC):
         self.device = torch.device(device or default_device())
         self.batch_size = int(batch_size)
         self.half = bool(half)
+        self._max_chars: int | None = None
+        self.truncations = Truncations()
 
     # --- properties -------------------------------------------------------------------------------------
     @property
@@ -240,6 +253,30 @@ class MultimodalEncoder(abc.ABC):
         return {}
 
     @property
+    def text_token_limit(self) -> int | None:
+        """Tokens of text the model reads (the truncation length); None when unknown."""
+        return None
+
+    @property
+    def max_chars(self) -> int | None:
+        """Characters of a text kept before tokenisation: the value set, else 8 per :attr:`text_token_limit`
+        (512 tokens when the limit is unknown)."""
+        if self._max_chars is not None:
+            return self._max_chars
+        return default_max_chars(self.text_token_limit or 512)
+
+    @max_chars.setter
+    def max_chars(self, value: int | None) -> None:
+        if value is not None and int(value) < 1:
+            raise ValueError(f"max_chars must be a positive integer or None, got {value!r}")
+        self._max_chars = None if value is None else int(value)
+
+    def _token_lengths(self, texts: list[str], role: Role) -> list[int] | None:
+        """Tokens of each (character-cut) text before truncation, as the model's tokenizer counts them
+        (prompts included); None when the tokenizer is not reachable (remote-code encoders)."""
+        return None
+
+    @property
     def role_sensitive(self) -> bool:
         """True when a text/image is encoded differently as a query than as a document."""
         return False
@@ -247,7 +284,8 @@ class MultimodalEncoder(abc.ABC):
     @property
     def cache_spec(self) -> dict:
         """Spec for :class:`~mmir.encoders.cache.EmbeddingCache`: model id, resolved revision,
-        preprocessing, dtype (``float16-autocast`` on CUDA, else the weights dtype) and normalisation."""
+        preprocessing, dtype (``float16-autocast`` on CUDA, else the weights dtype), the text character budget
+        and normalisation."""
         ac = self.autocast_dtype
         return {
             "model": self.model_id,
@@ -255,6 +293,7 @@ class MultimodalEncoder(abc.ABC):
             "family": self.family,
             "preprocessing": self.preprocessing(),
             "dtype": f"{_dtype_name(ac)}-autocast" if ac is not None else _dtype_name(self.weights_dtype),
+            "text_max_chars": self.max_chars,
             "normalize": "l2",
         }
 
@@ -301,15 +340,18 @@ class MultimodalEncoder(abc.ABC):
         """Encode texts.
 
         Args:
-            texts: strings; longer than the model limit -> truncated (never an error).
+            texts: strings; cut at :attr:`max_chars` characters, then truncated at the model's token limit
+                (never an error); both cuts are counted in :attr:`truncations`.
             role: ``"query"`` or ``"document"`` (matters only for role-sensitive encoders).
 
         Returns:
             ``(len(texts), dim)`` float32, L2-normalised rows.
         """
-        texts = [str(t) for t in texts]
+        texts, flags = cut_chars(texts, self.max_chars)
         if not texts:
             return self._empty()
+        self.truncations.record(flags, self._token_lengths(texts, role), self.text_token_limit,
+                                what=f"{self.model_id} {role} texts", max_chars=self.max_chars)
         out = []
         with self._ctx():
             for i in range(0, len(texts), self.batch_size):
@@ -485,11 +527,19 @@ class HFDualEncoder(MultimodalEncoder):
     def dim(self) -> int:
         return self._dim
 
+    @property
+    def text_token_limit(self) -> int:
+        return self.max_text_tokens
+
+    def _token_lengths(self, texts, role):
+        return _hf_lengths(self.processor.tokenizer, texts)
+
     def preprocessing(self) -> dict:
         ip = self.processor.image_processor
         return {
             "max_text_tokens": self.max_text_tokens,
             "text_padding": self.text_padding,
+            "pass_attention_mask": self.pass_attention_mask,
             "image_processor": type(ip).__name__,
             "size": getattr(ip, "size", None),
             "crop_size": getattr(ip, "crop_size", None),
@@ -578,8 +628,22 @@ class OpenClipEncoder(MultimodalEncoder):
     def dim(self) -> int:
         return self._dim
 
+    @property
+    def text_token_limit(self) -> int | None:
+        return getattr(self.tokenizer, "context_length", None)
+
+    def _token_lengths(self, texts, role):
+        encode = getattr(self.tokenizer, "encode", None)  # open_clip SimpleTokenizer: ids without sot/eot
+        if encode is not None and hasattr(self.tokenizer, "sot_token_id"):
+            return [len(encode(t)) + 2 for t in texts]
+        inner = getattr(self.tokenizer, "tokenizer", None)  # open_clip HFTokenizer wraps a transformers one
+        return _hf_lengths(inner, texts) if inner is not None and callable(inner) else None
+
     def preprocessing(self) -> dict:
-        return {"transform": repr(self.preprocess), "context_length": getattr(self.tokenizer, "context_length", None)}
+        import open_clip
+
+        return {"transform": repr(self.preprocess), "context_length": getattr(self.tokenizer, "context_length", None),
+                "tokenizer": type(self.tokenizer).__name__, "open_clip": open_clip.__version__}
 
     def _encode_text_batch(self, texts, role):
         return self.model.encode_text(self.tokenizer(texts).to(self.device))
@@ -709,14 +773,22 @@ class GmeEncoder(MultimodalEncoder):
     def role_sensitive(self) -> bool:
         return self.query_instruction is not None
 
+    @property
+    def text_token_limit(self) -> int:
+        return self.max_length
+
+    def _token_lengths(self, texts, role):
+        return _hf_lengths(self.processor.tokenizer, [self._prompt(t, False, role) for t in texts])
+
     def preprocessing(self) -> dict:
         ip = self.processor.image_processor
         return {
             "template": "gme_inference.py (system/user/assistant, <|endoftext|> last token)",
             "default_instruction": GME_DEFAULT_INSTRUCTION,
             "query_instruction": self.query_instruction,
-            "min_pixels": getattr(ip, "min_pixels", None),
-            "max_pixels": getattr(ip, "max_pixels", None),
+            # transformers 5 keeps them as size.shortest_edge / size.longest_edge (ip.min_pixels is gone)
+            "min_pixels": getattr(ip, "min_pixels", None) or getattr(getattr(ip, "size", None), "shortest_edge", None),
+            "max_pixels": getattr(ip, "max_pixels", None) or getattr(getattr(ip, "size", None), "longest_edge", None),
             "max_length": self.max_length,
             "fetch_image": "smart_resize(28, 4*28*28, 16384*28*28)",
             "pooling": "last-token",
@@ -786,8 +858,9 @@ def build_gme(model_id: str = DEFAULT_GME_2B, revision: str | None = "main", *, 
               **load_kwargs) -> GmeEncoder:
     """GME-Qwen2-VL 2B/7B via transformers ``Qwen2VLForConditionalGeneration`` + ``AutoProcessor``.
 
-    Loaded in float16 on CUDA (as the model card) and float32 on CPU; the processor gets
-    ``min_pixels = min_image_tokens * 28 * 28`` and ``max_pixels = max_image_tokens * 28 * 28``.
+    Loaded in float16 on CUDA (as the model card) and float32 on CPU; the processor gets the model card's
+    ``min_pixels = min_image_tokens * 28 * 28`` and ``max_pixels = max_image_tokens * 28 * 28`` as transformers 5's
+    ``size={"shortest_edge": min_pixels, "longest_edge": max_pixels}`` (the same resizing).
     """
     if model is None or processor is None:
         from transformers import AutoProcessor, Qwen2VLForConditionalGeneration
@@ -796,9 +869,9 @@ def build_gme(model_id: str = DEFAULT_GME_2B, revision: str | None = "main", *, 
         dtype = torch.float16 if dev.type == "cuda" else torch.float32
         model = Qwen2VLForConditionalGeneration.from_pretrained(model_id, revision=revision, dtype=dtype,
                                                                 **load_kwargs)
-        processor = AutoProcessor.from_pretrained(model_id, revision=revision,
-                                                  min_pixels=min_image_tokens * 28 * 28,
-                                                  max_pixels=max_image_tokens * 28 * 28, **load_kwargs)
+        # the image area bounds of gme_inference.py (min_pixels / max_pixels), as transformers 5 names them
+        size = {"shortest_edge": min_image_tokens * 28 * 28, "longest_edge": max_image_tokens * 28 * 28}
+        processor = AutoProcessor.from_pretrained(model_id, revision=revision, size=size, **load_kwargs)
         revision = _hub_or_local_revision(model, model_id, revision)
     return GmeEncoder(model, processor, model_id=model_id, revision=revision, device=device, batch_size=batch_size,
                       half=half, query_instruction=query_instruction, min_image_tokens=min_image_tokens,
@@ -824,6 +897,10 @@ class JinaClipEncoder(MultimodalEncoder):
     @property
     def dim(self) -> int:
         return self._dim
+
+    @property
+    def text_token_limit(self) -> int:
+        return 8192  # jina-clip-v1's JinaBERT text tower (MTEB model meta: max_tokens 8192)
 
     def _encode_text_batch(self, texts, role):
         return torch.as_tensor(np.asarray(self.model.encode_text(list(texts)), dtype=np.float32))
@@ -871,6 +948,15 @@ class NomicVisionEncoder(MultimodalEncoder):
     def role_sensitive(self) -> bool:
         return True
 
+    @property
+    def text_token_limit(self) -> int:
+        limit = getattr(self.tokenizer, "model_max_length", None)
+        return int(limit) if limit and limit < 1_000_000 else 8192
+
+    def _token_lengths(self, texts, role):
+        prefix = "search_query: " if role == "query" else "search_document: "
+        return _hf_lengths(self.tokenizer, [prefix + t for t in texts])
+
     def preprocessing(self) -> dict:
         return {"query_prefix": "search_query: ", "document_prefix": "search_document: ",
                 "text_pooling": "mean+layernorm"}
@@ -896,7 +982,7 @@ class NomicVisionEncoder(MultimodalEncoder):
 
 
 def build_nomic_vision(model_id: str = DEFAULT_NOMIC_VISION, revision: str | None = "main",
-                       text_model_id: str = DEFAULT_NOMIC_TEXT, text_revision: str | None = "main", *,
+                       text_model_id: str = DEFAULT_NOMIC_TEXT, text_revision: str | None = NOMIC_TEXT_REVISION, *,
                        device: str | None = None, batch_size: int = 32, half: bool = True,
                        **load_kwargs) -> NomicVisionEncoder:
     """Both Nomic models with ``trust_remote_code=True`` (model card)."""
@@ -929,6 +1015,10 @@ class BgeVlEncoder(MultimodalEncoder):
     @property
     def dim(self) -> int:
         return self._dim
+
+    @property
+    def text_token_limit(self) -> int:
+        return 77  # CLIP text tower (MTEB model meta: max_tokens 77)
 
     def _encode_text_batch(self, texts, role):
         return torch.as_tensor(self.model.encode(text=list(texts))).float()
@@ -991,7 +1081,8 @@ MM_MODELS: dict[str, MMModelEntry] = {
     "nomic-vision": MMModelEntry("nomic-vision", DEFAULT_NOMIC_VISION, build_nomic_vision, STATUS_REMOTE,
                                  "trust_remote_code; text side nomic-embed-text-v1.5"),
     "bge-vl": MMModelEntry("bge-vl", DEFAULT_BGE_VL, build_bge_vl, STATUS_REMOTE,
-                           "trust_remote_code; BGE-VL-base assumed (paper does not name the size)"),
+                           "trust_remote_code; BGE-VL-base by default (the paper does not name the size; the "
+                           "released Task 3/4 code has only BGE-VL-large, which the bge-vl preset uses)"),
 }
 
 

