@@ -143,16 +143,17 @@ class KindEncoder:
     """A system's encoder seen per kind: its cache spec and key, the cache ``kind`` and the encode function.
 
     ``encoder`` is a :class:`mmir.encoders.text.TextEncoder` (dense) or a
-    :class:`mmir.encoders.multimodal.MultimodalEncoder` (mm), built from the system config when not given.
+    :class:`mmir.encoders.multimodal.MultimodalEncoder` (mm), built from the system config when not given;
+    ``domain`` fills ``{domain}`` in a dense system's instruction templates.
     """
 
-    def __init__(self, system: dict, encoder=None):
+    def __init__(self, system: dict, encoder=None, domain: str | None = None):
         self.system = system
         if encoder is None:
             if system["kind"] == "dense":
                 from mmir.encoders.text import make_text_encoder
 
-                encoder = make_text_encoder(system)
+                encoder = make_text_encoder(system, domain=domain)
             else:
                 from mmir.encoders.multimodal import make_mm_encoder
 

@@ -86,7 +86,7 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
         start, stop = (sel[0], sel[-1] + 1) if sel else (0, 0)
     else:
         start, stop = shard_range(len(rows), shard, shards, encoding["shard_size"])
-    enc = KindEncoder(system, encoder)
+    enc = KindEncoder(system, encoder, domain=prep.name)
     ckind = enc.cache_kind(rows)
     fn = enc.fn(rows)
     ids, payloads = rows.ids[start:stop], rows.payloads[start:stop]
@@ -217,7 +217,7 @@ def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict
         scores, idx = r.search(query_texts(qs, image_text) if task not in ("task1", "ablation") else qs.texts, k, exclude)
         scale = 1.0
     else:
-        matrix, qvecs, used = _vectors(task, system, items, qs, stores or {}, queries, cache_root, encoder)
+        matrix, qvecs, used = _vectors(task, system, items, qs, stores or {}, queries, cache_root, encoder, prep.name)
         stats |= used
         r = VectorRetriever(chunk_size=evaluation.get("chunk_size", 65536), approximate=system.get("approximate"))
         r.index(matrix)
@@ -234,7 +234,7 @@ def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict
     return stats
 
 
-def _vectors(task, system, items, qs, stores, variants, cache_root, encoder):
+def _vectors(task, system, items, qs, stores, variants, cache_root, encoder, domain):
     """(item matrix, query vectors, stats) of a dense or multimodal system from its stores."""
     from mmir.retrieval.encoding import KindEncoder, kinds_of
     from mmir.retrieval.fusion import PairMatrix, pair_rows, query_vectors
@@ -251,13 +251,14 @@ def _vectors(task, system, items, qs, stores, variants, cache_root, encoder):
                                           "(rerun its encode jobs)")
         opened[kind] = open_kind(stores[kind], _stored_key(stores[kind]))
         used[f"encode_{kind}_model_calls"] = e.get("cache_model_calls", 0)
-        used[f"encode_{kind}_truncations"] = sum((e.get("truncations") or {}).values())
+        for cut in ("char_cut", "token_cut"):
+            used[f"encode_{kind}_{cut}"] = (e.get("truncations") or {}).get(cut, 0)
     if system["kind"] == "dense":
         item_kind = {"task1": "documents", "ablation": "documents", "task2": "documents", "task3": "images", "task4": "pairs"}[task]
         store = opened[item_kind]
         _check_ids(store.ids, items.ids, stores[item_kind])
         if variants is not None:  # ablation query variants: encoded here, through the cache
-            qvecs = _encode_inline(KindEncoder(system, encoder), qs.texts, cache_root, system["batch_size"])
+            qvecs = _encode_inline(KindEncoder(system, encoder, domain=domain), qs.texts, cache_root, system["batch_size"])
             used["query_variants_encoded"] = len(qs)
         else:
             qstore = opened["queries" if task == "task1" else "mm_queries"]
