@@ -59,7 +59,8 @@ def _md_table(t: pd.DataFrame, digits: int) -> str:
 
 
 def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str, out_md: str | Path,
-                     out_csv: str | Path, out_metrics: str | Path | None = None, digits: int = 1) -> None:
+                     out_csv: str | Path, out_metrics: str | Path | None = None, digits: int = 1,
+                     notes: list[str] = ()) -> None:
     """Write ``out_md`` (a section per dataset), ``out_csv`` (dataset, system, domains..., Avg.) and, when
     given, ``out_metrics`` = ``{dataset: {system: {domain: value, "Avg.": value}}}`` for ``dvc metrics``."""
     datasets = list(dict.fromkeys(long["dataset"]))
@@ -68,8 +69,7 @@ def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str,
              f"Protocol: **{protocol}** "
              + ("(each query's negative_ids removed from its ranking, as the MM-BRIGHT code does)." if protocol.startswith("official")
                 else "(negative_ids kept: hard negatives compete)."),
-             *(["Text systems (bm25, dense) see images through their image text (OCR; plus alt text for corpus images)."]
-               if task != "task1" else []),
+             *notes,
              *(["Rows marked (untrained) use randomly initialised weights: they exercise the pipeline, not the model."]
                if long["system"].str.endswith("(untrained)").any() else []),
              "Avg. = mean over the dataset's domains. Best per column in bold.", ""]

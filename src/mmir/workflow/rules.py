@@ -428,7 +428,7 @@ def _report(job: Job):
 
     p = job.params
     return steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], job.output["md"],
-                        job.output["csv"], job.output["metrics"], p["untrained"])
+                        job.output["csv"], job.output["metrics"], p["untrained"], p["notes"])
 
 
 @inputs("report")
@@ -440,7 +440,21 @@ def _report_inputs(config, w):
 def _report_params(config, w):
     systems = {u["system"] for u in U.task_units(config, w["task"])}
     return {"measure": config["evaluation"]["primary_measure"], "protocol": protocol_label(config, w["task"]),
-            "untrained": sorted(s for s in systems if config["systems"][s].get("random_init"))}
+            "untrained": sorted(s for s in systems if config["systems"][s].get("random_init")),
+            "notes": table_notes(config, w["task"])}
+
+
+def table_notes(config: dict, task: str) -> list[str]:
+    """What a task table says about its inputs: the image text of text systems, how ties were scored."""
+    ev = config["evaluation"]
+    notes = []
+    if task != "task1":
+        notes.append(f"Text systems (bm25, dense) see images as their `{ev['image_text']}` image text"
+                     + (" plus the dataset's alt text for corpus images." if ev["alt_text"] else
+                        " only (no alt text: the hub's document_images has none)."))
+    notes.append("Ties are scored in the run's own order (the order the run file lists)." if ev["tie_order"] == "run" else
+                 "Ties are re-sorted by trec_eval (document id), as the released scripts.")
+    return notes
 
 
 def tracked_slice(config: dict, task_units: list[dict]) -> dict[str, Any]:

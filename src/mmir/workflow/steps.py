@@ -162,14 +162,14 @@ def score(run_file: str | Path, qrels_file: str | Path, measures: list[str], out
 
 
 def report(task: str, metric_files: list[str], measure: str, protocol: str, out_md, out_csv, out_metrics,
-           untrained: list[str] = ()) -> None:
+           untrained: list[str] = (), notes: list[str] = ()) -> None:
     """Write the task table (:mod:`mmir.reporting.tables`); systems in ``untrained`` (random weights) are
-    labelled so."""
+    labelled so; ``notes`` (how image text and ties were handled) go under the title."""
     from mmir.reporting.tables import collect, write_task_table
 
     long = collect(metric_files)
     long["system"] = [f"{s} (untrained)" if s in set(untrained) else s for s in long["system"]]
-    write_task_table(long, task, measure, protocol, out_md, out_csv, out_metrics)
+    write_task_table(long, task, measure, protocol, out_md, out_csv, out_metrics, notes=list(notes))
     log.info("read %d metric files; wrote %s, %s, %s", len(metric_files), out_md, out_csv, out_metrics)
 
 
