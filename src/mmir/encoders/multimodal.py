@@ -1189,7 +1189,7 @@ def make_mm_encoder(system: dict):
     """Build the encoder of a validated ``kind: mm`` system. ``random_init`` builds the real architecture
     with seeded random weights (offline runs; tables label the row untrained)."""
     name = system["encoder"]
-    kw = {"device": system.get("device"), "batch_size": system["batch_size"]}
+    kw = {"device": system.get("device"), "batch_size": system["batch_size"], "half": system.get("half", True)}
     if system.get("random_init"):
         torch.manual_seed(system["seed"])
         if not name.startswith("open_clip:"):

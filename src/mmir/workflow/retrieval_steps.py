@@ -74,7 +74,8 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
 
     t0 = time.perf_counter()
     prep, store = Path(prepared_dir), Path(store_dir)
-    rows = kind_rows(kind, prep, system, _image_text(system, captions, prep, alt_text), pair_budget(system))
+    budget = pair_budget(system)
+    rows = kind_rows(kind, prep, system, _image_text(system, captions, prep, alt_text), budget)
     if kind == "pairs":  # along the documents' shards
         import pandas as pd
 
@@ -118,6 +119,8 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
              "shards": shards, "rows": len(ids),
              "row_range": [start, stop], "dim": dim, "dtype": encoding["dtype"], **ws.as_dict(),
              **{f"cache_{k}": v for k, v in totals.items()}, "truncations": truncations,
+             # pair texts of the whole kind whose document or image text was cut to its share of the budget
+             "pair_text_cuts": {"documents": budget.cut_documents, "images": budget.cut_images} if kind == "pairs" else {},
              "seconds": round(time.perf_counter() - t0, 2)}
     write_json(out_stats, stats)
     log.info("read %s (%d %s rows, shard %d of %d: rows %d..%d); wrote %s: %d batches computed, %d skipped (already "
@@ -160,7 +163,7 @@ def seal_store(system: dict, kind: str, store_dir: str | Path) -> dict:
         for k, v in (s.get("truncations") or {}).items():
             trunc[k] = trunc.get(k, 0) + v
     write_json(Path(store_dir) / "encode.json", {"kind": kind, "shards": shards, "system_sha256": fingerprint, **summed,
-                                                 "truncations": trunc})
+                                                 "truncations": trunc, "pair_text_cuts": stats[0].get("pair_text_cuts", {})})
     log.info("sealed %s: %d rows in %d shards (%s, dim %d); %d model calls", store_dir, manifest["total_rows"], shards,
              manifest["dtype"], manifest["dim"], summed["cache_model_calls"])
     return manifest
@@ -253,6 +256,8 @@ def _vectors(task, system, items, qs, stores, variants, cache_root, encoder, dom
         used[f"encode_{kind}_model_calls"] = e.get("cache_model_calls", 0)
         for cut in ("char_cut", "token_cut"):
             used[f"encode_{kind}_{cut}"] = (e.get("truncations") or {}).get(cut, 0)
+        for part, n in (e.get("pair_text_cuts") or {}).items():
+            used[f"pair_text_cut_{part}"] = n
     if system["kind"] == "dense":
         item_kind = {"task1": "documents", "ablation": "documents", "task2": "documents", "task3": "images", "task4": "pairs"}[task]
         store = opened[item_kind]
