@@ -94,7 +94,7 @@ def text_system_run(task: str, prep: Path, system: dict, excluded: dict, k: int,
     """Rank a task's items for a bm25/dense system through the OCR route."""
     from mmir.encoders.text import make_text_encoder
     from mmir.retrieval.bm25 import BM25
-    from mmir.retrieval.search import encode_cached
+    from mmir.retrieval.search import cache_batch_size, encode_cached, encoder_usage
 
     qids, queries, item_ids, texts = text_route(task, prep, captions)
     stats = {"items": len(item_ids), "topics": len(qids)}
@@ -104,10 +104,10 @@ def text_system_run(task: str, prep: Path, system: dict, excluded: dict, k: int,
         scores = index.iter_scores(queries)
         return rank_scores(lambda i: next(scores), qids, item_ids, excluded, k, "bm25"), stats
     enc = make_text_encoder(system)
-    bs = system.get("batch_size", 32)
+    bs = cache_batch_size(enc, system)
     d, ds = encode_cached(enc, texts, "document", cache_root, bs)
     q, qs = encode_cached(enc, queries, "query", cache_root, bs)
-    stats |= {f"doc_{a}": b for a, b in ds.items()} | {f"query_{a}": b for a, b in qs.items()}
+    stats |= {f"doc_{a}": b for a, b in ds.items()} | {f"query_{a}": b for a, b in qs.items()} | encoder_usage(enc)
     return _vector_rank(q, d, qids, item_ids, excluded, k), stats
 
 

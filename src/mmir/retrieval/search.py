@@ -70,16 +70,30 @@ def encode_cached(encoder, texts: list[str], kind: str, cache_root: str | Path, 
         return cache.encode(texts, keys, fn, batch_size=batch_size, progress=f"encode {kind}s")
 
 
+def cache_batch_size(encoder, system: dict) -> int:
+    """Texts per encoder call through the cache: the encoder's ``cache_batch_size`` (an API encoder takes
+    several requests' worth, to send them concurrently), else the system's ``batch_size``."""
+    return getattr(encoder, "cache_batch_size", None) or system.get("batch_size", 32)
+
+
+def encoder_usage(encoder) -> dict:
+    """An API encoder's request counters (``usage``: requests, retries, failures, ...) prefixed ``api_``;
+    ``{}`` for a local model."""
+    usage = getattr(encoder, "usage", None)
+    return {f"api_{k}": v for k, v in usage.items()} if isinstance(usage, dict) else {}
+
+
 def dense_run(corpus: pd.DataFrame, topics: pd.DataFrame, system: dict, excluded: dict, k: int,
               cache_root: str | Path, encoder=None) -> tuple[Run, dict]:
     """Rank with a dense encoder: exact cosine × 100 over the whole corpus. Returns (run, encode stats)."""
     from mmir.encoders.text import make_text_encoder
 
     encoder = encoder or make_text_encoder(system)
-    bs = system.get("batch_size", 32)
+    bs = cache_batch_size(encoder, system)
     docs, dstats = encode_cached(encoder, corpus["text"].tolist(), "document", cache_root, bs)
     qs, qstats = encode_cached(encoder, topics["query"].tolist(), "query", cache_root, bs)
     stats = {f"doc_{k_}": v for k_, v in dstats.items()} | {f"query_{k_}": v for k_, v in qstats.items()}
+    stats |= encoder_usage(encoder)
     log.info("encoded: documents %s, queries %s", dstats, qstats)
     run = {}
     if len(qs) and len(docs):
