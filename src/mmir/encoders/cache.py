@@ -7,12 +7,14 @@ later run, task or system with the same encoder, and nothing stale is ever retur
 
 Storage (one cache per encoder key, ``<root>/<slug>-<hash12>``): an SQLite index ``.sqlite`` (WAL) maps each
 key (32 raw bytes) to ``(segment, row)``; the vectors are float32 rows appended to raw segment files
-``.seg/<segment>.f32`` of at most 1 GiB. Chosen by measurement over 338,291 x 1,024 vectors (bench numbers in
-``bench/bench_fullsize.py``): one SQLite row of float32 bytes per vector, the previous layout, writes about half
-as fast and reads by key about 3x slower (4 KiB blobs spill into overflow pages), and a FAISS ``IndexIDMap2``
-holds every vector in RAM and is only durable by rewriting the whole index after each batch. A database
-written by the previous layout (table ``vec``) is still read: its vectors are found as before, new ones go to
-segments.
+``.seg/<segment>.f32`` of at most 1 GiB. Chosen by measurement over 338,291 x 1,024 vectors in batches of
+1,024 (``bench/bench_cache_layouts.py``): one SQLite row of float32 bytes per vector, the previous layout, wrote
+1.9x slower and read by key 2.7x slower than this layout's prototype (4 KiB blobs spill into overflow pages;
+its file is 15 % larger), and a FAISS ``IndexIDMap2`` holds every vector in RAM (2.1 GB peak there, 10 GB for
+2.5 M) and is only durable by rewriting the whole index after each batch (2.1 s a batch at that size).
+``bench/bench_fullsize.py`` (e) compares this implementation (with its per-batch fsync) to the previous one.
+A database written by the previous layout (table ``vec``) is still read: its vectors are found as before, new
+ones go to segments.
 
 Guarantees:
 
