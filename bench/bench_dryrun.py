@@ -67,7 +67,8 @@ def hub_plan() -> tuple[float, int, int]:
             sys.exit(p.stderr[-3000:])
         out = p.stdout + p.stderr
         total = int(re.search(r"^total\s+(\d+)", out, re.M).group(1))
-        gpu = sum(1 for b in out.split("\n\n") if "rule encode:" in b and re.search(r"gpu=1\b", b))
+        blocks = re.split(r"\n(?=\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\]\n)", out)  # one block per planned job
+        gpu = sum(1 for b in blocks if "\nrule encode:" in b and re.search(r"gpu=1\b", b))
         return dt, total, gpu
 
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from conftest import PROJECT, shared
 
-from integration.helpers import BIN, env, snakemake
+from integration.helpers import BIN, env, openstax_slice, snakemake
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ def _params(root: Path, wd: Path, **extra) -> dict:
 def test_task1_and_task2_read_one_encoding_of_the_corpus(tmp_path):
     """Task 1 and Task 2 of minilm on one domain: the corpus is encoded by its own jobs (3 shards of 200), once; both
     retrieve jobs (run in parallel) read the same store and report its model calls; a rerun encodes nothing."""
-    root = shared("openstax")
+    root = openstax_slice(shared("openstax"), tmp_path / "slice", n_queries=8, n_doc_images=10)  # few images to OCR
     wd = tmp_path / "wf"
     wd.mkdir()
     (wd / "params.yaml").write_text(yaml.safe_dump(_params(root, wd)))
@@ -69,7 +69,7 @@ def test_task1_and_task2_read_one_encoding_of_the_corpus(tmp_path):
 def _encode_cmd(prep: Path, store: Path, cache: Path, batch_rows: int) -> list[str]:
     code = (
         "import sys; from mmir.workflow.retrieval_steps import encode; "
-        f"encode({str(prep)!r}, 'minilm', {dict(MINILM, backend='sentence-transformers', revision=None, device='cpu', query_template='{{text}}', doc_template='{{text}}')!r}, "
+        f"encode({str(prep)!r}, 'minilm', {dict(MINILM, backend='sentence-transformers', revision=None, device='cpu', query_template='{text}', doc_template='{text}')!r}, "
         f"'documents', 0, 1, {{'shard_size': 100000, 'dtype': 'float32', 'batch_rows': {batch_rows}}}, {str(cache)!r}, "
         f"{str(store)!r}, {str(store / 'shard-00000.sealed.json')!r}, {str(store / 'shard-00000.stats.json')!r})"
     )
@@ -141,7 +141,8 @@ def test_slurm_profile_plans_the_full_hub_config_with_gpus_on_model_jobs(tmp_pat
     assert proc.returncode == 0, out[-4000:]
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
     assert jobs["fetch"] == "29" and jobs["prepare"] == "29" and int(jobs["encode"]) > 29 * 3, jobs
-    encode_blocks = [b for b in out.split("\n\n") if "rule encode:" in b]
+    blocks = re.split(r"\n(?=\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\]\n)", out)  # one block per planned job
+    encode_blocks = [b for b in blocks if "\nrule encode:" in b]
     assert len(encode_blocks) == int(jobs["encode"])
     assert all(re.search(r"gpu=1\b", b) and "runtime=" in b and "mem_mb=16000" in b for b in encode_blocks)
     print(f"planned {jobs['total']} jobs in {seconds:.1f}s")
