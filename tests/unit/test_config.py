@@ -3,9 +3,9 @@ import copy
 import pytest
 
 from mmir.config import PROJECT_ROOT
+from mmir.core.errors import ConfigError
 from mmir.workflow.units import units
 from mmir.workflow.validate import load_config, validate_config
-from mmir.core.errors import ConfigError
 
 BASE = {
     "datasets": {"tiny": {"source": "local", "root": "/tmp/x", "domains": ["d"]}},
@@ -86,8 +86,9 @@ def test_schema_integrity_defaults_match_prepare():
 
 
 def test_ablation_systems_and_units(tmp_path):
-    from mmir.workflow.units import ablation_systems, ablation_units, task_units
     from conftest import write_domain
+
+    from mmir.workflow.units import ablation_systems, ablation_units, task_units
 
     root = write_domain(tmp_path / "raw")
     (root / "examples_images").mkdir()

@@ -5,7 +5,11 @@ import pandas as pd
 import pytest
 
 from mmir.encoders.cache import EmbeddingCache, content_key
-from mmir.encoders.text import SentenceTransformerEncoder, make_text_encoder, resolve_model
+from mmir.encoders.text import (
+    SentenceTransformerEncoder,
+    make_text_encoder,
+    resolve_model,
+)
 from mmir.retrieval.search import dense_run, encode_cached
 
 DOCS = pd.DataFrame({"doc_id": ["a", "b", "c", "d"], "text": [

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import PROJECT
-from mmir.data.hub import fetch_domain
+
 from mmir.core.errors import DataError
+from mmir.data.hub import fetch_domain
 
 
 def test_fetch_offline_fails_with_local_copy_recipe(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from mmir.core.errors import DataError
 from mmir.data.images import (
     BLANK_SIZE,
     CorruptImage,
@@ -20,7 +21,6 @@ from mmir.data.images import (
     load_image_for_role,
     resolve_inside,
 )
-from mmir.core.errors import DataError
 
 
 def _encode(img: Image.Image, fmt: str, **kw) -> bytes:

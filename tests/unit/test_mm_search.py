@@ -5,12 +5,17 @@ import io
 import numpy as np
 import pytest
 from PIL import Image
+from test_multimodal import IMG, ds, mm_root
 
 from mmir.data.images import blank_image
 from mmir.data.multimodal import pair_id
 from mmir.data.prepare import prepare_domain, write_prepared
-from mmir.retrieval.mm_search import make_mm_encoder, mm_system_run, read_exclusions, text_route
-from test_multimodal import IMG, ds, mm_root
+from mmir.retrieval.mm_search import (
+    make_mm_encoder,
+    mm_system_run,
+    read_exclusions,
+    text_route,
+)
 
 SYSTEM = {"kind": "mm", "encoder": "open_clip:ViT-B-32", "random_init": True, "seed": 0, "image_mode": "first",
           "fusion": "mean", "batch_size": 8, "num_workers": 0, "device": "cpu", "model": None, "revision": None}
@@ -95,9 +100,9 @@ def test_text_route_uses_image_text(prepared):
 def test_caption_step_writes_image_text_for_corpus_and_query_images(tmp_path):
     pytest.importorskip("rapidocr_onnxruntime", reason="rapidocr-onnxruntime not installed")
     import pandas as pd
+    from test_ocr import _rendered_png
 
     from mmir.workflow import steps
-    from test_ocr import _rendered_png
 
     cols = ["path", "sha256", "alt", "bytes", "width", "height", "ok"]
     pd.DataFrame([["d/d_aaaaaaaa_0001/image_1.png", "", "", _rendered_png(), 760, 260, True]], columns=cols).to_parquet(tmp_path / "images.parquet")

@@ -4,13 +4,13 @@ import io
 
 import pandas as pd
 import pytest
+from conftest import write_domain
 from PIL import Image
 
-from conftest import write_domain
+from mmir.core.errors import DataError
 from mmir.data.multimodal import NO_IMAGE, doc_base_key, image_base_key, pair_id
 from mmir.data.prepare import prepare_domain, write_prepared
 from mmir.data.trec import read_qrels
-from mmir.core.errors import DataError
 
 
 def png(color=(200, 10, 10), size=(8, 8)) -> bytes:

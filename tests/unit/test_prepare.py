@@ -2,11 +2,11 @@ import json
 
 import pandas as pd
 import pytest
-
 from conftest import DOCS, EXAMPLES, write_domain
+
+from mmir.core.errors import DataError
 from mmir.data.prepare import ALL_FILES, prepare_domain, write_prepared
 from mmir.data.trec import read_qrels
-from mmir.core.errors import DataError
 
 LOCAL = {"source": "local", "integrity": {}}
 
