@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mmir.llm.audit import CallAudit
-from mmir.llm.cache import GenerationCache
+from mmir.llm.cache import REJECTED, GenerationCache
 from mmir.llm.errors import GenerationFailure
 from mmir.llm.messages import Message
 from mmir.llm.parsers import ReplyParser
@@ -105,7 +105,7 @@ class LLMClient:
             record.parser, record.value = parser.name, p.value
             record.set_parse(p.ok, p.method, p.error)
             if not p.ok:
-                record.status, record.error_kind, record.error = "rejected", "rejected_reply", f"{parser.name}: {p.error}"
+                record.status, record.error_kind, record.error = "rejected", REJECTED, f"{parser.name}: {p.error}"
                 self.cache.reject(record.cache_key, record.error)
         elif record.status == "ok":
             record.value = record.text
@@ -145,7 +145,7 @@ class LLMClient:
         """Reject an accepted reply after a check the parser cannot make (e.g. a JSON reply without the expected
         structure): ``record`` becomes ``rejected`` and the cache will call again on the next run."""
         if record.status == "ok":
-            record.status, record.error_kind, record.error = "rejected", "rejected_reply", reason
+            record.status, record.error_kind, record.error = "rejected", REJECTED, reason
             record.set_parse(False, record.parse_method, reason)
             self.cache.reject(record.cache_key, reason)
         return record
