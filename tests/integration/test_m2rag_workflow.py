@@ -74,7 +74,7 @@ def test_m2rag_three_strategies_with_the_local_llm(tmp_path):
             assert page.count('<img src="data:image/') == len(a["output_images"]) and 'src="http' not in page
     table = (wd / "results/tables/m2rag.md").read_text()
     for strategy in STRATEGIES:
-        assert f"| os | bm25 | {strategy} |" in table
+        assert f"| os | bm25 | {strategy} |" in table or f"| os | bm25 | {strategy}† |" in table  # †: failed LLM calls
     assert "failed)" in table
     csv = pd.read_csv(wd / "results/tables/m2rag.csv")
     assert list(csv["strategy"]) == list(STRATEGIES)
@@ -84,15 +84,18 @@ def test_m2rag_three_strategies_with_the_local_llm(tmp_path):
     assert children == 3
 
     # the DVC stage's command (`python -m mmir snakemake m2rag`), forced, redoes every M2RAG job from the generation
-    # cache: no model call, the same table
+    # cache: a model call only for the calls that failed or whose reply was rejected (never cached as final), the
+    # same table
     before = (wd / "results/tables/m2rag.csv").read_text()
+    retry = {"kb": json.loads((base / "kb.json").read_text())["llm_failures"]}
+    retry |= {st: json.loads((base / st / "summary.json").read_text())["llm_failures"] for st in STRATEGIES}
     proc = subprocess.run([sys.executable, "-m", "mmir", "snakemake", "m2rag", "--", "-s", str(PROJECT / "Snakefile"),
                            "--forcerun", "m2rag_kb", "m2rag_answer", "m2rag_report"], cwd=wd, capture_output=True,
                           text=True, env=_env(), timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert json.loads((base / "kb.json").read_text())["cache"]["backend_calls"] == 0
+    assert json.loads((base / "kb.json").read_text())["cache"]["backend_calls"] <= retry["kb"]
     for strategy in STRATEGIES:
         s = json.loads((base / strategy / "summary.json").read_text())
-        assert s["cache"]["backend_calls"] == 0 and s["cache"]["hits"] > 0
+        assert s["cache"]["backend_calls"] <= retry[strategy] and s["cache"]["hits"] > 0
     after = pd.read_csv(wd / "results/tables/m2rag.csv")
     pd.testing.assert_frame_equal(pd.read_csv(io.StringIO(before)).drop(columns="seconds"), after.drop(columns="seconds"))

@@ -84,19 +84,19 @@ def test_mmdr_two_tasks_with_the_local_llm(tmp_path):
             assert s["MM"] == 0 and not rec["mm"]["activated"]
         if row["Complete"] == "True":
             complete.append(float(row["Overall"]))
-    table = (wd / "results/tables/mmdr.md").read_text()
+    table = (wd / "results/tables/mmdr.md").read_text().replace("†", "")  # † marks domains with failed LLM calls
     if complete:
         assert f"| All | 2 | {len(complete)} | {sum(complete) / len(complete):.2f} |" in table
 
     # audit: every judge call kept with its raw reply; fallback counts equal the manifest's and the table's
     audit = [json.loads(line) for line in (base / "run/audit.jsonl").read_text().splitlines()]
     assert len(audit) >= 2 * 4  # per task at least FLAE, 2 controller calls, VEF
-    assert all(a["raw_reply"] is not None for a in audit if a["status"] == "ok")
+    assert all(a["text"] is not None for a in audit if a["status"] in ("ok", "rejected"))
     counted: dict[str, list[int]] = {}
     for a in audit:
-        c = counted.setdefault(a["module"], [0, 0, 0])
+        c = counted.setdefault(a["label"], [0, 0, 0])
         c[0] += 1
-        c[1] += int(a["status"] == "ok" and not a["parse_ok"])
+        c[1] += int(a["status"] == "rejected")
         c[2] += int(a["fallback_used"])
     man = json.loads((wd / "results/tables/mmdr/mmdr.leaderboard_manifest.json").read_text())
     assert man["provenance"]["judge_fallbacks"] == {m: c[2] for m, c in counted.items()}

@@ -2,40 +2,18 @@
 
 
 import pandas as pd
+from scripted import ScriptedBackend
 
-from mmir.llm.backends import Backend, Generation, GenerationFailure
-from mmir.benchmarks.mmbright import load_prompt
-from mmir.llm.cache import GenerationCache
+from mmir.benchmarks.mmbright import MMBRIGHT_PROMPTS
 from mmir.benchmarks.mmbright.queries import caption_augmented, reformulate
 from mmir.core.io import write_json
+from mmir.llm.backends import GenerationFailure
+from mmir.llm.cache import GenerationCache
+from mmir.llm.client import LLMClient
 from mmir.reporting.ablation import ablation_frame, write_ablation
 
 TOPICS = pd.DataFrame({"qid": ["a", "b", "c"], "query": ["q one", "q two", "q three"],
                        "image_paths": [["i1", "i2"], [], ["i3"]]})
-
-
-class Canned(Backend):
-    """A real Backend subclass answering from a table keyed by a word of the prompt."""
-
-    name = "canned"
-
-    def __init__(self, replies):
-        super().__init__()
-        self.replies, self.calls = replies, 0
-
-    @property
-    def model_id(self):
-        return "canned-1"
-
-    def _generate(self, messages, *, temperature, max_tokens, seed, n):
-        self.calls += 1
-        text = messages[0]["content"]
-        for word, reply in self.replies.items():
-            if word in text:
-                if isinstance(reply, Exception):
-                    raise reply
-                return Generation(texts=[reply], prompt_tokens=10, completion_tokens=5, latency_s=0.01)
-        raise AssertionError(text)
 
 
 def test_caption_augmented_keeps_image_order_and_skips_empty():
@@ -44,20 +22,21 @@ def test_caption_augmented_keeps_image_order_and_skips_empty():
 
 
 def test_reformulate_statuses_counts_and_cache(tmp_path):
-    backend = Canned({"q one": "The user needs the mean.\nSearch query: sample mean formula",
-                      "q two": "just some keywords without the marker",
-                      "q three": GenerationFailure("empty", "empty content")})
-    tpl = load_prompt("reformulate_v1")
+    backend = ScriptedBackend(contains={"q one": "The user needs the mean.\nSearch query: sample mean formula",
+                                        "q two": "just some keywords without the marker",
+                                        "q three": GenerationFailure("empty", "empty content")})
+    tpl = MMBRIGHT_PROMPTS.get("reformulate_v1")
     with GenerationCache(tmp_path / "g.sqlite") as cache:
-        frame, counts = reformulate(TOPICS, {"i1": "a chart"}, backend, cache, tpl)
+        frame, counts = reformulate(TOPICS, {"i1": "a chart"}, LLMClient(backend, cache), tpl)
+        assert cache.stats["backend_calls"] == 3
     assert frame["query"].tolist() == ["sample mean formula", "just some keywords without the marker", "q three"]
     assert frame["status"].tolist() == ["ok", "no_marker", "failed"]
-    assert counts["ok"] == counts["no_marker"] == counts["failed"] == 1 and counts["cache_backend_calls"] == 3
-    calls = backend.calls
+    assert counts == {"ok": 1, "no_marker": 1, "failed": 1}
+    calls = len(backend.calls)
     with GenerationCache(tmp_path / "g.sqlite") as cache:
-        _, again = reformulate(TOPICS, {"i1": "a chart"}, backend, cache, tpl)
-    assert backend.calls == calls + 1  # only the failed one is retried; the rest come from the cache
-    assert again["cache_hits"] == 2
+        reformulate(TOPICS, {"i1": "a chart"}, LLMClient(backend, cache), tpl)
+        assert cache.stats["hits"] == 2
+    assert len(backend.calls) == calls + 1  # only the failed one is retried; the rest come from the cache
 
 
 def _metric(tmp, dom, system, v):

@@ -15,17 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from mmir.benchmarks.mmbright import PROMPTS_DIR as MMBRIGHT_PROMPTS
+from mmir.benchmarks.mmbright import MMBRIGHT_PROMPTS
 from mmir.llm import (
     GenerationCache,
     LlamaCppBackend,
     OpenAIBackend,
     UnsupportedInputError,
-    load_prompt,
     make_backend,
 )
 from mmir.llm import offline as offline_llm
-from mmir.llm.offline import EXPECTED_SHA256, EXPECTED_SIZE, OfflineModelError, qwen05b_gguf_path
+from mmir.llm.offline import (
+    EXPECTED_SHA256,
+    EXPECTED_SIZE,
+    OfflineModelError,
+    qwen05b_gguf_path,
+)
 
 HAS_PARTS = all(importlib.util.find_spec(p.replace("-", "_")) for p in offline_llm.PART_PACKAGES)
 HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
@@ -99,7 +103,7 @@ def test_llama_cpp_backend_rejects_images(local):
 @needs_parts
 @needs_llama
 def test_llama_cpp_backend_with_cache_loads_nothing_on_rerun(gguf, tmp_path):
-    tpl = load_prompt("reformulate_v1", MMBRIGHT_PROMPTS)
+    tpl = MMBRIGHT_PROMPTS.get("reformulate_v1")
     msgs = [{"role": "user", "content": tpl.render(query="Why does my matplotlib legend overlap the plot?",
                                                    image_descriptions="A line plot whose legend covers two lines.")}]
     b1 = LlamaCppBackend(gguf, n_ctx=2048, n_threads=2)

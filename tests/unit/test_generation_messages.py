@@ -7,42 +7,24 @@ import threading
 
 import pytest
 from PIL import Image
+from scripted import ScriptedBackend
 
-from mmir.benchmarks.mmbright import load_prompt
+from mmir.benchmarks.mmbright import MMBRIGHT_PROMPTS
 from mmir.llm import GenerationCache, Usage, generation_key, parse_marked_answer
 from mmir.llm.backends import (
-    Backend,
     Generation,
     GenerationFailure,
     UnsupportedInputError,
     canonical_messages,
     image_to_bytes,
     messages_sha256,
-    text_only_messages,
 )
 
 
-class CountingBackend(Backend):
-    """The smallest real Backend subclass: deterministic text, so the base-class code paths run."""
-
-    name = "counting"
-
-    def __init__(self, fail_on: set[str] = frozenset()):
-        super().__init__()
-        self.fail_on = set(fail_on)
-        self.calls = 0
-
-    @property
-    def model_id(self) -> str:
-        return "counting-v0"
-
-    def _generate(self, messages, *, temperature, max_tokens, seed, n):
-        self.calls += 1
-        text = text_only_messages(messages, self.name)[-1]["content"]
-        if text in self.fail_on:
-            raise GenerationFailure("empty_content", "scripted failure", history=["empty_content"])
-        return Generation(texts=[f"out:{text}"] * n, prompt_tokens=len(text.split()), completion_tokens=n,
-                          latency_s=0.001, finish_reasons=["stop"] * n)
+def counting_backend(fail_on: set[str] = frozenset()) -> ScriptedBackend:
+    """Deterministic text (``out:<prompt>``) so the base-class code paths run; ``fail_on`` prompts fail."""
+    return ScriptedBackend(lambda c: GenerationFailure("empty_content", "scripted failure", history=["empty_content"])
+                           if c in fail_on else f"out:{c}", name="counting", model="counting-v0")
 
 
 def _png(color=(1, 2, 3)) -> bytes:
@@ -81,38 +63,38 @@ def test_image_parts_and_canonical_form():
     ],
 )
 def test_malformed_messages_are_rejected(bad, match):
-    b = CountingBackend()
+    b = counting_backend()
     with pytest.raises(UnsupportedInputError, match=match):
         b.generate(bad)
-    assert b.calls == 0
+    assert len(b.calls) == 0
 
 
 def test_sampling_arguments_are_checked():
-    b = CountingBackend()
+    b = counting_backend()
     for kw in ({"max_tokens": 0}, {"n": 0}, {"temperature": -1}):
         with pytest.raises(UnsupportedInputError):
             b.generate([{"role": "user", "content": "x"}], **kw)
 
 
 def test_prompts_load_render_and_parse():
-    tpl = load_prompt("reformulate_v1")
+    tpl = MMBRIGHT_PROMPTS.get("reformulate_v1")
     assert tpl.fields == ["query", "image_descriptions"]
     text = tpl.render(query="Why is my p-value $0.05$?", image_descriptions="(none)")
     assert "Why is my p-value $0.05$?" in text and "Search query:" in text
     with pytest.raises(ValueError, match="missing"):
         tpl.render(query="x")
-    cap = load_prompt("caption_v1")
+    cap = MMBRIGHT_PROMPTS.get("caption_v1")
     assert cap.fields == [] and cap.render().startswith("Describe")
     with pytest.raises(FileNotFoundError, match="reformulate_v1"):
-        load_prompt("reformulate_v999")
+        MMBRIGHT_PROMPTS.get("reformulate_v999")
     with pytest.raises(ValueError):
-        load_prompt("../secrets")
+        MMBRIGHT_PROMPTS.get("../secrets")
     assert parse_marked_answer("I think...\nSearch query: **bayes theorem proof**") == "bayes theorem proof"
     assert parse_marked_answer("no marker") is None
 
 
 def test_key_depends_on_every_field():
-    b = CountingBackend()
+    b = counting_backend()
     m = [{"role": "user", "content": "x"}]
     base = generation_key(b, m, "t", "tpl", temperature=0.0, max_tokens=16, n=1, seed=None)
     variants = [
@@ -135,7 +117,7 @@ def test_cache_put_get_and_concurrent_use(tmp_path):
     cache.put("k", {"status": "ok", "texts": ["x"]})
     assert cache.get("k")["texts"] == ["x"] and cache.get("missing") is None
 
-    b = CountingBackend(fail_on={"item 3"})
+    b = counting_backend(fail_on={"item 3"})
     items = [[{"role": "user", "content": f"item {i}"}] for i in range(12)]
     errors = []
 
@@ -154,8 +136,8 @@ def test_cache_put_get_and_concurrent_use(tmp_path):
     assert len(cache) == 13  # 12 items + "k"
     assert [r["key"] for r in cache.failed_records()] == [generation_key(b, items[3], "t", "tpl")]
     s = cache.stats
-    assert s["hits"] + s["misses"] == 24 and s["backend_calls"] == b.calls and s["failures"] >= 1
-    assert b.usage.failures == s["failures"] and b.usage.requests == b.calls
+    assert s["hits"] + s["misses"] == 24 and s["backend_calls"] == len(b.calls) and s["failures"] >= 1
+    assert b.usage.failures == s["failures"] and b.usage.requests == len(b.calls)
 
 
 def test_usage_accumulates_and_merges():

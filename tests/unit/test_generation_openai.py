@@ -24,7 +24,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from mmir.benchmarks.mmbright import PROMPTS_DIR as MMBRIGHT_PROMPTS
+from mmir.benchmarks.mmbright import MMBRIGHT_PROMPTS
 from mmir.core.errors import ConfigError  # noqa: E402
 from mmir.llm import (  # noqa: E402
     GenerationCache,
@@ -338,7 +338,7 @@ def _render_items(tpl, queries):
 
 
 def test_cache_second_run_makes_no_backend_calls(fault, tmp_path):
-    tpl = load_prompt("reformulate_v1", MMBRIGHT_PROMPTS)
+    tpl = MMBRIGHT_PROMPTS.get("reformulate_v1")
     items = [[{"role": "user", "content": tpl.render(query=f"q{i}", image_descriptions="none")}] for i in range(4)]
     db = tmp_path / "gen.sqlite"
     with GenerationCache(db) as cache:

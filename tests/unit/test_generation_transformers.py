@@ -12,7 +12,12 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from mmir.llm import GenerationCache, TransformersBackend, UnsupportedInputError, make_backend  # noqa: E402
+from mmir.llm import (  # noqa: E402
+    GenerationCache,
+    TransformersBackend,
+    UnsupportedInputError,
+    make_backend,
+)
 
 WORDS = "the a of to and is in search query image question answer what how why reason document red blue colour".split()
 SPECIALS = ["<pad>", "<eos>", "<unk>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",

@@ -1,14 +1,20 @@
 """Image descriptions for text-only models: OCR text, context-conditioned captions, the description string."""
 
 import io
-from types import SimpleNamespace
 
 from PIL import Image
+from scripted import ScriptedBackend
 
-from mmir.data.images import CorruptImage
-from mmir.benchmarks.m2rag.calls import Caller
 from mmir.benchmarks.m2rag.describe import add_ocr, caption_images, page_context
-from mmir.benchmarks.m2rag.records import Chunk, ImageItem, M2RAGQuery, Webpage, image_description
+from mmir.benchmarks.m2rag.records import (
+    Chunk,
+    ImageItem,
+    M2RAGQuery,
+    Webpage,
+    image_description,
+)
+from mmir.data.images import CorruptImage
+from mmir.llm.client import LLMClient
 
 
 def png():
@@ -38,18 +44,16 @@ def test_page_context_around_placeholder():
 def test_caption_images_and_ocr():
     seen = []
 
-    class Stub:
-        def generate(self, messages, **kw):
-            parts = messages[0]["content"]
-            seen.append(parts)
-            return SimpleNamespace(texts=[f"caption {len(seen)}\nsecond line"])
+    def caption(call):
+        seen.append(call.messages[0]["content"])
+        return f"caption {len(seen)}\nsecond line"
 
     page = Webpage(0, "t", "u", [Chunk(0, "Before text <IMAGE_PLACEHOLDER>[0] after text")],
                    [ImageItem(0, "p.png", data=png(), split_id=0), ImageItem(1, "bad.png", data=b"x", split_id=0),
                     ImageItem(2, "done.png", data=png(), caption="kept")])
     aux = [ImageItem("aux-0", "x.png", data=png(), is_aux=True)]
     q = M2RAGQuery("q", "What is shown?", [page], aux)
-    rep = caption_images(q, Caller(Stub()))
+    rep = caption_images(q, LLMClient(ScriptedBackend(caption)))
     assert page.images[0].caption == "caption 1 second line" and page.images[2].caption == "kept"
     assert aux[0].caption == "caption 2 second line"
     assert rep.counts == {"captioned": 2, "caption_failed": 1}

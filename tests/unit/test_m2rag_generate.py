@@ -6,11 +6,9 @@ import re
 
 import numpy as np
 import pytest
-from m2rag_stub import Stub
 from PIL import Image
+from scripted import ScriptedBackend
 
-from mmir.llm.backends import GenerationFailure
-from mmir.benchmarks.m2rag.calls import Caller
 from mmir.benchmarks.m2rag.generate import (
     Answer,
     input_segments,
@@ -21,8 +19,16 @@ from mmir.benchmarks.m2rag.generate import (
     separate,
     single_stage,
 )
-from mmir.benchmarks.m2rag.records import PLACEHOLDER, Chunk, ImageItem, M2RAGQuery, Webpage
+from mmir.benchmarks.m2rag.records import (
+    PLACEHOLDER,
+    Chunk,
+    ImageItem,
+    M2RAGQuery,
+    Webpage,
+)
 from mmir.benchmarks.m2rag.selection import SelectionConfig, select_input
+from mmir.llm.backends import GenerationFailure
+from mmir.llm.client import LLMClient
 
 
 def png(color, size=(6, 4)):
@@ -60,9 +66,9 @@ def test_input_layout_llm_and_mllm():
 def test_single_stage_accepts_rejects_and_resolves():
     reply = ("Sure:\n```markdown\n# Answer\nCats are calm.\n![Calm cat](images/0.png)\n"
              "See ![oops](images/7.png) and again ![dup](images/0.png).\n![A dog](https://x/images/1.jpg)\nEnd.\n```")
-    stub = Stub(lambda text: reply)
+    stub = ScriptedBackend(lambda text: reply)
     sel = select_input(query())
-    ans = single_stage(sel, Caller(stub))
+    ans = single_stage(sel, LLMClient(stub))
     assert [o.id for o in ans.output_images] == [0, 1]
     assert [o.image_caption for o in ans.output_images] == ["Calm cat", "A dog"]
     assert ans.output_images[0].cached_image_url == "cache/p0/0.png"
@@ -73,9 +79,9 @@ def test_single_stage_accepts_rejects_and_resolves():
     assert "<figcaption>Calm cat</figcaption>" in ans.processed_response
     assert ans.markdown.count("![Calm cat](images/0.png)") == 1 and "![A dog](images/1.png)" in ans.markdown
     assert ans.response == "# Answer\nCats are calm.\n\nSee  and again .\n\nEnd."
-    assert [c.stage for c in ans.calls] == ["single_stage"]
+    assert [c.label for c in ans.calls] == ["single_stage"]
     # the LLM prompt carries descriptions, the model sees the pseudo URLs
-    assert "![A tabby cat on a sofa](images/0.png)" in stub.calls[0][0]["content"]
+    assert "![A tabby cat on a sofa](images/0.png)" in stub.calls[0].messages[0]["content"]
 
 
 def test_parse_output_images_edge_cases():
@@ -108,9 +114,9 @@ def test_multi_stage_placement_segments_and_refinement():
             return f"R({piece}) see ![img](images/0.png) and [a link](http://x)"
         raise AssertionError(text[:80])
 
-    stub = Stub(reply)
+    stub = ScriptedBackend(reply)
     sel = select_input(query())
-    ans = multi_stage(sel, Caller(stub))
+    ans = multi_stage(sel, LLMClient(stub))
     # aux before line 1, cat before line 2; the dog does not fit
     assert [o.id for o in ans.output_images] == [2, 0]
     assert [o.image_caption for o in ans.output_images] == ["Aux caption", "Cat caption"]
@@ -118,11 +124,11 @@ def test_multi_stage_placement_segments_and_refinement():
                                         "\n<IMAGE_PLACEHOLDER>\nR(L2\nL3) see img and a link")
     assert ans.processed_response.startswith("L0") and ans.processed_response.count("<figure") == 2
     assert ans.stats == {"placement_unplaced": 1}
-    stages = [c.stage for c in ans.calls]
+    stages = [c.label + (f"[{c.context['image']}]" if "image" in c.context else "") for c in ans.calls]
     assert stages == ["multi_stage.text", "multi_stage.place[0]", "multi_stage.place[1]", "multi_stage.place[2]",
                       "multi_stage.refine[2]", "multi_stage.refine[0]"]
     # every placement prompt numbers the stage-1 lines
-    assert "[0] L0\n[1] L1\n[2] L2\n[3] L3" in stub.calls[1][0]["content"]
+    assert "[0] L0\n[1] L1\n[2] L2\n[3] L3" in stub.calls[1].messages[0]["content"]
 
 
 def test_multi_stage_shared_line_gives_empty_segment_and_refusal_is_kept():
@@ -134,23 +140,23 @@ def test_multi_stage_shared_line_gives_empty_segment_and_refusal_is_kept():
         piece = _piece(text)
         return "I can't do that." if not piece else f"R({piece})"
 
-    ans = multi_stage(select_input(query()), Caller(Stub(reply)))
+    ans = multi_stage(select_input(query()), LLMClient(ScriptedBackend(reply)))
     assert [o.id for o in ans.output_images] == [0, 1]
     assert ans.placeholder_response == "L0\n<IMAGE_PLACEHOLDER>\nI can't do that.\n<IMAGE_PLACEHOLDER>\nR(L1)"
     assert ans.stats["refusals"] == 1
 
 
 def test_multi_stage_without_placement_returns_stage1_text():
-    ans = multi_stage(select_input(query()), Caller(Stub(lambda t: "only text" if "text only" in t else "x\n-1")))
+    ans = multi_stage(select_input(query()), LLMClient(ScriptedBackend(lambda t: "only text" if "text only" in t else "x\n-1")))
     assert ans.placeholder_response == "only text" and ans.output_images == []
 
 
 def test_generation_failure_propagates():
-    stub = Stub(lambda text: GenerationFailure("timeout", "slow"))
-    caller = Caller(stub)
+    stub = ScriptedBackend(lambda text: GenerationFailure("timeout", "slow"))
+    caller = LLMClient(stub)
     with pytest.raises(GenerationFailure):
         single_stage(select_input(query()), caller)
-    assert caller.records[-1].ok is False
+    assert caller.audit.records[-1].ok is False
 
 
 def word_encoder(texts):
@@ -169,9 +175,9 @@ def test_separate_murar():
         return m.group(1)  # the polish keeps everything
 
     sel = select_input(query(), SelectionConfig.murar())
-    stub = Stub(reply)
-    ans = separate(sel, Caller(stub), word_encoder)
-    refine_prompt = stub.calls[1][0]["content"]
+    stub = ScriptedBackend(reply)
+    ans = separate(sel, LLMClient(stub), word_encoder)
+    refine_prompt = stub.calls[1].messages[0]["content"]
     assert "![A tabby cat on a sofa](images/0.png)\nCats are great pets." in refine_prompt
     assert "![A dog barking](images/1.png)\nDogs bark loudly." in refine_prompt
     assert [o.cached_image_url for o in ans.output_images] == ["cache/p0/0.png", "cache/p1/1.png"]
@@ -180,7 +186,7 @@ def test_separate_murar():
     assert "0 1 1 5" in ans.placeholder_response  # references are rebuilt in the processed text only
     assert ans.stats["references"] == 2 and ans.stats["images_matched"] == 2
     # the released counter never advances: every image is images/0 and only the first survives
-    quirky = separate(sel, Caller(Stub(reply)), word_encoder, released_quirks=True)
+    quirky = separate(sel, LLMClient(ScriptedBackend(reply)), word_encoder, released_quirks=True)
     assert len(quirky.output_images) == 1 and quirky.stats["rejected_images"] == 1
 
 
@@ -188,7 +194,7 @@ def test_separate_murar():
 def test_render_html_embeds_images_and_resolves_placeholders():
     sel = select_input(query())
     reply = "```markdown\n# Pets <script>alert(1)</script>\n![Calm cat](images/0.png)\nText.\n![Aux](images/2.jpg)\n```"
-    ans = single_stage(sel, Caller(Stub(lambda t: reply)))
+    ans = single_stage(sel, LLMClient(ScriptedBackend(lambda t: reply)))
     page, rep = render_html_with_report(ans, sel.images)
     assert rep.embedded == 2 and rep.dangling == []
     uris = re.findall(r'src="data:(image/[a-z]+);base64,([^"]+)"', page)
@@ -206,7 +212,7 @@ def test_render_html_reports_dangling_placeholders(caplog):
     sel = select_input(query())
     ans = Answer("single_stage", "llm", "q7", "Cats or dogs?", "", f"a {PLACEHOLDER} b {PLACEHOLDER} c",
                  [], "", [])
-    ans.output_images = single_stage(sel, Caller(Stub(lambda t: "![x](images/1.png)"))).output_images
+    ans.output_images = single_stage(sel, LLMClient(ScriptedBackend(lambda t: "![x](images/1.png)"))).output_images
     page, rep = render_html_with_report(ans, sel.images)
     assert rep.embedded == 1 and len(rep.dangling) == 1 and "placeholder 1 has no output image" in rep.dangling[0]
     assert 'class="dangling-image"' in page
@@ -222,9 +228,9 @@ def test_render_html_reports_dangling_placeholders(caplog):
 
 
 def test_multi_stage_mllm_sends_pixels():
-    stub = Stub(lambda t: "L0\nL1" if "text only" in t else ("cap\n0" if "Find the place" in t else "R"))
-    ans = multi_stage(select_input(query()), Caller(stub), mode="mllm")
-    place_msgs = [m for m in stub.calls if "Find the place" in str(m[0]["content"])]
+    stub = ScriptedBackend(lambda t: "L0\nL1" if "text only" in t else ("cap\n0" if "Find the place" in t else "R"))
+    ans = multi_stage(select_input(query()), LLMClient(stub), mode="mllm")
+    place_msgs = [m.messages for m in stub.calls if "Find the place" in m]
     assert len(place_msgs) == 3
     assert all([p["type"] for p in m[0]["content"]] == ["text", "image", "text"] for m in place_msgs)
     assert Image.open(io.BytesIO(place_msgs[0][0]["content"][1]["image"])).size == (6, 4)  # never enlarged

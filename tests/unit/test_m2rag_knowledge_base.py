@@ -6,7 +6,6 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from mmir.core.errors import DataError
 from mmir.benchmarks.m2rag.knowledge_base import (
     PreparedDomain,
     build_knowledge_base,
@@ -15,6 +14,7 @@ from mmir.benchmarks.m2rag.knowledge_base import (
     load_image_captions,
 )
 from mmir.benchmarks.m2rag.selection import select_input
+from mmir.core.errors import DataError
 from mmir.retrieval.runs import write_run
 
 

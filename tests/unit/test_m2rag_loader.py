@@ -6,9 +6,15 @@ import tarfile
 
 import pytest
 
-from mmir.core.errors import DataError
 from mmir.benchmarks.m2rag import loader
-from mmir.benchmarks.m2rag.loader import ImageResolver, dump_record, fetch_dev_set, load_dev_set, parse_record
+from mmir.benchmarks.m2rag.loader import (
+    DevSetImageResolver,
+    dump_record,
+    fetch_dev_set,
+    load_dev_set,
+    parse_record,
+)
+from mmir.core.errors import DataError
 
 RECORD = {
     "query_id": 17,
@@ -121,9 +127,9 @@ def test_images_resolve_under_root(tmp_path):
     assert imgs[0].load_bytes() == b"png"
     assert ds.report.counts["images_unresolved"] == 2 and ds.report.counts["aux_images_unresolved"] == 2
     # the root may also be the dev_set folder itself; unsafe paths never resolve
-    assert ImageResolver(root / "ELI5" / "dev_set").resolve("http://h/ELI5/dev_set/17/0/0.png") is not None
-    assert ImageResolver(root).resolve("../../etc/passwd") is None
-    assert ImageResolver(root, strip_prefix="http://h:8000/").candidates("http://h:8000/ELI5/x.png") == ["ELI5/x.png"]
+    assert DevSetImageResolver(root / "ELI5" / "dev_set").resolve("http://h/ELI5/dev_set/17/0/0.png") is not None
+    assert DevSetImageResolver(root).resolve("../../etc/passwd") is None
+    assert DevSetImageResolver(root, strip_prefix="http://h:8000/").candidates("http://h:8000/ELI5/x.png") == ["ELI5/x.png"]
 
 
 def test_fetch_unpacks_pinned_snapshot(tmp_path, monkeypatch):

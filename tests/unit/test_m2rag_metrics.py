@@ -6,12 +6,10 @@ import math
 import re
 
 import pytest
-from m2rag_stub import Stub
 from PIL import Image
+from scripted import ScriptedBackend
 
-from mmir.llm.backends import GenerationFailure
 from mmir.benchmarks.m2rag.aggregate import aggregate
-from mmir.benchmarks.m2rag.calls import Caller
 from mmir.benchmarks.m2rag.generate import single_stage
 from mmir.benchmarks.m2rag.metrics import (
     ImageEvaluation,
@@ -29,12 +27,20 @@ from mmir.benchmarks.m2rag.metrics import (
     image_recall,
     relevance,
 )
-from mmir.benchmarks.m2rag.records import PLACEHOLDER, Chunk, ImageItem, M2RAGQuery, Webpage
+from mmir.benchmarks.m2rag.records import (
+    PLACEHOLDER,
+    Chunk,
+    ImageItem,
+    M2RAGQuery,
+    Webpage,
+)
 from mmir.benchmarks.m2rag.selection import select_input
+from mmir.llm.backends import GenerationFailure
+from mmir.llm.client import LLMClient
 
 
 def caller(reply):
-    return Caller(Stub(reply if callable(reply) else (lambda t: reply)))
+    return LLMClient(ScriptedBackend(reply if callable(reply) else (lambda t: reply)))
 
 
 # ----------------------------------------------------------------------------------------------- recall
@@ -189,15 +195,15 @@ def test_evaluate_answer_end_to_end():
             return "no number"
         return "fine\n6"
 
-    stub = Stub(judge)
-    ev = evaluate_answer(ans, sel, Judges(text=Caller(stub), image_vision=True))
+    stub = ScriptedBackend(judge)
+    ev = evaluate_answer(ans, sel, Judges(text=LLMClient(stub), image_vision=True))
     assert ev.fluency.normalised == 0.6 and ev.relevance.normalised == 0.6
     assert ev.context_precision.value == pytest.approx(1.0) and ev.faithfulness.value == 1.0
     assert len(ev.images) == 1
     assert ev.images[0].coherence.normalised == 0.9 and ev.images[0].helpfulness.normalised == 0.7
     assert ev.images[0].reference.error == "unparsable"
     assert ev.image_recall == 0.5 and ev.important_images == 2  # c/0 and c/1 are important, only c/0 shown
-    coherence_msgs = next(m for m in stub.calls if "coherent the image" in str(m[0]["content"]))
+    coherence_msgs = next(m.messages for m in stub.calls if "coherent the image" in m)
     parts = coherence_msgs[0]["content"]
     assert [p["type"] for p in parts] == ["text", "image", "text"]
     assert "Above text.\n" in parts[0]["text"] and "Below text." in parts[2]["text"]

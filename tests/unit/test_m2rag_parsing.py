@@ -1,10 +1,9 @@
-"""M2RAG reply parsing (spec §2.1, §2.2, §4, §6, §8 "Parse")."""
-
-import pytest
+"""M2RAG reply parsing (spec §2.1, §2.2, §4, §6, §8 "Parse"); the judges' rules are named parsers of mmir.llm."""
 
 from mmir.benchmarks.m2rag.generate import parse_placement
 from mmir.benchmarks.m2rag.metrics import parse_judge_score
-from mmir.benchmarks.m2rag.parsing import extract_json, first_int, last_int, strip_images, strip_links, unwrap_markdown
+from mmir.benchmarks.m2rag.parsing import strip_images, strip_links, unwrap_markdown
+from mmir.llm.parsers import FIRST_INTEGER, FIRST_JSON, LAST_INTEGER
 
 
 def test_spec_parse_cases():
@@ -17,16 +16,16 @@ def test_spec_parse_cases():
 
 
 def test_last_int_quirks_match_released_code():
-    assert last_int("The answer is good.\n8/10") == 10  # "8/10" reads as 10 (spec §6 quirk)
-    assert last_int("score: -3") == 3  # no sign
-    assert last_int("7\n\n") == 7
-    assert last_int("") is None
+    assert LAST_INTEGER("The answer is good.\n8/10").value == 10  # "8/10" reads as 10 (spec §6 quirk)
+    assert LAST_INTEGER("score: -3").value == 3  # no sign
+    assert LAST_INTEGER("7\n\n").value == 7
+    assert LAST_INTEGER("").value is None
 
 
 def test_first_int_for_image_scores():
-    assert first_int("8, because 3 things") == 8
-    assert first_int("15") == 10
-    assert first_int("none") is None
+    assert FIRST_INTEGER("8, because 3 things").value == 8
+    assert FIRST_INTEGER("15").value == 10
+    assert FIRST_INTEGER("none").value is None
 
 
 def test_unwrap_markdown():
@@ -45,10 +44,9 @@ def test_strip_images_and_links():
 
 
 def test_extract_json():
-    assert extract_json('blah {"verdict": 1} tail') == {"verdict": 1}
-    assert extract_json('```json\n["a", "b"]\n```') == ["a", "b"]
-    with pytest.raises(ValueError):
-        extract_json("no json here")
+    assert FIRST_JSON('blah {"verdict": 1} tail').value == {"verdict": 1}
+    assert FIRST_JSON('```json\n["a", "b"]\n```').value == ["a", "b"]
+    assert not FIRST_JSON("no json here").ok
 
 
 def test_parse_placement():

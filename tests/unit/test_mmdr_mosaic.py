@@ -9,11 +9,12 @@ import json
 import numpy as np
 import pytest
 from PIL import Image
+from scripted import ScriptedBackend
 
 from mmir.benchmarks.mmdr.fetch import FetchResult, default_fetcher
 from mmir.benchmarks.mmdr.image_resolver import ImageResolver, page_image_candidates
 from mmir.benchmarks.mmdr.judge import Judge
-from mmir.benchmarks.mmdr.mm_engines import EngineConfig, claim_accuracy, decide_engine, yes_no_score
+from mmir.benchmarks.mmdr.mm_engines import EngineConfig, claim_accuracy, decide_engine
 from mmir.benchmarks.mmdr.mosaic import (
     MosaicConfig,
     aggregate_items,
@@ -26,7 +27,7 @@ from mmir.benchmarks.mmdr.mosaic import (
     pass2_type,
     run_mosaic,
 )
-from mmir.benchmarks.mmdr.stub import ScriptedBackend
+from mmir.llm.parsers import yes_no_score
 
 
 def png_bytes(seed: int = 0, size: int = 48) -> bytes:
@@ -190,11 +191,11 @@ def _claims(tmp_path):
 def _mosaic_judge(vqa_reply="YES"):
     labels = {"zebra": "photo", "Sales": "datachart", "table": "ocrchart", "cannot": "photo"}
 
-    def type_reply(prompt, n):
+    def type_reply(prompt):
         cap = prompt.split("Caption:")[1].split("Surrounding text:")[0]
         return json.dumps({"label": next(v for k, v in labels.items() if k in cap)})
 
-    return ScriptedBackend({
+    return ScriptedBackend(steps={
         "mm_type": type_reply,
         "vqa": vqa_reply,
         "chart": json.dumps([{"claim": "sales +5%", "is_supported": True, "confidence": 1.0},
@@ -220,9 +221,9 @@ def test_run_mosaic_end_to_end(tmp_path):
     assert res.payload()["l5_final_summary"] == res.summary_path
     counts = judge.audit.counts()
     assert counts["mm_ocr_chart"]["fallbacks"] == 1 and counts["mm_ocr_chart"]["parse_failures"] == 1
-    ocr_call = next(c for c in backend.calls if c[0] == "table/chart claim check (image)")
-    assert ocr_call[2] == 1  # the OCR engine sees the image; the chart engine does not
-    assert next(c for c in backend.calls if c[0] == "table/chart claim check (text)")[2] == 0
+    ocr_call = next(c for c in backend.calls if c.step == "table/chart claim check (image)")
+    assert ocr_call.n_images == 1  # the OCR engine sees the image; the chart engine does not
+    assert next(c for c in backend.calls if c.step == "table/chart claim check (text)").n_images == 0
 
 
 def test_vqa_logprobs_mode(tmp_path):
@@ -247,7 +248,7 @@ def test_mosaic_none_cases(tmp_path):
 
 def test_keyword_routing_option(tmp_path):
     claims = _claims(tmp_path)[1:2]
-    backend = ScriptedBackend({"mm_type": "no label", "chart": "[]", "vqa": "YES"})
+    backend = ScriptedBackend(steps={"mm_type": "no label", "chart": "[]", "vqa": "YES"})
     code = run_mosaic(claims, Judge(backend), ImageResolver(default_fetcher()))
     assert code.items[0]["type_final"] == "photo"  # keyword type discarded (spec §10.9)
     kw = run_mosaic(claims, Judge(backend), ImageResolver(default_fetcher()), MosaicConfig(routing="keyword"))

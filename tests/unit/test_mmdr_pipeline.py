@@ -12,21 +12,25 @@ import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
+from scripted import ScriptedBackend
 
-from mmir.workflow.validate import validate_config
-from mmir.core.errors import ConfigError, DataError
-from mmir.workflow import mmdr as pipeline
-from mmir.benchmarks.mmdr import check
-from mmir.benchmarks.mmdr import judge_audit
-from mmir.benchmarks.mmdr import results
-from mmir.benchmarks.mmdr.baseline import Source, assemble_report, attach_citations, gather_sources, strip_references
+from mmir.benchmarks.mmdr import check, judge_audit, results
+from mmir.benchmarks.mmdr.baseline import (
+    Source,
+    assemble_report,
+    attach_citations,
+    gather_sources,
+    strip_references,
+)
 from mmir.benchmarks.mmdr.build_tasks import build_tasks, load_built_tasks
 from mmir.benchmarks.mmdr.fetch import default_fetcher, fetch_evidence
 from mmir.benchmarks.mmdr.image_resolver import ImageResolver
 from mmir.benchmarks.mmdr.local import ImageTextBackend, LocalDomain, mmir_uri
 from mmir.benchmarks.mmdr.report_parser import parse_references
-from mmir.benchmarks.mmdr.stub import ScriptedBackend
 from mmir.benchmarks.mmdr.tasks import load_tasks
+from mmir.core.errors import ConfigError, DataError
+from mmir.workflow import mmdr as pipeline
+from mmir.workflow.validate import validate_config
 
 SCHEMES = ("http", "https", "file", "mmir")
 DOCS = [
@@ -212,8 +216,8 @@ def test_image_text_backend_describes_images_for_a_text_only_judge(prepared):
     b = ImageTextBackend(inner, lambda data: dom.describe_bytes(data, ["caption", "alt"]), "caption+alt")
     b.generate([{"role": "user", "content": [{"type": "image", "image": _png(1)}, {"type": "image", "image": _png(77)},
                                              {"type": "text", "text": "Statement: x"}]}])
-    prompt = inner.calls[0][1]
-    assert inner.calls[0][2] == 0  # no image part reaches the text-only backend
+    prompt = inner.calls[0]
+    assert inner.calls[0].n_images == 0  # no image part reaches the text-only backend
     assert "[Image 1, given as text (caption+alt): OCR words\nA pie chart with four wedges: A, B, C, D.]" in prompt
     assert "[Image 2, given as text (caption+alt): (no description available" in prompt
     assert b.stats == {"images_described": 1, "images_without_description": 1}
@@ -281,7 +285,7 @@ JUDGE = {
 def _run_stage(tmp_path, monkeypatch, prepared):
     import mmir.llm.backends as backends
 
-    backend = ScriptedBackend({**JUDGE}, default=WRITER)
+    backend = ScriptedBackend(steps={**JUDGE}, default=WRITER)
     monkeypatch.setattr(backends, "make_backend", lambda cfg: backend)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -338,10 +342,10 @@ def test_stage_end_to_end_with_a_scripted_judge(tmp_path, monkeypatch, prepared)
 
     # fallbacks: counted from the saved audit, equal to the manifest's
     audit = [json.loads(line) for line in (base / "run" / "audit.jsonl").read_text().splitlines()]
-    assert all(a["raw_reply"] is not None for a in audit if a["status"] == "ok")
+    assert all(a["text"] is not None for a in audit if a["status"] == "ok")
     counted = {}
     for a in audit:
-        counted[a["module"]] = counted.get(a["module"], 0) + int(a["fallback_used"])
+        counted[a["label"]] = counted.get(a["label"], 0) + int(a["fallback_used"])
     man = json.loads((tmp_path / "export" / "mmdr.leaderboard_manifest.json").read_text())
     assert man["provenance"]["judge_fallbacks"] == counted and counted["controller"] >= 1 and counted["evidence_pair"] >= 1
     assert man["submission_ready"] and man["records_selected"] == 2 and man["provenance"]["judge"]["image_input"] == "text:caption+alt"
@@ -349,8 +353,8 @@ def test_stage_end_to_end_with_a_scripted_judge(tmp_path, monkeypatch, prepared)
     assert man["provenance"]["judge_replies_cut_at_max_tokens"] == dict.fromkeys(counted, 0)  # scripted replies all "stop"
     assert man["provenance"]["report_writer"]["prompt"] == "report_baseline_v1" and len(man["provenance"]["report_writer"]["prompt_sha256"]) == 64
     md = (tmp_path / "mmdr.md").read_text()
-    assert f"| All | 2 | 2 | {board['Overall']:.2f} | {board['FLAE']:.2f} |" in md
-    assert f"{sum(1 for a in audit if a['module'] == 'controller')} / 1 / {counted['controller']}" in md
+    assert f"| All† | 2 | 2 | {board['Overall']:.2f} | {board['FLAE']:.2f} |" in md
+    assert f"{sum(1 for a in audit if a['label'] == 'controller')} / 1 / {counted['controller']}" in md
     # MLflow: a parent and a child per domain plus one for all tasks
     ids = json.loads((tmp_path / "tracking.json").read_text())
     assert len(ids["children"]) == 2
@@ -363,11 +367,15 @@ def test_stage_end_to_end_with_a_scripted_judge(tmp_path, monkeypatch, prepared)
 
 
 def test_rerun_is_served_by_the_caches(tmp_path, monkeypatch, prepared):
-    _run_stage(tmp_path, monkeypatch, prepared)
+    _, base, _, first, _ = _run_stage(tmp_path, monkeypatch, prepared)
+    audit = [json.loads(x) for x in (base / "run" / "audit.jsonl").read_text().splitlines()]
+    retry = {a["cache_key"] for a in audit if a["status"] in ("failed", "rejected")}
     cfg, base, rep, sc, out = _run_stage(tmp_path, monkeypatch, prepared)
     assert rep["cache"]["backend_calls"] == 0 and rep["cache"]["hits"] == 2
-    # failed judge calls are not cached (retried); everything else comes from the cache
-    assert sc["cache"]["hits"] > 0 and sc["cache"]["backend_calls"] == sc["cache"]["failures"]
+    assert rep["llm_calls"] == 2 and rep["llm_failures"] == 0
+    # failed judge calls and rejected replies are not cached as final (retried); everything else is a cache hit
+    assert first["llm_failures"] > 0 and len(retry) > 0
+    assert sc["cache"]["backend_calls"] == len(retry) and sc["cache"]["hits"] > 0
 
 
 def test_example_copies_are_counted_per_module():
@@ -376,7 +384,7 @@ def test_example_copies_are_counted_per_module():
     assert judge_audit.prompt_examples("mmdr_evidence_pair_v1") == [ex]
 
     def rec(module, prompt, reply, ok=True):
-        return {"module": module, "prompt_id": prompt, "raw_reply": reply, "parse_ok": ok}
+        return {"label": module, "prompt_id": prompt, "text": reply, "parse_ok": ok}
 
     records = [
         rec("evidence_pair", "mmdr_evidence_pair_v1", json.dumps({**ex, "why": "copied numbers, own words"})),
@@ -402,7 +410,7 @@ def test_cli_runs_each_rule_step(tmp_path, monkeypatch, prepared):
     import mmir.llm.backends as backends
     from mmir import cli
 
-    monkeypatch.setattr(backends, "make_backend", lambda cfg: ScriptedBackend({**JUDGE}, default=WRITER))
+    monkeypatch.setattr(backends, "make_backend", lambda cfg: ScriptedBackend(steps={**JUDGE}, default=WRITER))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     raw = tmp_path / "raw"
@@ -427,4 +435,4 @@ def test_cli_runs_each_rule_step(tmp_path, monkeypatch, prepared):
     assert parse_references((tmp_path / "results/mmdr/ds/d/reports/q1.md").read_text(), SCHEMES) == {
         "1": "mmir://ds/d/bbbb0002_0.txt", "2": "mmir://ds/d/query_q1/image_1.png"}
     assert json.loads((tmp_path / "results/tracking/mmdr.json").read_text())["parent"]
-    assert "| All | 1 | 1 |" in (tmp_path / "results/tables/mmdr.md").read_text()
+    assert "| All† | 1 | 1 |" in (tmp_path / "results/tables/mmdr.md").read_text()  # † the judge's rejected replies

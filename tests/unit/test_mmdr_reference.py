@@ -16,9 +16,22 @@ from pathlib import Path
 
 import pytest
 
-from mmir.benchmarks.mmdr.aggregate import final_mmdr, mosaic_gate, overall_score, trace_value
-from mmir.benchmarks.mmdr.export import LEADERBOARD_COLUMNS, TASK_COLUMNS, export_leaderboard
-from mmir.benchmarks.mmdr.mosaic import aggregate_items, item_score, mm_score_from_summary
+from mmir.benchmarks.mmdr.aggregate import (
+    final_mmdr,
+    mosaic_gate,
+    overall_score,
+    trace_value,
+)
+from mmir.benchmarks.mmdr.export import (
+    LEADERBOARD_COLUMNS,
+    TASK_COLUMNS,
+    export_leaderboard,
+)
+from mmir.benchmarks.mmdr.mosaic import (
+    aggregate_items,
+    item_score,
+    mm_score_from_summary,
+)
 
 SHARED = Path(os.environ.get("MMIR_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
 REF = SHARED / "mmdr-reference" / "gemini31flash"

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 from PIL import Image
+from scripted import ScriptedBackend
 
 from mmir.benchmarks.mmdr.aggregate import final_mmdr
 from mmir.benchmarks.mmdr.config import MMDRConfig
@@ -16,7 +17,6 @@ from mmir.benchmarks.mmdr.export import export_leaderboard, provenance
 from mmir.benchmarks.mmdr.fetch import default_fetcher
 from mmir.benchmarks.mmdr.judge import Judge
 from mmir.benchmarks.mmdr.scorer import legacy_final, score_task
-from mmir.benchmarks.mmdr.stub import ScriptedBackend
 from mmir.benchmarks.mmdr.tasks import Task
 
 DOCS = {("openstax", "bio-10"): "Mitosis produces two identical daughter cells. Each has 46 chromosomes in humans.",
@@ -66,7 +66,7 @@ def _setup(tmp_path):
 
 def test_score_task_end_to_end_and_export(tmp_path):
     img, task, cfg, fetcher = _setup(tmp_path)
-    backend = ScriptedBackend(REPLIES)
+    backend = ScriptedBackend(steps=REPLIES)
     judge = Judge(backend)
     run = tmp_path / "run"
     report = _report(img)
@@ -89,8 +89,8 @@ def test_score_task_end_to_end_and_export(tmp_path):
     steps = backend.steps_called()
     assert steps.count("task controller (metric weighting)") == 2  # FLAE and EVI each call it (spec §10.12)
     assert "visual evidence fidelity (VEF)" in steps
-    vef_call = next(c for c in backend.calls if c[0] == "visual evidence fidelity (VEF)")
-    assert vef_call[2] == 1 and "Cell division" not in vef_call[1].split("QUESTION")[1].split("GROUND TRUTH")[0]
+    vef_call = next(c for c in backend.calls if c.step == "visual evidence fidelity (VEF)")
+    assert vef_call.n_images == 1 and "Cell division" not in vef_call.split("QUESTION")[1].split("GROUND TRUTH")[0]
 
     res = run / "results" / "agent.jsonl"
     res.parent.mkdir()
@@ -109,7 +109,7 @@ def test_gate_closed_when_all_citations_are_images(tmp_path):
     img, task, cfg, fetcher = _setup(tmp_path)
     report = ("# Summary\n\nThe figure shows both pathways side by side [1]. " + "More words here. " * 80 +
               f"\n\nReferences:\n\n[1] file://{img}\n")
-    judge = Judge(ScriptedBackend(REPLIES))
+    judge = Judge(ScriptedBackend(steps=REPLIES))
     ts = score_task(task, report, judge, fetcher, cfg=cfg)
     ev = ts.evidence.scores
     assert (ev.E_con, ev.E_cov, ev.E_fid, ev.score) == (0.0, 0.0, 1.0, 0.0)
@@ -121,7 +121,7 @@ def test_gate_closed_when_all_citations_are_images(tmp_path):
 
 def test_short_report_and_no_ground_truth(tmp_path):
     img, task, cfg, fetcher = _setup(tmp_path)
-    judge = Judge(ScriptedBackend(REPLIES))
+    judge = Judge(ScriptedBackend(steps=REPLIES))
     short = score_task(task, "Too short.", judge, fetcher, cfg=cfg)
     assert short.record == {"qid": "Q3", "error": "report_too_short", "report_chars": 10, "min_report_chars": 1000,
                             "scores": {"FINAL_MMDR": 0.0}}
@@ -138,6 +138,6 @@ def test_mosaic_exception_gives_zero_and_is_recorded(tmp_path):
         def resolve(self, seed, caption=""):
             raise RuntimeError("resolver exploded")
 
-    ts = score_task(task, _report(img), Judge(ScriptedBackend(REPLIES)), fetcher, cfg=cfg, resolver=Broken())
+    ts = score_task(task, _report(img), Judge(ScriptedBackend(steps=REPLIES)), fetcher, cfg=cfg, resolver=Broken())
     assert ts.gate_open and ts.record["scores"]["MM"] == 0.0
     assert ts.record["mm"]["error"] == "RuntimeError: resolver exploded"

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from mmir.core.errors import DataError
 from mmir.benchmarks.mmdr.tasks import (
     Task,
     canonical_split,
@@ -16,6 +15,7 @@ from mmir.benchmarks.mmdr.tasks import (
     report_profile,
     resolve_task_paths,
 )
+from mmir.core.errors import DataError
 
 
 def _write(path, rows, jsonl=False):

@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+from scripted import ScriptedBackend
 
 from mmir.benchmarks.mmdr.claims import ClaimPair
 from mmir.benchmarks.mmdr.fetch import (
@@ -22,8 +23,14 @@ from mmir.benchmarks.mmdr.fetch import (
     fetch_evidence,
 )
 from mmir.benchmarks.mmdr.judge import Judge
-from mmir.benchmarks.mmdr.stub import ScriptedBackend
-from mmir.benchmarks.mmdr.trace import AuditedPair, PairJudgement, TraceConfig, audit_pair, evidence_components, run_evidence
+from mmir.benchmarks.mmdr.trace import (
+    AuditedPair,
+    PairJudgement,
+    TraceConfig,
+    audit_pair,
+    evidence_components,
+    run_evidence,
+)
 
 CLAIM = "The chart shows zebra migration totals"  # image cue "chart"
 
@@ -194,8 +201,8 @@ def test_run_evidence_with_stub_judge():
     f = DictFetcher({"https://wild.gov/survey": ("text/html", "<html><p>Zebra numbers rose 12% in 2023.</p></html>")})
     good = json.dumps({"support_strength": 0.9, "hallucination_prob": 0.0, "inversion_prob": 0.0,
                        "chain_sound_prob": 0.9, "source_category": "authoritative", "why": "stated"})
-    backend = ScriptedBackend({
-        "evidence": lambda prompt, n: good if "wild.gov/survey" in prompt.split("Cited URL:")[1][:60] else "garbage",
+    backend = ScriptedBackend(steps={
+        "evidence": lambda prompt: good if "wild.gov/survey" in prompt.split("Cited URL:")[1][:60] else "garbage",
         "controller": json.dumps({"v_general": [0] * 4, "v_evidence": [0] * 4, "lambda_final": 0.4}),
     })
     judge = Judge(backend)
@@ -223,7 +230,7 @@ def test_trace_config_schemes_for_offline_corpus():
     report = "Cells divide by mitosis [1].\n\nReferences:\n\n[1] mmir://openstax/bio-ch10\n"
     docs = {("openstax", "bio-ch10"): "Mitosis is how cells divide."}
     fetcher = default_fetcher(resolve_local=lambda d, i: docs.get((d, i)))
-    backend = ScriptedBackend({"evidence": json.dumps({"support_strength": 1.0, "hallucination_prob": 0, "inversion_prob": 0,
+    backend = ScriptedBackend(steps={"evidence": json.dumps({"support_strength": 1.0, "hallucination_prob": 0, "inversion_prob": 0,
                                                        "chain_sound_prob": 1, "source_category": "acceptable", "why": "x"}),
                                "controller": "{}"})
     judge = Judge(backend)
@@ -231,5 +238,5 @@ def test_trace_config_schemes_for_offline_corpus():
     assert none.scores.stats["reason"] == "no_claim_pairs"  # mmir:// is not read by default
     res = run_evidence(judge, report, "t", "research", "r", fetcher, TraceConfig(schemes=("http", "https", "file", "mmir")))
     assert res.scores.stats["n_pairs_text"] >= 1 and res.audited[0].domain == "openstax"
-    assert "Mitosis is how cells divide." in backend.calls[-2][1]
+    assert "Mitosis is how cells divide." in backend.calls[-2]
     assert FetchConfig().patience_for("research") == 140_000 and FetchConfig().patience_for("daily_easy") == 90_000

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from scripted import ScriptedBackend
 
 from mmir.benchmarks.mmdr.judge import Judge
-from mmir.benchmarks.mmdr.stub import ScriptedBackend
 from mmir.benchmarks.mmdr.vef import VEFConfig, parse_vef, run_vef, segment_for
 
 
 def _run(reply, cfg=VEFConfig(), **kw):
-    backend = ScriptedBackend({"vef": reply if isinstance(reply, str) else json.dumps(reply)})
+    backend = ScriptedBackend(steps={"vef": reply if isinstance(reply, str) else json.dumps(reply)})
     judge = Judge(backend)
     res = run_vef(judge, kw.pop("question", "What does the chart show?"), kw.pop("gt", "Bar chart; 2022 peak 3.4"),
                   kw.pop("report", "The chart peaks in 2022 at 3.4."), kw.pop("profile", "research"), cfg=cfg, **kw)
@@ -48,7 +48,7 @@ def test_unparseable_reply_is_a_recorded_fail():
     res, judge, _ = _run("The answer looks fine to me.")
     assert (res.score, res.raw_score, res.verdict, res.fallback_used) == (0.0, 0, "FAIL", True)
     call = judge.audit.records[0]
-    assert call.module == "vef" and not call.parse_ok and call.fallback_used and call.raw_reply.startswith("The answer")
+    assert call.label == "vef" and not call.parse_ok and call.fallback_used and call.text.startswith("The answer")
     res2, judge2, _ = _run({"verdict": "PASS"})
     assert res2.score == 0.0 and "score" in judge2.audit.records[0].missing_fields
 
@@ -59,9 +59,10 @@ def test_judge_inputs(tmp_path):
     long_report = "word " * 20000
     res, _, backend = _run({"score": 9, "verdict": "PASS"}, report=long_report, profile="daily_hard",
                            images=[str(img), "https://remote.org/x.png", str(tmp_path / "missing.png")])
-    step, prompt, n_images = backend.calls[0]
+    call0 = backend.calls[0]
+    prompt, n_images = str(call0), call0.n_images
     assert "for the DAILY segment" in prompt and long_report.strip() in prompt  # whole report, untruncated
     assert n_images == 1  # only existing local images are attached
     _, _, backend = _run({"score": 9}, images=[str(img)], cfg=VEFConfig(attach_images=False))
-    assert backend.calls[0][2] == 0
+    assert backend.calls[0].n_images == 0
     assert segment_for("research") == "ACADEMIC" and segment_for("daily_easy") == "DAILY"

@@ -2,13 +2,21 @@
 
 import pandas as pd
 import pytest
-
-from mmir.data.prepare import prepare_domain, write_prepared
-from mmir.llm.backends import Backend, Generation
-from mmir.llm.cache import GenerationCache
-from mmir.benchmarks.rag.judge import agreement, parse_score
-from mmir.benchmarks.rag.qa import DomainIndex, evidence_for, run_setting, select_queries, summarize
+from scripted import ScriptedBackend
 from test_multimodal import IMG, ds, mm_root
+
+from mmir.benchmarks.rag.judge import agreement
+from mmir.benchmarks.rag.qa import (
+    DomainIndex,
+    evidence_for,
+    run_setting,
+    select_queries,
+    summarize,
+)
+from mmir.data.prepare import prepare_domain, write_prepared
+from mmir.llm.cache import GenerationCache
+from mmir.llm.client import LLMClient, Sampling
+from mmir.llm.parsers import SCORE_0_100
 
 
 @pytest.mark.parametrize("reply, expected", [
@@ -18,7 +26,7 @@ from test_multimodal import IMG, ds, mm_root
     (None, None), ('{"score": "high"}', None),
 ])
 def test_parse_score(reply, expected):
-    assert parse_score(reply) == expected
+    assert SCORE_0_100(reply).value == expected
 
 
 def test_agreement():
@@ -47,32 +55,17 @@ def test_oracle_and_topk_evidence(prepared, tmp_path):
     assert evidence_for("none", "q1", index, run, 2) == []
 
 
-class Scripted(Backend):
-    name = "scripted"
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn, self.prompts = fn, []
-
-    @property
-    def model_id(self):
-        return "scripted"
-
-    def _generate(self, messages, *, temperature, max_tokens, seed, n):
-        text = messages[0]["content"]
-        self.prompts.append(text)
-        return Generation(texts=[self.fn(text)], prompt_tokens=1, completion_tokens=1, latency_s=0.0)
-
-
 def test_run_setting_counts_judge_failures_and_excludes_them(prepared, tmp_path):
     topics = pd.read_parquet(prepared / "topics.parquet").assign(gold_answers=[["sum over count"], ["slope"]])
     topics = select_queries(topics, None)
-    gen = Scripted(lambda p: "It is the sum divided by the count [d/aaaaaaaa_0.txt].")
+    gen = ScriptedBackend("It is the sum divided by the count [d/aaaaaaaa_0.txt].")
     # judge: first query gets a clean score, second gets words twice (even after the strict retry)
-    judge = Scripted(lambda p: "Score: 80" if "sum over count" in p else "I cannot say.")
+    judge = ScriptedBackend(lambda p: "Score: 80" if "sum over count" in p else "I cannot say.")
     index = DomainIndex(prepared, {})
     with GenerationCache(tmp_path / "g.sqlite") as cache:
-        answers, judgments = run_setting("oracle", topics, index, None, 5, gen, judge, cache, takes_images=False, repeats=2)
+        answers, judgments = run_setting("oracle", topics, index, None, 5, LLMClient(gen, cache),
+                                         LLMClient(judge, cache, sampling=Sampling(max_tokens=64)), takes_images=False,
+                                         repeats=2)
     assert "[d/aaaaaaaa_0.txt] (document)" in gen.prompts[0]
     s = summarize(answers, judgments)
     assert s["queries"] == 2 and s["judge_failures"] == 2 and s["answers_scored"] == 1 and s["score"] == 80.0

@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from mmir.benchmarks.mmbright.captions import vlm_captions
+from mmir.llm import GenerationCache, LLMClient, make_backend
 
 
 def png(color) -> bytes:
@@ -58,12 +59,16 @@ def test_vlm_captions_send_images_and_cache(server, tmp_path, monkeypatch):
                            "ok": [True, True, False]})
     gen = {"backend": "openai", "model": "vlm-test", "base_url": url, "api_key_env": "VLM_KEY", "max_retries": 0}
     cap = {"kind": "vlm", "generator": "g", "prompt": "caption_v1", "max_tokens": 64, "temperature": 0.0, "seed": 0}
-    texts, counts = vlm_captions(images, cap, gen, tmp_path / "g.sqlite")
+    with GenerationCache(tmp_path / "g.sqlite") as cache:
+        texts, counts = vlm_captions(images, cap, LLMClient(make_backend(gen), cache))
+        assert cache.stats["backend_calls"] == 2
     assert texts[0].startswith("A picture") and texts[1].startswith("A picture") and texts[2] == ""
-    assert counts["captioned"] == 2 and counts["failed"] == 0 and counts["cache_backend_calls"] == 2
+    assert counts["captioned"] == 2 and counts["failed"] == 0
     assert len(seen) == 2 and all(len(s["images"]) == 1 for s in seen)
     assert seen[0]["images"][0]["image_url"]["url"].startswith("data:image/png;base64,")
     assert seen[0]["auth"] == "Bearer sk-test-SECRET-vlm"  # the key reaches the server, and only the server
     assert "SECRET" not in (tmp_path / "g.sqlite").read_bytes().decode("latin-1")
-    again, c2 = vlm_captions(images, cap, gen, tmp_path / "g.sqlite")
-    assert again == texts and c2["cache_backend_calls"] == 0 and len(seen) == 2
+    with GenerationCache(tmp_path / "g.sqlite") as cache:
+        again, _ = vlm_captions(images, cap, LLMClient(make_backend(gen), cache))
+        assert cache.stats["backend_calls"] == 0
+    assert again == texts and len(seen) == 2

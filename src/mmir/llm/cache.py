@@ -1,4 +1,4 @@
-"""Durable generation cache and versioned prompt templates.
+"""Durable generation cache.
 
 A generation is stored under ``sha256`` of canonical JSON holding:
 
@@ -13,107 +13,34 @@ its weights or a sampling setting never returns a stale generation.
 Storage: one SQLite file (WAL mode), one row per generation, committed as soon as it is written, so a
 killed stage keeps every finished generation and a rerun repeats none of them. A failed call is stored
 too, as a failure record (so runs can report it), but it is not a hit: the next run calls the backend
-again and replaces the record.
+again and replaces the record. A reply that a parser rejected is turned into such a failure record
+(:meth:`GenerationCache.reject`, kind ``rejected_reply``, the text kept), so it is retried the same way.
 
-Prompt templates are versioned files ``prompts/<name>.txt`` (``reformulate_v1``, ``caption_v1``);
-:func:`load_prompt` reads one. Placeholders use :class:`string.Template` syntax (``$query``,
-``${image_descriptions}``; ``$$`` is a literal dollar). A new version is a new file, never an edit of a
-released one, but an edit is caught anyway because the text hash is in the key.
+The key fields (:func:`generation_key_fields`) are frozen: the same request gives the same key as every earlier
+version of this module (pinned by a test), so an old cache keeps hitting.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sqlite3
-import string
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mmir.llm.backends import Backend, GenerationFailure, Message, messages_sha256
+from mmir.llm.errors import GenerationFailure
+from mmir.llm.messages import Message, messages_sha256
+
+if TYPE_CHECKING:
+    from mmir.llm.backends.base import Backend
+
+REJECTED = "rejected_reply"
 
 KEY_VERSION = 1
-
-
-# ----------------------------------------------------------------------------------------------- prompts
-@dataclass(frozen=True)
-class PromptTemplate:
-    """A versioned prompt template.
-
-    Attributes:
-        id: template name, e.g. ``"reformulate_v1"`` (used as ``template_id`` in cache keys).
-        text: the template text.
-        path: the file it was read from, if any.
-    """
-
-    id: str
-    text: str
-    path: Path | None = None
-
-    @property
-    def sha256(self) -> str:
-        """Hex sha256 of the template text (UTF-8)."""
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
-
-    @property
-    def fields(self) -> list[str]:
-        """Placeholder names in the template, in order of first use."""
-        names = []
-        for m in string.Template.pattern.finditer(self.text):
-            name = m.group("named") or m.group("braced")
-            if name and name not in names:
-                names.append(name)
-        return names
-
-    def render(self, **fields: Any) -> str:
-        """The template with ``$name`` placeholders filled from ``fields`` (values converted with ``str``).
-
-        Raises:
-            ValueError: a placeholder has no value, or a field is not used by the template.
-        """
-        wanted = set(self.fields)
-        missing, extra = sorted(wanted - set(fields)), sorted(set(fields) - wanted)
-        if missing or extra:
-            raise ValueError(
-                f"prompt '{self.id}' takes fields {sorted(wanted)}; missing {missing}, unknown {extra}"
-            )
-        return string.Template(self.text).substitute({k: str(v) for k, v in fields.items()})
-
-
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-def load_prompt(name: str, prompts_dir: str | Path) -> PromptTemplate:
-    """Read the template ``<prompts_dir>/<name>.txt``.
-
-    Raises:
-        ValueError: ``name`` is not a plain file stem (no paths).
-        FileNotFoundError: no such template; the message lists those available.
-    """
-    if not _NAME.match(name) or name.endswith(".txt"):
-        raise ValueError(f"prompt name must be a plain name like 'reformulate_v1', got {name!r}")
-    folder = Path(prompts_dir)
-    path = folder / f"{name}.txt"
-    if not path.is_file():
-        available = sorted(p.stem for p in folder.glob("*.txt")) if folder.is_dir() else []
-        raise FileNotFoundError(f"no prompt template '{name}' in {folder}; available: {available}")
-    return PromptTemplate(id=name, text=path.read_text(encoding="utf-8"), path=path)
-
-
-def parse_marked_answer(text: str, marker: str = "Search query:") -> str | None:
-    """The text after the LAST occurrence of ``marker`` (case-insensitive), stripped of whitespace and
-    surrounding quotes/asterisks; ``None`` when the marker is absent or nothing follows it."""
-    idx = text.lower().rfind(marker.lower())
-    if idx < 0:
-        return None
-    answer = text[idx + len(marker) :].strip().strip("*").strip().strip("\"'`").strip()
-    return answer or None
 
 
 # ---------------------------------------------------------------------------------------------------- keys
@@ -163,9 +90,10 @@ class GenerationCache:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+        self._db = sqlite3.connect(str(path), timeout=60, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
@@ -174,6 +102,11 @@ class GenerationCache:
             " record TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL)"
         )
         self.hits = self.misses = self.backend_calls = self.failures = 0
+
+    @classmethod
+    def in_memory(cls) -> GenerationCache:
+        """A cache that lives in memory only (same code path, nothing kept after the process)."""
+        return cls(":memory:")
 
     # plumbing -----------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -235,6 +168,14 @@ class GenerationCache:
                 " updated = excluded.updated",
                 (key, status, rec.get("template_id"), attempts, blob, now, now),
             )  # autocommit mode: durable once this returns
+
+    def reject(self, key: str, reason: str) -> None:
+        """Turn the stored reply under ``key`` into a failure record (``error_kind = "rejected_reply"``, the
+        texts kept): a parser rejected it, so the next request calls the backend again. No-op for an unknown key."""
+        rec = self.get(key)
+        if rec is None:
+            return
+        self.put(key, {**rec, "status": "failed", "error_kind": REJECTED, "error": reason})
 
     def keys(self, status: str | None = None) -> list[str]:
         """All stored keys, optionally only those with ``status`` ``"ok"`` / ``"failed"``."""

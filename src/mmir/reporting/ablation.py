@@ -9,16 +9,20 @@ from pathlib import Path
 import pandas as pd
 
 from mmir.core.io import atomic_path, write_text
-from mmir.reporting.tables import collect
+from mmir.reporting.tables import FAILED_MARK, collect
 
 LABEL = {"caption": ("captioner", "Caption-augmented queries (query + captions of its images)"),
          "reformulation": ("reformulator", "LLM-reformulated queries (reason, then write the search query)")}
 
 
-def ablation_frame(metric_files: list[str | Path], measure: str, derived: dict[str, dict]) -> pd.DataFrame:
-    """Long frame ``dataset, system, variant, value, plain, delta`` (×100, macro mean over domains).
+def ablation_frame(metric_files: list[str | Path], measure: str, derived: dict[str, dict],
+                   llm: dict[tuple[str, str, str], dict] | None = None) -> pd.DataFrame:
+    """Long frame ``dataset, system, variant, value, plain, delta, llm_calls, llm_failures`` (×100, macro mean
+    over domains).
 
     Only domains where the variants ran are averaged, for the plain system too, so deltas compare like with like.
+    ``llm`` maps ``(dataset, domain, derived system)`` to the ``llm_calls`` / ``llm_failures`` of the stage that
+    made its queries (summed over the cell's domains; 0 when unknown).
     """
     long = collect(metric_files)
     long = long[long["measure"] == measure]
@@ -29,11 +33,20 @@ def ablation_frame(metric_files: list[str | Path], measure: str, derived: dict[s
     rows = avg[avg["variant"] != "plain"].copy()
     rows["plain"] = [plain.get((d, b)) for d, b in zip(rows["dataset"], rows["base"])]
     rows["delta"] = rows["value"] - rows["plain"]
-    return rows.rename(columns={"base": "system"})[["dataset", "system", "variant", "value", "plain", "delta"]]
+    cells = long[long["system"].isin(derived)].drop_duplicates(["dataset", "domain", "system"])
+    for key in ("llm_calls", "llm_failures"):
+        per = {}
+        for d, dom, sys_ in zip(cells["dataset"], cells["domain"], cells["system"]):
+            k = (d, derived[sys_]["base"], derived[sys_]["source"])
+            per[k] = per.get(k, 0) + int((llm or {}).get((d, dom, sys_), {}).get(key, 0))
+        rows[key] = [per.get((d, b, v), 0) for d, b, v in zip(rows["dataset"], rows["base"], rows["variant"])]
+    return rows.rename(columns={"base": "system"})[["dataset", "system", "variant", "value", "plain", "delta",
+                                                    "llm_calls", "llm_failures"]]
 
 
 def write_ablation(grid: str, frame: pd.DataFrame, measure: str, out_md, out_csv, out_png, out_plot_csv) -> None:
-    """Markdown and CSV tables (cells ``value (±delta)``), the plot data CSV and a grouped bar chart PNG."""
+    """Markdown and CSV tables (cells ``value (±delta)``; :data:`~mmir.reporting.tables.FAILED_MARK` on cells
+    with failed LLM calls, counted in a footnote), the plot data CSV and a grouped bar chart PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -48,9 +61,16 @@ def write_ablation(grid: str, frame: pd.DataFrame, measure: str, out_md, out_csv
         head = "| system | plain | " + " | ".join(variants) + " |"
         lines = [head, "|---|---:|" + "---:|" * len(variants)]
         for system, g in sub.groupby("system", sort=False):
-            cells = {v: f"{x:.1f} ({d + 0.0:+.1f})" for v, x, d in zip(g["variant"], g["value"], g["delta"].round(1))}
+            cells = {v: f"{x:.1f} ({d + 0.0:+.1f}){FAILED_MARK if f else ''}"
+                     for v, x, d, f in zip(g["variant"], g["value"], g["delta"].round(1), g["llm_failures"])}
             lines.append(f"| {system} | {g['plain'].iloc[0]:.1f} | " + " | ".join(cells.get(v, "–") for v in variants) + " |")
         parts += [f"## {ds}", "", *lines, ""]
+        bad = sub.drop_duplicates("variant")
+        bad = bad[bad["llm_failures"] > 0]
+        if len(bad):
+            parts += [f"{FAILED_MARK} LLM calls failed while making these queries (the original query stands in; the "
+                      "failures are retried on the next run): " + "; ".join(
+                          f"{v}: {f} of {c}" for v, f, c in zip(bad["variant"], bad["llm_failures"], bad["llm_calls"])), ""]
     write_text(out_md, "\n".join(parts))
     write_text(out_csv, frame.round(4).to_csv(index=False))
     plot = pd.concat([frame[["dataset", "system", "variant", "value"]],

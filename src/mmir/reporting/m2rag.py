@@ -10,10 +10,12 @@ from typing import Any
 from mmir.benchmarks.m2rag.aggregate import ALL_METRICS, IMAGE_METRICS
 from mmir.benchmarks.m2rag.store import METRIC_LABELS
 from mmir.core.io import write_text
+from mmir.reporting.tables import FAILED_MARK
 
 
 def write_table(rows: Sequence[Mapping[str, Any]], out_md: str | Path, out_csv: str | Path) -> None:
-    """``m2rag.md`` (value with n and failures per cell) and ``m2rag.csv`` (one column each), atomically."""
+    """``m2rag.md`` (value with n and failures per cell; :data:`~mmir.reporting.tables.FAILED_MARK` on rows with
+    failed LLM calls, counted under the table) and ``m2rag.csv`` (one column each), atomically."""
     import pandas as pd
 
     write_text(out_csv, pd.DataFrame(rows).to_csv(index=False))
@@ -28,7 +30,7 @@ def write_table(rows: Sequence[Mapping[str, Any]], out_md: str | Path, out_csv: 
              "Failed generations are excluded and counted.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["dataset"], r["source"], r["strategy"], r["generator"]]
+        cells = [r["dataset"], r["source"], r["strategy"] + (FAILED_MARK if r.get("llm_failures") else ""), r["generator"]]
         for m in ALL_METRICS:
             n, failed = r[f"{m}_n"], r[f"{m}_failures"]
             if m in IMAGE_METRICS and n == 0 and failed == 0:
@@ -39,6 +41,12 @@ def write_table(rows: Sequence[Mapping[str, Any]], out_md: str | Path, out_csv: 
             cells.append(f"{v} ({n}; {failed} failed{extra})")
         cells += ["n/a" if r["overall"] is None else f"{r['overall']:.1f}", f"{r['answers']} ({r['excluded']})"]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    bad = [r for r in rows if r.get("llm_failures")]
+    if bad:
+        lines += ["", f"{FAILED_MARK} rows with failed LLM calls (no reply, or a reply the parser rejected; counted above "
+                  "as excluded generations or failed judgements, and retried on the next run): "
+                  + "; ".join(f"{r['dataset']}/{r['source']}/{r['strategy']}: {r['llm_failures']} of {r['llm_calls']}"
+                              for r in bad)]
     judges = sorted({r["judge"] for r in rows})
     lines += ["", f"Judge: {', '.join(judges) or 'n/a'}; domains: "
               + "; ".join(f"{r['dataset']}/{r['source']}/{r['strategy']}: {r['domains']}" for r in rows)]

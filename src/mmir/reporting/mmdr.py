@@ -9,6 +9,7 @@ from typing import Any
 
 from mmir.benchmarks.mmdr.results import TABLE_COLUMNS, model_label
 from mmir.core.io import write_text
+from mmir.reporting.tables import FAILED_MARK
 
 
 def _fmt(v: Any) -> str:
@@ -17,9 +18,11 @@ def _fmt(v: Any) -> str:
 
 def write_table(rows: Sequence[tuple[str, dict]], fallbacks: Mapping[str, Mapping[str, Mapping[str, int]]],
                 baselines: Mapping[str, Mapping[str, Any]], mmdr: Mapping[str, Any], judge: Mapping[str, Any],
-                out_md: str | Path, out_csv: str | Path, cut: Mapping[str, int] | None = None) -> None:
+                out_md: str | Path, out_csv: str | Path, cut: Mapping[str, int] | None = None,
+                llm: Mapping[str, Mapping[str, int]] | None = None) -> None:
     """``mmdr.md`` (scores per domain and over all tasks, judge-call accounting per module, what the baseline
-    did) and ``mmdr.csv`` (the score rows)."""
+    did) and ``mmdr.csv`` (the score rows). ``llm`` maps a row name to its ``llm_calls`` / ``llm_failures``
+    (writer and judge together); a row with failures gets :data:`~mmir.reporting.tables.FAILED_MARK` and a footnote."""
     import pandas as pd
 
     from mmir.core.io import atomic_path
@@ -34,8 +37,15 @@ def write_table(rows: Sequence[tuple[str, dict]], fallbacks: Mapping[str, Mappin
         "Sem./Acc./VQA MOSAIC diagnostics (blank: no task had that item type).", "",
         "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
     ]
+    llm = llm or {}
     for name, b in rows:
-        lines.append("| " + " | ".join([name, str(b["n"]), str(b["complete"]), *(_fmt(b[c]) for c in TABLE_COLUMNS)]) + " |")
+        mark = FAILED_MARK if llm.get(name, {}).get("llm_failures") else ""
+        lines.append("| " + " | ".join([name + mark, str(b["n"]), str(b["complete"]), *(_fmt(b[c]) for c in TABLE_COLUMNS)]) + " |")
+    bad = {n: c for n, c in llm.items() if c.get("llm_failures")}
+    if bad:
+        lines += ["", f"{FAILED_MARK} rows with failed LLM calls (no reply, or a reply the parser rejected: the evaluator's "
+                  "fallback stands in; retried on the next run): "
+                  + "; ".join(f"{n}: {c['llm_failures']} of {c['llm_calls']}" for n, c in bad.items())]
     modules = sorted({m for f in fallbacks.values() for m in f})
     lines += ["", "Judge calls per module (calls / parse failures / fallbacks / example copies): a fallback is the "
               "evaluator's fixed default replacing an unusable reply (spec §3); an example copy is a reply that parsed "

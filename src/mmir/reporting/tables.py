@@ -14,6 +14,9 @@ import pandas as pd
 from mmir.core.io import write_json, write_text
 
 AVG = "Avg."
+#: Marks a table cell or row whose unit had failed LLM calls (no reply, or a reply the parser rejected); every
+#: table that carries it explains it in a footnote with the counts.
+FAILED_MARK = "†"
 TITLES = {
     "task1": "Task 1: text query → documents",
     "task2": "Task 2: text + image query → documents",

@@ -43,6 +43,7 @@ from mmir.benchmarks.m2rag.store import (
     write_kb,
 )
 from mmir.core.io import write_json, write_text
+from mmir.llm.policy import check_stage
 from mmir.reporting.m2rag import write_table
 
 log = logging.getLogger("mmir.workflow.m2rag")
@@ -51,14 +52,14 @@ log = logging.getLogger("mmir.workflow.m2rag")
 
 
 
-def _caller(backend: Mapping[str, Any] | Any, cache, cfg: Mapping[str, Any], max_tokens: int):
-    """A :class:`~mmir.benchmarks.m2rag.calls.Caller` over a generator config (built with ``make_backend``) or over a
+def _client(backend: Mapping[str, Any] | Any, cache, cfg: Mapping[str, Any], max_tokens: int, temperature: float):
+    """An :class:`~mmir.llm.client.LLMClient` over a generator config (built with ``make_backend``) or over a
     ready :class:`~mmir.llm.backends.Backend` instance (notebooks, tests)."""
-    from mmir.benchmarks.m2rag.calls import Caller, CallSettings
     from mmir.llm.backends import Backend, make_backend
+    from mmir.llm.client import LLMClient, Sampling
 
-    return Caller(backend if isinstance(backend, Backend) else make_backend(dict(backend)), cache,
-                  CallSettings(temperature=0.0, max_tokens=max_tokens, seed=cfg.get("seed", 0)))
+    return LLMClient(backend if isinstance(backend, Backend) else make_backend(dict(backend)), cache,
+                     sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=cfg.get("seed", 0)))
 
 
 def kb_inputs(config: Mapping[str, Any], dataset: str, domain: str, source: str) -> dict[str, str]:
@@ -154,17 +155,19 @@ def build_knowledge_bases_step(dataset: str, domain: str, source: str, prepared_
             described.add("images_with_alt" if im.alt.strip() else "images_without_alt", example=None if im.alt.strip() else im.cached_image_url)
     curation = CurationReport()
     with GenerationCache(generation_cache) as cache:
-        scorer = _caller(judge, cache, cfg, cfg["judge_max_tokens"])
+        scorer = _client(judge, cache, cfg, cfg["judge_max_tokens"], cfg["judge_temperature"])
         for q in tqdm(queries, desc=f"m2rag kb {dataset}/{domain}/{source}", unit="query"):
-            curation.merge(curate_images(q, selection_config(cfg), scorer=scorer, vision=False))
+            curation.merge(curate_images(q, selection_config(cfg), scorer=scorer, vision=False,
+                                         max_tokens=cfg["image_score_max_tokens"]))
             curation.merge(score_chunks(q, scorer, max_tokens=cfg["judge_max_tokens"]))
         cstats = dict(cache.stats)
+    llm = check_stage("m2rag_kb", f"{dataset}/{domain}/{source}", scorer.audit)
     write_kb(queries, out_jsonl)
     summary = {"dataset": dataset, "domain": domain, "source": source, "queries": len(queries),
                "anchored_by_caption": len(anchors), "knowledge_base": kb_report.to_dict(),
                "image_text": described.to_dict(), "curation": {"counts": dict(sorted(curation.counts.items())),
                                                                "failures": curation.failures[:20]},
-               "judge": scorer.backend.model_id, "cache": cstats, "seconds": round(time.perf_counter() - t0, 1)}
+               "judge": scorer.backend.model_id, **llm, "cache": cstats, "seconds": round(time.perf_counter() - t0, 1)}
     write_json(out_json, summary)
     k = kb_report.counts
     log.info("read %s (%d topics, first %d used), %s and %s (%d figures of the domain anchored to a passage by caption); "
@@ -186,7 +189,8 @@ def load_dev_set_step(source: str | Path, image_root: str | Path | None, cfg: Ma
 
     dev = load_dev_set(source, image_root=image_root, levels=levels, limit=cfg["max_queries"] or None)
     write_kb(dev.queries, out_jsonl)
-    summary = {"source": str(source), "queries": len(dev.queries), "loader": dev.report.to_dict()}
+    summary = {"source": str(source), "queries": len(dev.queries), "loader": dev.report.to_dict(), "llm_calls": 0,
+               "llm_failures": 0}
     write_json(out_json, summary)
     log.info("read %s; wrote %s: %d queries; counted %s", source, out_jsonl, len(dev.queries), dev.report.counts)
     return summary
@@ -249,8 +253,8 @@ def answer_step(dataset: str, domain: str, source: str, strategy: str, kb_jsonl:
     render_counts = {"pages": 0, "images_embedded": 0, "images_dangling": 0}
     pages: dict[str, str] = {}
     with GenerationCache(generation_cache) as cache:
-        gen = _caller(generator, cache, cfg, cfg["answer_max_tokens"])
-        jud = _caller(judge, cache, cfg, cfg["judge_max_tokens"])
+        gen = _client(generator, cache, cfg, cfg["answer_max_tokens"], cfg["answer_temperature"])
+        jud = _client(judge, cache, cfg, cfg["judge_max_tokens"], cfg["judge_temperature"])
         judges = Judges(text=jud, image_vision=False)
         for q in tqdm(queries, desc=f"m2rag {strategy} {dataset}/{domain}/{source}", unit="query"):
             selected = select_input(q, sel_cfg)
@@ -268,7 +272,8 @@ def answer_step(dataset: str, domain: str, source: str, strategy: str, kb_jsonl:
                 log.warning("%s: %s generation failed, excluded: %s", q.query_id, strategy, f)
                 continue
             ev = evaluate_answer(ans, selected, judges, context_tokens=cfg["context_tokens"],
-                                 recall_threshold=cfg["recall_threshold"], released_parse=cfg["released_parse"])
+                                 recall_threshold=cfg["recall_threshold"], released_parse=cfg["released_parse"],
+                                 max_tokens=cfg["metric_max_tokens"], faithfulness_max_tokens=cfg["faithfulness_max_tokens"])
             html, rrep = render_html_with_report(ans, selected.images, title=f"{q.content[:80]} [{strategy}]")
             pages[page_name(q.query_id)] = html
             render_counts["pages"] += 1
@@ -278,6 +283,7 @@ def answer_step(dataset: str, domain: str, source: str, strategy: str, kb_jsonl:
                             "page": f"pages/{page_name(q.query_id)}.html"})
             evaluations.append(evaluation_record(ev, ans))
         cstats = dict(cache.stats)
+    llm = check_stage("m2rag_answer", f"{dataset}/{domain}/{source}/{strategy}", gen.audit, jud.audit)
     run = aggregate([StoredEvaluation(e) for e in evaluations], failed_generations=len(failures))
     for name, html in pages.items():
         write_text(out / "pages" / f"{name}.html", html)
@@ -287,9 +293,9 @@ def answer_step(dataset: str, domain: str, source: str, strategy: str, kb_jsonl:
                "generator": gen.backend.model_id, "judge": jud.backend.model_id, "queries": len(queries),
                "answers": len(answers), "generation_failures": failures, **run.to_dict(),
                "output_images": sum(len(a["output_images"]) for a in answers), "selection": selection_counts,
-               "render": render_counts, "calls": {"generator": len(gen.records), "judge": len(jud.records),
-                                                  "judge_failed_calls": sum(not r.ok for r in jud.records)},
-               "cache": cstats, "seconds": round(time.perf_counter() - t0, 1)}
+               "render": render_counts, "calls": {"generator": len(gen.audit), "judge": len(jud.audit),
+                                                  "judge_failed_calls": jud.audit.summary()["llm_failures"]},
+               **llm, "cache": cstats, "seconds": round(time.perf_counter() - t0, 1)}
     write_json(out / "summary.json", summary)
     log.info("read %s (%d queries); wrote %s: %d answers (%d generation failures), %d pages, %d output images; "
              "Overall %s; judge failures %s; %.0fs", kb_jsonl, len(queries), out, len(answers), len(failures),

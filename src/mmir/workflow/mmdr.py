@@ -43,6 +43,8 @@ from mmir.benchmarks.mmdr.results import (
 from mmir.core import paths
 from mmir.core.errors import ConfigError
 from mmir.core.io import write_json, write_text
+from mmir.llm.audit import summed
+from mmir.llm.policy import check_stage
 from mmir.reporting.mmdr import write_table
 
 log = logging.getLogger("mmir.workflow.mmdr")
@@ -91,27 +93,27 @@ def reports_step(dataset: str, domain: str, prepared_dir: str | Path, tasks_dir:
     from mmir.benchmarks.mmdr.local import LocalDomain, read_captions
     from mmir.llm.backends import make_backend
     from mmir.llm.cache import GenerationCache
+    from mmir.llm.client import LLMClient
     from mmir.retrieval.runs import read_run
 
     out = Path(out_dir)
-    if out.exists():
-        shutil.rmtree(out)
     cfg = evaluator_config(mmdr)
     tasks = load_built_tasks(tasks_dir)
     dom = LocalDomain(dataset, prepared_dir, read_captions(captions))
     run = read_run(run_path) if run_path else None
     gen = make_backend(generator)
     tpl = load_template()
-    records = []
+    records, reports = [], {}
     t0 = time.perf_counter()
     with GenerationCache(generation_cache) as cache:
+        client = LLMClient(gen, cache)
         for bt in tqdm(tasks, desc=f"mmdr reports {dataset}/{domain}", unit="task"):
             report, rec = write_report(
-                bt, dom, run, gen, cache, tpl, k=mmdr["k"], image_text=mmdr["image_text"], evidence_chars=mmdr["evidence_chars"],
+                bt, dom, run, client, tpl, k=mmdr["k"], image_text=mmdr["image_text"], evidence_chars=mmdr["evidence_chars"],
                 images=mmdr["images"], max_tokens=mmdr["report_max_tokens"], temperature=mmdr["report_temperature"],
                 seed=mmdr["seed"], min_report_chars=cfg.min_report_chars, posthoc=mmdr["posthoc_citations"],
                 min_overlap=mmdr["posthoc_min_overlap"], run_file=str(run_path) if run_path else None)
-            write_text(out / f"{bt.task.qid}.md", report)
+            reports[bt.task.qid] = report
             rec["report_path"] = str(out / f"{bt.task.qid}.md")
             records.append(rec)
             log.info("%s: %d chars; the model wrote %d citation markers (%d valid, invalid numbers %s, %d to figures); "
@@ -120,6 +122,11 @@ def reports_step(dataset: str, domain: str, prepared_dir: str | Path, tasks_dir:
                      rec["figures_cited_by_model"], rec["posthoc_sources"], rec["posthoc_figures"], rec["sources_cited"],
                      rec["sources_cited"] + rec["sources_uncited"], rec["status"], " (cached)" if rec["cached"] else "")
         cstats = dict(cache.stats)
+    llm = check_stage("mmdr_reports", f"{dataset}/{domain}", client.audit)
+    if out.exists():
+        shutil.rmtree(out)  # only now: a stage whose calls all failed leaves the previous reports in place
+    for qid, report in reports.items():
+        write_text(out / f"{qid}.md", report)
     write_text(out / "reports.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     n = len(records)
 
@@ -139,7 +146,7 @@ def reports_step(dataset: str, domain: str, prepared_dir: str | Path, tasks_dir:
         "urls_written_by_model": sum(r["urls_written_by_model"] for r in records),
         "posthoc_sources": sum(r["posthoc_sources"] for r in records), "posthoc_figures": sum(r["posthoc_figures"] for r in records),
         "mean_citation_markers_by_model": avg("citation_markers"),
-        "seconds": round(time.perf_counter() - t0, 1), "cache": cstats, **gen.usage.as_metrics("gen_"),
+        "seconds": round(time.perf_counter() - t0, 1), "cache": cstats, **llm, **gen.usage.as_metrics("gen_"),
     }
     write_json(out / "summary.json", summary)
     log.info("read %s (%d tasks), %s, %s; wrote %d reports to %s: %d failed generations, %d under %d characters, %d "
@@ -229,15 +236,20 @@ def score_step(dataset: str, domain: str, prepared_dir: str | Path, tasks_dir: s
                      "report too short: not judged (FINAL 0, incomplete row)" if "GEN" not in s else
                      f"FINAL {s['FINAL_MMDR']:.3f} = GEN {s['GEN']:.3f}, EVI {s['EVI']:.3f}, MM {s['MM']:.3f}, VEF {s['VEF']:.0f}"
                      f"{' (MOSAIC gated)' if not ts.gate_open else ''}",
-                     len(calls), sum(c.status == "ok" and not c.parse_ok for c in calls), sum(c.fallback_used for c in calls),
+                     len(calls), sum(c.status == "rejected" for c in calls), sum(c.fallback_used for c in calls),
                      sum(example_copies(calls).values()), sum(c.cached for c in calls), time.perf_counter() - t1)
         cstats = dict(cache.stats)
+        try:
+            llm = check_stage("mmdr_score", f"{dataset}/{domain}", judge.audit)
+        except Exception:
+            shutil.rmtree(out, ignore_errors=True)  # no partial run folder is left behind
+            raise
         results = out / "results" / f"{RESULTS_STEM}.jsonl"
         write_text(results, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records))
         judge.audit.write_jsonl(out / "audit.jsonl")
         prov = provenance(judge, commit=code_commit())
         prov["judge_example_copies"] = example_copies(judge.audit.records)
-        prov["judge_replies_cut_at_max_tokens"] = cut_replies(judge.audit.records, cache)
+        prov["judge_replies_cut_at_max_tokens"] = cut_replies(judge.audit.records)
         exp = export_leaderboard(results, out / "summary", model=rep_summary["model_label"], expected_tasks=len(tasks),
                                  provenance_info=prov, extra_notes=NOTES)
     summary = {
@@ -250,7 +262,7 @@ def score_step(dataset: str, domain: str, prepared_dir: str | Path, tasks_dir: s
         "judge_example_copies": prov["judge_example_copies"], "judge_replies_cut_at_max_tokens": prov["judge_replies_cut_at_max_tokens"],
         "image_text": getattr(judge.backend, "stats", None), "fetch": {"hits": fetcher.hits, "misses": fetcher.misses},
         "cache": cstats, "seconds": round(time.perf_counter() - t0, 1), "model_label": rep_summary["model_label"],
-        **judge.backend.usage.as_metrics("judge_"),
+        **llm, **judge.backend.usage.as_metrics("judge_"),
     }
     write_json(out / "summary.json", summary)
     fb = {m: c for m, c in prov["judge_fallbacks"].items() if c}
@@ -327,7 +339,10 @@ def report_step(config: dict, run_dirs: Sequence[str | Path], reports_dirs: Sequ
     baselines = {f"{s['dataset']}/{s['domain']}": json.loads((Path(r) / "summary.json").read_text(encoding="utf-8"))
                  for r, s in zip(reports_dirs, sums)}
     judge = prov["judge"] if isinstance(prov["judge"], dict) else (judge_ids[0] if judge_ids else {})
-    write_table(rows, per_domain_fb, baselines, m, judge or {}, out_md, out_csv, cut=prov["judge_replies_cut_at_max_tokens"])
+    llm = {name: summed(s, baselines[name]) for name, s in zip((n for n, _ in rows), sums)}
+    llm["All"] = summed(*llm.values())
+    write_table(rows, per_domain_fb, baselines, m, judge or {}, out_md, out_csv, cut=prov["judge_replies_cut_at_max_tokens"],
+                llm=llm)
 
     params = {"mmdr": m, "generator": config["generators"][m["generator"]], "judge": config["generators"][m["judge"]]}
     units_ = []

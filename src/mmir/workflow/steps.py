@@ -75,12 +75,22 @@ def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cach
     frames = [(role, pd.read_parquet(prep / fname)) for role, fname in (("corpus", "images.parquet"), ("query", "query_images.parquet"))]
     if captioner["kind"] == "vlm":
         from mmir.benchmarks.mmbright.captions import vlm_captions
+        from mmir.llm.backends import make_backend
+        from mmir.llm.cache import GenerationCache
+        from mmir.llm.client import LLMClient
+        from mmir.llm.policy import check_stage
 
-        for role, df in frames:
-            texts, stats = vlm_captions(df, captioner, generator, generation_cache)
-            rows += [{"path": p, "role": role, "text": t} for p, t in zip(df["path"], texts)]
-            for k, v in stats.items():
-                n[k] = n.get(k, 0) + v
+        with GenerationCache(generation_cache) as cache:
+            before = dict(cache.stats)
+            client = LLMClient(make_backend(generator), cache)
+            for role, df in frames:
+                texts, stats = vlm_captions(df, captioner, client)
+                rows += [{"path": p, "role": role, "text": t} for p, t in zip(df["path"], texts)]
+                for k, v in stats.items():
+                    n[k] = n.get(k, 0) + v
+            after = dict(cache.stats)
+        n |= {f"cache_{k}": after[k] - before[k] for k in after}
+        n |= check_stage("caption", f"{prep}/{captioner_name}", client.audit)
         n["empty"] = sum(not r["text"] for r in rows)
         n["skipped_corrupt"] = sum(int((~df["ok"].astype(bool)).sum()) for _, df in frames)
         n["engine_calls"] = n.get("cache_backend_calls", 0)
@@ -123,21 +133,28 @@ def reformulate(topics_file: str | Path, captions_file: str | Path, reformulator
     cached; writes the queries and a stats JSON (statuses, tokens, requests, failures, retries, latency, cost)."""
     import pandas as pd
 
-    from mmir.benchmarks.mmbright import load_prompt
+    from mmir.benchmarks.mmbright import MMBRIGHT_PROMPTS
     from mmir.benchmarks.mmbright.queries import reformulate as do_reformulate
     from mmir.core.io import write_parquet
     from mmir.llm.backends import make_backend
     from mmir.llm.cache import GenerationCache
+    from mmir.llm.client import LLMClient
+    from mmir.llm.policy import check_stage
 
     topics = pd.read_parquet(topics_file)
     caps = pd.read_parquet(captions_file)
     backend = make_backend(generator)
     t0 = time.perf_counter()
     with GenerationCache(generation_cache) as cache:
-        frame, counts = do_reformulate(topics, dict(zip(caps["path"], caps["text"])), backend, cache,
-                                       load_prompt(reformulator["prompt"]), temperature=reformulator["temperature"],
+        before = dict(cache.stats)
+        client = LLMClient(backend, cache)
+        frame, counts = do_reformulate(topics, dict(zip(caps["path"], caps["text"])), client,
+                                       MMBRIGHT_PROMPTS.get(reformulator["prompt"]), temperature=reformulator["temperature"],
                                        max_tokens=reformulator["max_tokens"], seed=reformulator["seed"])
-    stats = {**counts, **backend.usage.as_metrics(), "seconds": round(time.perf_counter() - t0, 2),
+        after = dict(cache.stats)
+    counts |= {f"cache_{k}": after[k] - before[k] for k in after}
+    llm = check_stage("reformulate", str(out_parquet), client.audit)
+    stats = {**counts, **llm, **backend.usage.as_metrics(), "seconds": round(time.perf_counter() - t0, 2),
              "topics": len(topics), "model": backend.model_id}
     write_parquet(out_parquet, frame)
     write_json(out_stats, stats)
@@ -190,6 +207,8 @@ def rag(dataset: str, domain: str, setting: str, prepared_dir: str | Path, rag_c
     from mmir.core.io import write_parquet
     from mmir.llm.backends import make_backend
     from mmir.llm.cache import GenerationCache
+    from mmir.llm.client import LLMClient, Sampling
+    from mmir.llm.policy import check_stage
 
     out = Path(out_dir)
     base = {"dataset": dataset, "domain": domain, "setting": setting}
@@ -199,7 +218,7 @@ def rag(dataset: str, domain: str, setting: str, prepared_dir: str | Path, rag_c
         log.warning("skipped: %s", reason)
         write_parquet(out / "answers.parquet", pd.DataFrame(columns=["qid", "answer", "evidence_ids", "status"]))
         write_parquet(out / "judgments.parquet", pd.DataFrame(columns=["qid", "repeat", "score", "status", "raw"]))
-        write_json(out / "summary.json", base | {"skipped": reason, "queries": 0})
+        write_json(out / "summary.json", base | {"skipped": reason, "queries": 0, "llm_calls": 0, "llm_failures": 0})
         return base | {"skipped": reason}
     caps = {}
     if captions:
@@ -209,12 +228,19 @@ def rag(dataset: str, domain: str, setting: str, prepared_dir: str | Path, rag_c
     takes_images = rag_cfg["images"]
     t0 = time.perf_counter()
     with GenerationCache(generation_cache) as cache:
-        answers, judgments = run_setting(setting, topics, DomainIndex(prepared_dir, caps), run_file, rag_cfg["k"], gen,
-                                         jud, cache, takes_images=takes_images, repeats=rag_cfg["judge_repeats"],
-                                         answer_max_tokens=rag_cfg["answer_max_tokens"], seed=rag_cfg["seed"],
-                                         evidence_chars=rag_cfg["evidence_chars"])
+        gen_client = LLMClient(gen, cache, sampling=Sampling(rag_cfg["answer_temperature"], rag_cfg["answer_max_tokens"],
+                                                             rag_cfg["seed"]))
+        jud_client = LLMClient(jud, cache, sampling=Sampling(rag_cfg["judge_temperature"], rag_cfg["judge_max_tokens"],
+                                                             rag_cfg["seed"]))
+        answers, judgments = run_setting(setting, topics, DomainIndex(prepared_dir, caps), run_file, rag_cfg["k"],
+                                         gen_client, jud_client, takes_images=takes_images,
+                                         repeats=rag_cfg["judge_repeats"], seed=rag_cfg["seed"],
+                                         evidence_chars=rag_cfg["evidence_chars"],
+                                         judge_temperature=rag_cfg["judge_temperature"],
+                                         judge_repeat_temperature=rag_cfg["judge_repeat_temperature"])
         cstats = dict(cache.stats)
-    summary = base | summarize(answers, judgments) | {
+    llm = check_stage("rag", f"{dataset}/{domain}/{setting}", gen_client.audit, jud_client.audit)
+    summary = base | summarize(answers, judgments) | llm | {
         "seconds": round(time.perf_counter() - t0, 1), "generator": gen.model_id, "judge": jud.model_id,
         "cache": cstats, **gen.usage.as_metrics("gen_"), **jud.usage.as_metrics("judge_")}
     write_parquet(out / "answers.parquet", answers)
@@ -247,7 +273,14 @@ def ablation_report(grid: str, metric_files: list[str], measure: str, derived: d
     """The caption or reformulation grid (:mod:`mmir.reporting.ablation`)."""
     from mmir.reporting.ablation import ablation_frame, write_ablation
 
-    frame = ablation_frame(metric_files, measure, derived)
+    llm = {}
+    for f in metric_files:  # the query stage's llm_calls / llm_failures, where it has a stats JSON
+        m = json.loads(Path(f).read_text(encoding="utf-8"))
+        d = derived.get(m["system"])
+        stats = Path(paths.QUERIES_STATS.format(dataset=m["dataset"], domain=m["domain"], variant=d["variant"])) if d else None
+        if stats is not None and stats.exists():
+            llm[(m["dataset"], m["domain"], m["system"])] = json.loads(stats.read_text(encoding="utf-8"))
+    frame = ablation_frame(metric_files, measure, derived, llm)
     write_ablation(grid, frame, measure, out_md, out_csv, out_png, out_plot_csv)
     log.info("read %d metric files; wrote %s, %s, %s, %s (%d cells)", len(metric_files), out_md, out_csv, out_png,
              out_plot_csv, len(frame))

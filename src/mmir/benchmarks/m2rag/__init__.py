@@ -13,6 +13,7 @@ Library layer, one job per module:
 * :mod:`~mmir.benchmarks.m2rag.render` -- a self-contained HTML page of an answer;
 * :mod:`~mmir.benchmarks.m2rag.metrics` -- the eight metrics on one answer, §6.1-6.6;
 * :mod:`~mmir.benchmarks.m2rag.aggregate` -- pooling and Overall, §6.7;
-* :mod:`~mmir.benchmarks.m2rag.calls`, :mod:`~mmir.benchmarks.m2rag.parsing`, :mod:`~mmir.benchmarks.m2rag.media` -- model calls and prompt
-  files (``prompts/``), reply parsing, image payloads.
+* :mod:`~mmir.benchmarks.m2rag.calls`, :mod:`~mmir.benchmarks.m2rag.parsing`, :mod:`~mmir.benchmarks.m2rag.media` -- the prompt
+  files (``prompts/``) and their image slot, generator-reply parsing (§4), image payloads; every call goes through
+  :mod:`mmir.llm`.
 """

@@ -17,13 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from mmir.benchmarks.m2rag.calls import (
-    Caller,
-    ImagePart,
-    prompt,
-    render_around_slot,
-    user_messages,
-)
+from mmir.benchmarks.m2rag.calls import prompt, render_around_slot
 from mmir.benchmarks.m2rag.media import thumbnail_bytes
 from mmir.benchmarks.m2rag.metrics import CONTEXT_TOKENS, RegexTokenizer, Tokenizer
 from mmir.benchmarks.m2rag.records import (
@@ -35,7 +29,9 @@ from mmir.benchmarks.m2rag.records import (
 )
 from mmir.benchmarks.m2rag.selection import CurationReport
 from mmir.core.errors import DataError
-from mmir.llm.backends import GenerationFailure
+from mmir.llm.client import LLMClient
+from mmir.llm.errors import GenerationFailure
+from mmir.llm.messages import ImagePart, user_messages
 
 
 def add_ocr(images: Iterable[ImageItem], ocr: Any, *, overwrite: bool = False) -> CurationReport:
@@ -76,7 +72,7 @@ def page_context(page: Webpage, image: ImageItem, tokenizer: Tokenizer | None = 
     return tok.decode(a[-max_tokens:]) if max_tokens > 0 else "", tok.decode(b[:max_tokens]) if max_tokens > 0 else ""
 
 
-def caption_images(query: M2RAGQuery, caller: Caller, *, tokenizer: Tokenizer | None = None,
+def caption_images(query: M2RAGQuery, caller: LLMClient, *, tokenizer: Tokenizer | None = None,
                    context_tokens: int = CONTEXT_TOKENS, thumbnail_size: int = 512, max_tokens: int = 256,
                    overwrite: bool = False) -> CurationReport:
     """Give every usable image of ``query`` a detailed one-line caption from a vision model, in place.
@@ -110,8 +106,8 @@ def caption_images(query: M2RAGQuery, caller: Caller, *, tokenizer: Tokenizer | 
             tpl, (before, after) = t_page, render_around_slot(t_page, above=above, below=below)
         try:
             part = ImagePart(thumbnail_bytes(im.load_bytes(), size=thumbnail_size, source=im.cached_image_url))
-            reply = caller(user_messages([before, part, after]), tpl, stage=f"caption[{im.image_id}]",
-                           max_tokens=max_tokens)
+            reply = caller.text(user_messages([before, part, after]), tpl, label="caption",
+                                context={"image": im.image_id}, max_tokens=max_tokens)
         except (DataError, GenerationFailure) as e:
             rep.add("caption_failed")
             rep.failures.append(f"caption {im.cached_image_url}: {e}")

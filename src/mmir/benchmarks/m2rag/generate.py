@@ -9,7 +9,7 @@
 
 Every strategy takes a :class:`~mmir.benchmarks.m2rag.selection.SelectedInput` (spec §3; for :func:`separate` built
 with :meth:`SelectionConfig.murar() <mmir.benchmarks.m2rag.selection.SelectionConfig.murar>`) and a
-:class:`~mmir.benchmarks.m2rag.calls.Caller` around any backend. ``mode="llm"`` sends each image as its text
+an :class:`~mmir.llm.client.LLMClient` around any backend. ``mode="llm"`` sends each image as its text
 description (:func:`~mmir.benchmarks.m2rag.records.image_description`: the detailed caption, plus alt text and OCR
 text where known), so text-only backends work; ``mode="mllm"`` sends the pixels (a 512 px thumbnail).
 
@@ -41,15 +41,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from mmir.benchmarks.m2rag.calls import (
-    Caller,
-    CallRecord,
-    ImagePart,
-    Segment,
-    prompt,
-    render_around_slot,
-    user_messages,
-)
+from mmir.benchmarks.m2rag.calls import prompt, render_around_slot
 from mmir.benchmarks.m2rag.media import thumbnail_bytes
 from mmir.benchmarks.m2rag.parsing import strip_images, strip_links, unwrap_markdown
 from mmir.benchmarks.m2rag.records import (
@@ -63,6 +55,9 @@ from mmir.benchmarks.m2rag.render import (
     render_html_with_report,
 )
 from mmir.benchmarks.m2rag.selection import InputImage, SelectedInput
+from mmir.llm.client import LLMClient
+from mmir.llm.messages import ImagePart, Segment, user_messages
+from mmir.llm.records import CallRecord
 
 Mode = Literal["llm", "mllm"]
 #: ``encoder(texts) -> (len(texts), dim)`` array; rows need not be normalised (cosine is taken).
@@ -110,7 +105,7 @@ class Answer:
         output_images: :class:`OutputImage` s in document order (k-th placeholder = k-th image).
         markdown: ``placeholder_response`` with the k-th placeholder written as
             ``![caption](images/{id}.{ext})``.
-        calls: the :class:`~mmir.benchmarks.m2rag.calls.CallRecord` of every model call made.
+        calls: the :class:`~mmir.llm.records.CallRecord` of every model call made.
         stats: counters (``rejected_images``, ``refusals``, ``placement_unparsed`` ...).
     """
 
@@ -206,7 +201,7 @@ def placeholders_to_markdown(placeholder_text: str, outputs: Sequence[OutputImag
     return "".join(out)
 
 
-def _answer(strategy: str, mode: str, selected: SelectedInput, caller: Caller, mark: int, processed: str,
+def _answer(strategy: str, mode: str, selected: SelectedInput, caller: LLMClient, mark: int, processed: str,
             placeholder: str, outputs: list[OutputImage], stats: dict[str, int]) -> Answer:
     return Answer(strategy=strategy, mode=mode, query_id=selected.query_id, user_query=selected.query,
                   processed_response=processed, placeholder_response=placeholder, output_images=outputs,
@@ -277,14 +272,14 @@ def _check_mode(mode: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------- single-stage
-def single_stage(selected: SelectedInput, caller: Caller, *, mode: Mode = "llm", max_tokens: int | None = None) -> Answer:
+def single_stage(selected: SelectedInput, caller: LLMClient, *, mode: Mode = "llm", max_tokens: int | None = None) -> Answer:
     """Single-stage joint generation, one call (spec §4.1).
 
     Args:
         selected: K_In-Doc from :func:`~mmir.benchmarks.m2rag.selection.select_input`.
         caller: the generator.
         mode: ``"llm"`` (descriptions) or ``"mllm"`` (pixels).
-        max_tokens: reply limit (default ``caller.settings.max_tokens``).
+        max_tokens: reply limit (default ``caller.sampling.max_tokens``).
 
     Returns:
         :class:`Answer` (``stats["rejected_images"]`` = model images out of range or repeated).
@@ -298,7 +293,7 @@ def single_stage(selected: SelectedInput, caller: Caller, *, mode: Mode = "llm",
     mark = caller.mark()
     tpl = prompt(f"single_stage_{mode}_v1")
     segs = input_segments(selected, tpl.render(query=selected.query), mode)
-    reply = caller(user_messages(segs), tpl, stage="single_stage", max_tokens=max_tokens)
+    reply = caller.text(user_messages(segs), tpl, label="single_stage", max_tokens=max_tokens)
     processed, placeholder, outputs, rejected = parse_output_images(unwrap_markdown(reply), selected.images)
     return _answer("single_stage", mode, selected, caller, mark, processed, placeholder, outputs,
                    {"rejected_images": rejected})
@@ -322,7 +317,7 @@ def parse_placement(reply: str, n_lines: int, *, released_quirks: bool = False) 
     return (line_id if 0 <= line_id <= n_lines - 1 else -1), caption
 
 
-def multi_stage(selected: SelectedInput, caller: Caller, *, mode: Mode = "llm", max_tokens: int | None = None,
+def multi_stage(selected: SelectedInput, caller: LLMClient, *, mode: Mode = "llm", max_tokens: int | None = None,
                 place_max_tokens: int = 128, released_quirks: bool = False) -> Answer:
     """Multi-stage joint generation, 1 + N + M calls (spec §4.2).
 
@@ -355,15 +350,15 @@ def multi_stage(selected: SelectedInput, caller: Caller, *, mode: Mode = "llm", 
     t_place = prompt("multi_stage_place_v1")
     t_refine = prompt("multi_stage_refine_v1")
     segs = input_segments(selected, t_text.render(query=selected.query), mode)
-    summary = unwrap_markdown(caller(user_messages(segs), t_text, stage="multi_stage.text", max_tokens=max_tokens))
+    summary = unwrap_markdown(caller.text(user_messages(segs), t_text, label="multi_stage.text", max_tokens=max_tokens))
     lines = summary.split("\n")
     numbered = "\n".join(f"[{j}] {line}" for j, line in enumerate(lines))
     stats = {"placement_unplaced": 0, "refusals": 0}
     placed: list[tuple[InputImage, int, str]] = []
     for ii in selected.images:
         before, after = render_around_slot(t_place, query=selected.query, lines=numbered)
-        reply = caller(user_messages([before, image_slot(ii, mode, size), after]), t_place,
-                       stage=f"multi_stage.place[{ii.index}]", max_tokens=place_max_tokens)
+        reply = caller.text(user_messages([before, image_slot(ii, mode, size), after]), t_place,
+                       label="multi_stage.place", context={"image": ii.index}, max_tokens=place_max_tokens)
         line_id, caption = parse_placement(unwrap_markdown(reply), len(lines), released_quirks=released_quirks)
         if line_id == -1:
             stats["placement_unplaced"] += 1
@@ -379,8 +374,8 @@ def multi_stage(selected: SelectedInput, caller: Caller, *, mode: Mode = "llm", 
         end = placed[k + 1][1] if k + 1 < len(placed) else None
         piece = "\n".join(lines[line_id:end])
         before, after = render_around_slot(t_refine, query=selected.query, piece=piece)
-        reply = caller(user_messages([before, image_slot(ii, mode, size), after]), t_refine,
-                       stage=f"multi_stage.refine[{ii.index}]", max_tokens=max_tokens)
+        reply = caller.text(user_messages([before, image_slot(ii, mode, size), after]), t_refine,
+                       label="multi_stage.refine", context={"image": ii.index}, max_tokens=max_tokens)
         refined = strip_links(strip_images(unwrap_markdown(reply)))
         if _REFUSAL.match(refined):
             stats["refusals"] += 1
@@ -480,7 +475,7 @@ def rebuild_references(text: str, selected: SelectedInput) -> tuple[str, int]:
     return body + "\n## References\n" + listing, len(refs)
 
 
-def separate(selected: SelectedInput, caller: Caller, encoder: TextEncoderFn, *, threshold: float = 0.1,
+def separate(selected: SelectedInput, caller: LLMClient, encoder: TextEncoderFn, *, threshold: float = 0.1,
              max_tokens: int | None = None, released_quirks: bool = False) -> Answer:
     """The separate (MuRAR) baseline (spec §4.3): text answer, embedding match, one refinement call.
 
@@ -505,7 +500,7 @@ def separate(selected: SelectedInput, caller: Caller, encoder: TextEncoderFn, *,
     mark = caller.mark()
     t_text, t_refine = prompt("separate_text_v1"), prompt("separate_refine_v1")
     segs = input_segments(selected, t_text.render(query=selected.query), "llm", with_images=False)
-    summary = unwrap_markdown(caller(user_messages(segs), t_text, stage="separate.text", max_tokens=max_tokens))
+    summary = unwrap_markdown(caller.text(user_messages(segs), t_text, label="separate.text", max_tokens=max_tokens))
     lines = summary.split("\n")
     attach, stats = match_images_to_lines(lines, selected, encoder, threshold)
     chosen: list[InputImage] = []
@@ -518,8 +513,8 @@ def separate(selected: SelectedInput, caller: Caller, encoder: TextEncoderFn, *,
             out_lines.append(f"![{image_description(ii.image)}](images/{k}.{ii.image.ext})")
         out_lines.append(line)
     stats["images_matched"] = len(chosen)
-    reply = caller(user_messages([t_refine.render(query=selected.query, summary="\n".join(out_lines))]), t_refine,
-                   stage="separate.refine", max_tokens=max_tokens)
+    reply = caller.text(user_messages([t_refine.render(query=selected.query, summary="\n".join(out_lines))]), t_refine,
+                   label="separate.refine", max_tokens=max_tokens)
     processed, placeholder, outputs, rejected = parse_output_images(unwrap_markdown(reply), chosen)
     processed, n_refs = rebuild_references(processed, selected)
     stats.update(rejected_images=rejected, references=n_refs)

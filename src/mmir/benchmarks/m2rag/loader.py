@@ -100,7 +100,7 @@ def fetch_dev_set(dest: str | Path, *, revision: str = PINNED_REVISION, images: 
 
     Returns:
         ``dest`` as a :class:`~pathlib.Path`; use it as the ``source`` of :func:`load_dev_set` and
-        ``dest / IMAGE_DIR``'s parent chain as image root (see :class:`ImageResolver`).
+        ``dest / IMAGE_DIR``'s parent chain as image root (see :class:`DevSetImageResolver`).
 
     Raises:
         DataError: the hub cannot be reached (the message gives the manual download recipe), or an archive
@@ -138,7 +138,7 @@ def _extract_tar(archive: Path, into: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- images
-class ImageResolver:
+class DevSetImageResolver:
     """Maps a ``cached_image_url`` to a file under an image root.
 
     The URL's path (scheme and host dropped; a plain relative path is taken as is) is tried under ``root``,
@@ -229,10 +229,10 @@ def load_dev_set(source: str | Path, *, image_root: str | Path | None = None, le
     Args:
         source: ``dev_set.jsonl``, ``dev_set.jsonl.tar.gz`` or a folder holding one (see :func:`find_dev_set`).
         image_root: folder of the unpacked images; when given, each image's ``path`` is resolved from its
-            ``cached_image_url`` (:class:`ImageResolver`) and missing files are counted (``images_unresolved``).
+            ``cached_image_url`` (:class:`DevSetImageResolver`) and missing files are counted (``images_unresolved``).
         levels: keep records whose ``level`` is in this set; default ``(1,)``, the subset every released
             config evaluates (spec §1). ``None`` keeps all.
-        strip_prefix: URL prefix passed to :class:`ImageResolver`.
+        strip_prefix: URL prefix passed to :class:`DevSetImageResolver`.
         limit: stop after this many kept records.
 
     Returns:
@@ -243,7 +243,7 @@ def load_dev_set(source: str | Path, *, image_root: str | Path | None = None, le
     """
     path = find_dev_set(source)
     report = LoadReport(source=str(path))
-    resolver = ImageResolver(image_root, strip_prefix) if image_root is not None else None
+    resolver = DevSetImageResolver(image_root, strip_prefix) if image_root is not None else None
     keep_levels = None if levels is None else {int(x) for x in levels}
     queries: list[M2RAGQuery] = []
     seen: set[str] = set()
@@ -307,7 +307,7 @@ def _score(value: Any) -> float | None:
 
 
 def parse_record(obj: Any, *, where: str = "record", report: LoadReport | None = None,
-                 resolver: ImageResolver | None = None) -> M2RAGQuery:
+                 resolver: DevSetImageResolver | None = None) -> M2RAGQuery:
     """One dev-set JSON object (spec §1) as an :class:`M2RAGQuery`; irregularities go to ``report``.
 
     Raises:
@@ -346,7 +346,7 @@ def parse_record(obj: Any, *, where: str = "record", report: LoadReport | None =
     return M2RAGQuery(query_id=str(qid), content=content, webpages=pages, aux_images=aux, level=level)
 
 
-def _parse_webpage(wp: Any, where: str, report: LoadReport, resolver: ImageResolver | None) -> Webpage | None:
+def _parse_webpage(wp: Any, where: str, report: LoadReport, resolver: DevSetImageResolver | None) -> Webpage | None:
     if not isinstance(wp, Mapping):
         report.add("webpages_malformed", example=f"{where}: not an object")
         return None
@@ -408,7 +408,7 @@ def _parse_chunk(sp: Any, where: str, report: LoadReport, known_images: set, def
                  evaluation=evaluation if isinstance(evaluation, str) else None, image_ids=image_ids)
 
 
-def _parse_image(im: Any, where: str, report: LoadReport, resolver: ImageResolver | None, *, aux: bool,
+def _parse_image(im: Any, where: str, report: LoadReport, resolver: DevSetImageResolver | None, *, aux: bool,
                  index: int = 0) -> ImageItem | None:
     prefix = "aux_images" if aux else "images"
     if not isinstance(im, Mapping):
@@ -475,6 +475,6 @@ def dump_record(query: M2RAGQuery) -> dict[str, Any]:
 
 __all__ = [
     "DEV_SET_ARCHIVE", "DEV_SET_FILE", "HUB_REPO", "IMAGE_DIR", "IMAGE_TARS", "PINNED_REVISION",
-    "DevSet", "ImageResolver", "LoadReport", "dump_record", "fetch_dev_set", "find_dev_set", "iter_lines",
+    "DevSet", "DevSetImageResolver", "LoadReport", "dump_record", "fetch_dev_set", "find_dev_set", "iter_lines",
     "load_dev_set", "parse_record",
 ]

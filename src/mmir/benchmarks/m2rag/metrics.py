@@ -1,11 +1,12 @@
 """The eight M2RAG metrics (spec §6) on one answer; pooling and Overall are in :mod:`mmir.benchmarks.m2rag.aggregate`.
 
-Every judge runs through a :class:`~mmir.benchmarks.m2rag.calls.Caller` (any backend), once, with no retry beyond
-the backend's own.
+Every judge runs through an :class:`~mmir.llm.client.LLMClient` (any backend), once, with no retry beyond the
+backend's own in this run (a failed or rejected call is retried on the next run).
 
-**0-10 judges** (fluency, relevance, image coherence, helpfulness, reference; spec §6.1-6.5): the reply's
-last integer (regex ``\\d+``) clamped to [0, 10], divided by 10 -- so ``"8/10"`` reads as 10, as in the
-released code. **A reply with no integer is a counted failure** (``JudgeScore.error = "unparsable"``,
+**0-10 judges** (fluency, relevance, image coherence, helpfulness, reference; spec §6.1-6.5) are
+:class:`~mmir.llm.judged.JudgedMetric` declarations (:data:`JUDGED`): a prompt file and the
+:data:`~mmir.llm.parsers.LAST_INTEGER` parser -- the reply's last integer (regex ``\\d+``) clamped to [0, 10],
+divided by 10, so ``"8/10"`` reads as 10, as in the released code. **A reply with no integer is a counted failure** (``JudgeScore.error = "unparsable"``,
 value ``None``), and so is a failed call (``"generation_failed: ..."``): neither is ever turned into a
 score. (The released code scores a reply with no integer as 0; ``released_parse=True`` restores that.)
 
@@ -46,19 +47,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from mmir.benchmarks.m2rag.calls import (
-    Caller,
-    ImagePart,
-    Segment,
-    prompt,
-    render_around_slot,
-    user_messages,
-)
+from mmir.benchmarks.m2rag.calls import M2RAG_PROMPTS, prompt, render_around_slot
 from mmir.benchmarks.m2rag.media import thumbnail_bytes
-from mmir.benchmarks.m2rag.parsing import extract_json, last_int
 from mmir.benchmarks.m2rag.records import PLACEHOLDER, ImageItem, image_description
 from mmir.core.errors import DataError
-from mmir.llm.backends import GenerationFailure
+from mmir.llm.client import LLMClient
+from mmir.llm.judged import JudgedMetric, judge, single_user_message
+from mmir.llm.messages import ImagePart, Segment, user_messages
+from mmir.llm.parsers import FIRST_JSON, LAST_INTEGER
+from mmir.llm.records import CallRecord
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +65,15 @@ EPSILON = 1e-10
 TEXT_METRICS = ("fluency", "relevance", "context_precision", "faithfulness")
 IMAGE_METRICS = ("image_coherence", "image_helpfulness", "image_reference")
 METRICS = (*TEXT_METRICS, *IMAGE_METRICS, "image_recall")
+
+#: The 0-10 judges (spec §6.1, §6.2, §6.5): a prompt file and the last-integer parser each.
+JUDGED = {m.name: m for m in (
+    JudgedMetric("fluency", "judge_fluency_v1", LAST_INTEGER, divisor=10),
+    JudgedMetric("relevance", "judge_relevance_v1", LAST_INTEGER, divisor=10),
+    JudgedMetric("image_coherence", "judge_image_coherence_v1", LAST_INTEGER, divisor=10),
+    JudgedMetric("image_helpfulness", "judge_image_helpfulness_v1", LAST_INTEGER, divisor=10),
+    JudgedMetric("image_reference", "judge_image_reference_v1", LAST_INTEGER, divisor=10),
+)}
 
 
 # ------------------------------------------------------------------------------------------- tokenizers
@@ -204,65 +210,65 @@ class JudgeScore:
         return asdict(self)
 
 
-def parse_judge_score(reply: str, upper: int = 10, *, released_parse: bool = False) -> int | None:
-    """The GPT-4o judge parse (spec §6): last integer, clamped to ``[0, upper]``; ``None`` when there is
-    none -- or ``0`` with ``released_parse=True`` (the released code's rule).
+def parse_judge_score(reply: str, *, released_parse: bool = False) -> int | None:
+    """The GPT-4o judge parse (spec §6, :data:`~mmir.llm.parsers.LAST_INTEGER`): last integer, clamped to
+    ``[0, 10]``; ``None`` when there is none -- or ``0`` with ``released_parse=True`` (the released code's rule).
 
     >>> parse_judge_score("blah\\n8"), parse_judge_score("12"), parse_judge_score("no digits", released_parse=True)
     (8, 10, 0)
     """
-    value = last_int(reply, upper)
+    value = LAST_INTEGER(reply).value
     if value is None and released_parse:
         return 0
     return value
 
 
-def _judge(caller: Caller, template_name: str, segments: Sequence[Segment], stage: str, max_tokens: int,
-           released_parse: bool) -> JudgeScore:
-    tpl = prompt(template_name)
-    try:
-        reply = caller(user_messages(segments), tpl, stage=stage, max_tokens=max_tokens)
-    except GenerationFailure as f:
-        return JudgeScore(None, None, None, f"generation_failed: {f}")
-    raw = parse_judge_score(reply, released_parse=released_parse)
-    if raw is None:
-        return JudgeScore(None, None, reply, "unparsable")
-    return JudgeScore(raw, raw / 10.0, reply)
+def _judge(caller: LLMClient, metric: str, fields: dict[str, Any], max_tokens: int, released_parse: bool,
+           slot: Segment | None = None) -> JudgeScore:
+    def build(tpl, f):
+        if slot is None:
+            return single_user_message(tpl, f)
+        before, after = render_around_slot(tpl, **f)
+        return user_messages([before, slot, after])
+
+    v = judge(caller, JUDGED[metric], M2RAG_PROMPTS, fields, build=build, max_tokens=max_tokens)
+    r = v.records[-1]
+    if r.status == "failed":
+        return JudgeScore(None, None, None, f"generation_failed: {r.error}")
+    if r.status == "rejected":
+        return JudgeScore(0, 0.0, r.text) if released_parse else JudgeScore(None, None, r.text, "unparsable")
+    return JudgeScore(v.raw, v.value, r.text)
 
 
-def fluency(caller: Caller, response: str, *, max_tokens: int = 256, released_parse: bool = False) -> JudgeScore:
+def fluency(caller: LLMClient, response: str, *, max_tokens: int = 256, released_parse: bool = False) -> JudgeScore:
     """Fluency of the answer text (spec §6.1), 0-10 -> [0, 1]; failures are counted, never scored.
 
     Args:
         caller: the judge.
         response: the answer with placeholders deleted (:attr:`Answer.response <mmir.benchmarks.m2rag.generate.Answer.response>`).
-        max_tokens: reply limit.
+        max_tokens: reply limit (``m2rag.metric_max_tokens``).
         released_parse: score an integer-free reply as 0 (released behaviour) instead of failing.
     """
-    return _judge(caller, "judge_fluency_v1", [prompt("judge_fluency_v1").render(text=response)], "fluency",
-                  max_tokens, released_parse)
+    return _judge(caller, "fluency", {"text": response}, max_tokens, released_parse)
 
 
-def relevance(caller: Caller, query: str, response: str, *, max_tokens: int = 256,
+def relevance(caller: LLMClient, query: str, response: str, *, max_tokens: int = 256,
               released_parse: bool = False) -> JudgeScore:
     """Relevance of the answer to the query (spec §6.2), 0-10 -> [0, 1]; see :func:`fluency`."""
-    return _judge(caller, "judge_relevance_v1", [prompt("judge_relevance_v1").render(query=query, text=response)],
-                  "relevance", max_tokens, released_parse)
+    return _judge(caller, "relevance", {"query": query, "text": response}, max_tokens, released_parse)
 
 
-def _image_judge(name: str, caller: Caller, image: ImageItem, above: str, below: str, vision: bool,
-                 thumbnail_size: int, max_tokens: int, released_parse: bool, stage: str) -> JudgeScore:
-    tpl = prompt(name)
-    before, after = render_around_slot(tpl, above=above, below=below)
+def _image_judge(metric: str, caller: LLMClient, image: ImageItem, above: str, below: str, vision: bool,
+                 thumbnail_size: int, max_tokens: int, released_parse: bool) -> JudgeScore:
     try:
         slot: Segment = (ImagePart(thumbnail_bytes(image.load_bytes(), size=thumbnail_size, source=image.cached_image_url))
                          if vision else f"Image description: {image_description(image)}")
     except DataError as e:
         return JudgeScore(None, None, None, f"image_unavailable: {e}")
-    return _judge(caller, name, [before, slot, after], stage, max_tokens, released_parse)
+    return _judge(caller, metric, {"above": above, "below": below}, max_tokens, released_parse, slot)
 
 
-def image_coherence(caller: Caller, image: ImageItem, above: str, below: str, *, vision: bool = True,
+def image_coherence(caller: LLMClient, image: ImageItem, above: str, below: str, *, vision: bool = True,
                     thumbnail_size: int = 512, max_tokens: int = 256, released_parse: bool = False) -> JudgeScore:
     """Image coherence with the text around it (spec §6.5.1), 0-10 -> [0, 1].
 
@@ -276,24 +282,22 @@ def image_coherence(caller: Caller, image: ImageItem, above: str, below: str, *,
     Returns:
         :class:`JudgeScore`; an unreadable image is the failure ``"image_unavailable: ..."``.
     """
-    return _image_judge("judge_image_coherence_v1", caller, image, above, below, vision, thumbnail_size, max_tokens,
-                        released_parse, "image_coherence")
+    return _image_judge("image_coherence", caller, image, above, below, vision, thumbnail_size, max_tokens, released_parse)
 
 
-def image_helpfulness(caller: Caller, image: ImageItem, above: str, below: str, *, vision: bool = True,
+def image_helpfulness(caller: LLMClient, image: ImageItem, above: str, below: str, *, vision: bool = True,
                       thumbnail_size: int = 512, max_tokens: int = 256, released_parse: bool = False) -> JudgeScore:
     """How much the image helps a reader understand the text around it (spec §6.5.2); see
     :func:`image_coherence`."""
-    return _image_judge("judge_image_helpfulness_v1", caller, image, above, below, vision, thumbnail_size, max_tokens,
-                        released_parse, "image_helpfulness")
+    return _image_judge("image_helpfulness", caller, image, above, below, vision, thumbnail_size, max_tokens,
+                        released_parse)
 
 
-def image_reference(caller: Caller, image: ImageItem, above: str, below: str, *, vision: bool = True,
+def image_reference(caller: LLMClient, image: ImageItem, above: str, below: str, *, vision: bool = True,
                     thumbnail_size: int = 512, max_tokens: int = 256, released_parse: bool = False) -> JudgeScore:
     """Whether the text refers to / explains the image, and correctly (spec §6.5.3); see
     :func:`image_coherence`."""
-    return _image_judge("judge_image_reference_v1", caller, image, above, below, vision, thumbnail_size, max_tokens,
-                        released_parse, "image_reference")
+    return _image_judge("image_reference", caller, image, above, below, vision, thumbnail_size, max_tokens, released_parse)
 
 
 # -------------------------------------------------------------------------------------- RAGAS (native)
@@ -341,7 +345,12 @@ def average_precision(verdicts: Sequence[int]) -> float:
     return total / (sum(verdicts) + EPSILON)
 
 
-def context_precision(caller: Caller, query: str, response: str, contexts: Sequence[str], *,
+def _ragas_call(caller: LLMClient, msgs: list, tpl: Any, label: str, max_tokens: int,
+                context: dict[str, Any] | None = None) -> CallRecord:
+    return caller.call(msgs, tpl, label=label, parser=FIRST_JSON, context=context, max_tokens=max_tokens)
+
+
+def context_precision(caller: LLMClient, query: str, response: str, contexts: Sequence[str], *,
                       max_tokens: int = 256) -> RagasScore:
     """Context precision without reference (spec §6.3): one verdict call per context, in order.
 
@@ -350,11 +359,12 @@ def context_precision(caller: Caller, query: str, response: str, contexts: Seque
         query: the question.
         response: the answer (placeholders deleted).
         contexts: page contents, then the detailed captions of the output images.
-        max_tokens: reply limit per verdict.
+        max_tokens: reply limit per verdict (``m2rag.metric_max_tokens``).
 
     Returns:
-        :class:`RagasScore` with ``details["verdicts"]``; any unparsable verdict or failed call fails the
-        metric for this answer (counted), as does an empty ``contexts`` (``"no_contexts"``).
+        :class:`RagasScore` with ``details["verdicts"]``; any unparsable verdict (parser
+        :data:`~mmir.llm.parsers.FIRST_JSON`, then ``{"verdict": 0|1}``; rejected, so retried on the next run) or
+        failed call fails the metric for this answer (counted), as does an empty ``contexts`` (``"no_contexts"``).
     """
     if not contexts:
         return RagasScore(None, "no_contexts")
@@ -362,65 +372,55 @@ def context_precision(caller: Caller, query: str, response: str, contexts: Seque
     verdicts: list[int] = []
     for k, ctx in enumerate(contexts):
         msgs = user_messages([tpl.render(question=query, answer=response, context=ctx)])
-        try:
-            reply = caller(msgs, tpl, stage=f"context_precision[{k}]", max_tokens=max_tokens)
-        except GenerationFailure as f:
-            return RagasScore(None, f"generation_failed: {f}", {"verdicts": verdicts})
-        try:
-            obj = extract_json(reply)
-            v = _verdict(obj.get("verdict")) if isinstance(obj, dict) else None
-        except ValueError:
-            v = None
+        r = _ragas_call(caller, msgs, tpl, "context_precision", max_tokens, {"context": k})
+        if r.status == "failed":
+            return RagasScore(None, f"generation_failed: {r.error}", {"verdicts": verdicts})
+        v = _verdict(r.value.get("verdict")) if r.ok and isinstance(r.value, dict) else None
         if v is None:
-            return RagasScore(None, f"unparsable: verdict for context {k}", {"verdicts": verdicts, "reply": reply})
+            caller.reject(r, f"no 0/1 verdict for context {k}")
+            return RagasScore(None, f"unparsable: verdict for context {k}", {"verdicts": verdicts, "reply": r.text})
         verdicts.append(v)
     return RagasScore(average_precision(verdicts), None, {"verdicts": verdicts})
 
 
-def faithfulness(caller: Caller, query: str, response: str, contexts: Sequence[str], *,
+def faithfulness(caller: LLMClient, query: str, response: str, contexts: Sequence[str], *,
                  max_tokens: int = 1024) -> RagasScore:
     """Faithfulness (spec §6.4): statements extracted from the answer, each judged against the contexts.
 
+    Args:
+        max_tokens: reply limit of both calls (``m2rag.faithfulness_max_tokens``).
+
     Returns:
         :class:`RagasScore` (``details``: ``statements``, ``verdicts``). Counted failures:
-        ``"no_statements"`` (released code: NaN -> 1.0), ``"unparsable: ..."``, ``"verdict_count_mismatch"``,
-        ``"generation_failed: ..."``.
+        ``"no_statements"`` (released code: NaN -> 1.0), ``"unparsable: ..."`` (the reply is rejected, so
+        retried on the next run), ``"verdict_count_mismatch"``, ``"generation_failed: ..."``.
     """
     t_st, t_nli = prompt("ragas_statements_v1"), prompt("ragas_nli_v1")
-    try:
-        reply = caller(user_messages([t_st.render(question=query, answer=response)]), t_st,
-                       stage="faithfulness.statements", max_tokens=max_tokens)
-    except GenerationFailure as f:
-        return RagasScore(None, f"generation_failed: {f}")
-    try:
-        obj = extract_json(reply)
-    except ValueError:
-        return RagasScore(None, "unparsable: statements", {"reply": reply})
-    raw = obj.get("statements") if isinstance(obj, dict) else obj
+    r = _ragas_call(caller, user_messages([t_st.render(question=query, answer=response)]), t_st,
+                    "faithfulness.statements", max_tokens)
+    if r.status == "failed":
+        return RagasScore(None, f"generation_failed: {r.error}")
+    raw = (r.value.get("statements") if isinstance(r.value, dict) else r.value) if r.ok else None
     if not isinstance(raw, list):
-        return RagasScore(None, "unparsable: statements", {"reply": reply})
+        caller.reject(r, "no statements list")
+        return RagasScore(None, "unparsable: statements", {"reply": r.text})
     statements = [s.strip() for s in raw if isinstance(s, str) and s.strip()]
     if not statements:
-        return RagasScore(None, "no_statements", {"reply": reply})
+        return RagasScore(None, "no_statements", {"reply": r.text})
     listing = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(statements))
-    try:
-        reply = caller(user_messages([t_nli.render(context="\n".join(contexts), statements=listing)]), t_nli,
-                       stage="faithfulness.nli", max_tokens=max_tokens)
-    except GenerationFailure as f:
-        return RagasScore(None, f"generation_failed: {f}", {"statements": statements})
-    try:
-        obj = extract_json(reply)
-    except ValueError:
-        return RagasScore(None, "unparsable: verdicts", {"statements": statements, "reply": reply})
-    items = obj.get("verdicts") if isinstance(obj, dict) else obj
-    if not isinstance(items, list):
-        return RagasScore(None, "unparsable: verdicts", {"statements": statements, "reply": reply})
-    verdicts = [_verdict(it.get("verdict")) if isinstance(it, dict) else _verdict(it) for it in items]
-    if any(v is None for v in verdicts):
-        return RagasScore(None, "unparsable: verdicts", {"statements": statements, "reply": reply})
+    r = _ragas_call(caller, user_messages([t_nli.render(context="\n".join(contexts), statements=listing)]), t_nli,
+                    "faithfulness.nli", max_tokens)
+    if r.status == "failed":
+        return RagasScore(None, f"generation_failed: {r.error}", {"statements": statements})
+    items = (r.value.get("verdicts") if isinstance(r.value, dict) else r.value) if r.ok else None
+    verdicts = [_verdict(it.get("verdict")) if isinstance(it, dict) else _verdict(it) for it in items] \
+        if isinstance(items, list) else None
+    if verdicts is None or any(v is None for v in verdicts):
+        caller.reject(r, "no list of 0/1 verdicts")
+        return RagasScore(None, "unparsable: verdicts", {"statements": statements, "reply": r.text})
     if len(verdicts) != len(statements):
         return RagasScore(None, "verdict_count_mismatch",
-                          {"statements": statements, "verdicts": verdicts, "reply": reply})
+                          {"statements": statements, "verdicts": verdicts, "reply": r.text})
     return RagasScore(sum(verdicts) / len(verdicts), None, {"statements": statements, "verdicts": verdicts})
 
 
@@ -497,15 +497,16 @@ class Judges:
     context precision and faithfulness (GPT-4o-mini; default ``text``); ``image`` -- the three image
     metrics (a VLM; default ``text``); ``image_vision`` -- whether ``image`` receives pixels."""
 
-    text: Caller
-    ragas: Caller | None = None
-    image: Caller | None = None
+    text: LLMClient
+    ragas: LLMClient | None = None
+    image: LLMClient | None = None
     image_vision: bool = True
 
 
 def evaluate_answer(answer: Any, selected: Any, judges: Judges, *, tokenizer: Tokenizer | None = None,
                     context_tokens: int = CONTEXT_TOKENS, recall_threshold: float = RECALL_THRESHOLD,
-                    released_parse: bool = False) -> QueryEvaluation:
+                    released_parse: bool = False, max_tokens: int = 256,
+                    faithfulness_max_tokens: int = 1024) -> QueryEvaluation:
     """Evaluate one answer with all eight metrics (spec §6).
 
     Args:
@@ -517,20 +518,22 @@ def evaluate_answer(answer: Any, selected: Any, judges: Judges, *, tokenizer: To
         context_tokens: window length on each side (256).
         recall_threshold: ``final_score`` at or above which an input image is important (8).
         released_parse: integer-free 0-10 judge replies score 0 instead of failing.
+        max_tokens: reply limit of the 0-10 judges and the context-precision verdicts (``m2rag.metric_max_tokens``).
+        faithfulness_max_tokens: reply limit of the two faithfulness calls (``m2rag.faithfulness_max_tokens``).
 
     Returns:
         :class:`QueryEvaluation`. Failures are recorded in the scores (never raised, never scored).
     """
     response = answer.response
     query = selected.query
-    fl = fluency(judges.text, response, released_parse=released_parse)
-    rel = relevance(judges.text, query, response, released_parse=released_parse)
+    fl = fluency(judges.text, response, released_parse=released_parse, max_tokens=max_tokens)
+    rel = relevance(judges.text, query, response, released_parse=released_parse, max_tokens=max_tokens)
     outputs = list(answer.output_images)
     by_url = {ii.image.cached_image_url: ii.image for ii in selected.images}
     contexts = selected.page_contents() + [o.detailed_image_caption or "" for o in outputs]
     ragas = judges.ragas or judges.text
-    cp = context_precision(ragas, query, response, contexts)
-    fa = faithfulness(ragas, query, response, contexts)
+    cp = context_precision(ragas, query, response, contexts, max_tokens=max_tokens)
+    fa = faithfulness(ragas, query, response, contexts, max_tokens=faithfulness_max_tokens)
     windows = image_contexts(answer.placeholder_response, len(outputs), tokenizer, context_tokens)
     judge = judges.image or judges.text
     imgs = []
@@ -540,7 +543,8 @@ def evaluate_answer(answer: Any, selected: Any, judges: Judges, *, tokenizer: To
             missing = JudgeScore(None, None, None, "image_unavailable: not among the input images")
             imgs.append(ImageEvaluation(k, o.cached_image_url, missing, missing, missing))
             continue
-        kw = dict(vision=judges.image_vision, thumbnail_size=selected.config.thumbnail_size, released_parse=released_parse)
+        kw = dict(vision=judges.image_vision, thumbnail_size=selected.config.thumbnail_size, released_parse=released_parse,
+                  max_tokens=max_tokens)
         imgs.append(ImageEvaluation(
             k, o.cached_image_url,
             image_coherence(judge, item, above, below, **kw),
@@ -564,6 +568,6 @@ __all__ = [
     "CONTEXT_TOKENS", "ContextWindows", "HFTokenizer", "IMAGE_METRICS", "ImageEvaluation", "JudgeScore", "Judges",
     "METRICS", "MetricSummary", "QueryEvaluation", "RECALL_THRESHOLD", "RagasScore", "RegexTokenizer", "RunSummary",
     "TEXT_METRICS", "Tokenizer", "aggregate", "average_precision", "context_precision", "evaluate_answer",
-    "faithfulness", "fluency", "image_coherence", "image_contexts", "image_helpfulness", "image_recall",
+    "JUDGED", "faithfulness", "fluency", "image_coherence", "image_contexts", "image_helpfulness", "image_recall",
     "image_reference", "parse_judge_score", "relevance", "tiktoken_tokenizer",
 ]

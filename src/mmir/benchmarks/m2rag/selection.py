@@ -33,15 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
-from mmir.benchmarks.m2rag.calls import (
-    Caller,
-    ImagePart,
-    prompt,
-    render_around_slot,
-    user_messages,
-)
+from mmir.benchmarks.m2rag.calls import prompt, render_around_slot
 from mmir.benchmarks.m2rag.media import image_size, thumbnail_bytes
-from mmir.benchmarks.m2rag.parsing import first_int, last_int
 from mmir.benchmarks.m2rag.records import (
     INDEXED_PLACEHOLDER_RE,
     PLACEHOLDER,
@@ -52,7 +45,10 @@ from mmir.benchmarks.m2rag.records import (
     image_description,
 )
 from mmir.core.errors import DataError
-from mmir.llm.backends import GenerationFailure
+from mmir.llm.client import LLMClient
+from mmir.llm.messages import ImagePart, user_messages
+from mmir.llm.parsers import FIRST_INTEGER, LAST_INTEGER
+from mmir.llm.records import CallRecord
 
 log = logging.getLogger(__name__)
 
@@ -361,17 +357,17 @@ def _pmap(fn: Callable[[T], Any], items: Sequence[T], workers: int) -> list[Any]
         return list(pool.map(fn, items))
 
 
-def _workers(caller: Caller) -> int:
+def _workers(caller: LLMClient) -> int:
     return max(1, int(getattr(caller.backend, "max_concurrency", 1) or 1))
 
 
-def score_chunks(query: M2RAGQuery, caller: Caller, *, overwrite: bool = False, max_tokens: int = 256) -> CurationReport:
+def score_chunks(query: M2RAGQuery, caller: LLMClient, *, overwrite: bool = False, max_tokens: int = 256) -> CurationReport:
     """Score every text chunk of ``query`` 0-10 against the query text (spec §2.1), in place.
 
     Each chunk gets ``score`` (last integer of the reply, clamped to [0, 10]; **0 when the reply has no
-    integer**, counted ``unparsed``) and ``evaluation`` (the reply). A call that fails
-    (:class:`GenerationFailure`) leaves ``score=None`` -- selection then drops the chunk -- and is counted
-    ``failed``. Chunks that already have a score are skipped unless ``overwrite``.
+    integer**, counted ``unparsed``; parser :data:`~mmir.llm.parsers.LAST_INTEGER`, so such a reply is retried on
+    the next run) and ``evaluation`` (the reply). A failed call leaves ``score=None`` -- selection then drops the
+    chunk -- and is counted ``failed``. Chunks that already have a score are skipped unless ``overwrite``.
 
     Args:
         query: its pages' chunks are updated.
@@ -386,34 +382,33 @@ def score_chunks(query: M2RAGQuery, caller: Caller, *, overwrite: bool = False, 
     todo = [c for p in query.webpages if p.chunks for c in p.chunks if overwrite or c.score is None]
     rep = CurationReport()
 
-    def one(chunk: Chunk) -> tuple[Chunk, str | None, str | None]:
+    def one(chunk: Chunk) -> tuple[Chunk, CallRecord]:
         msgs = user_messages([tpl.render(query=query.content, text=chunk.text)])
-        try:
-            return chunk, caller(msgs, tpl, stage=f"score_chunk[{chunk.split_id}]", max_tokens=max_tokens), None
-        except GenerationFailure as f:
-            return chunk, None, str(f)
+        return chunk, caller.call(msgs, tpl, label="score_chunk", parser=LAST_INTEGER,
+                                  context={"query": query.query_id, "chunk": chunk.split_id}, max_tokens=max_tokens)
 
-    for chunk, reply, err in _pmap(one, todo, _workers(caller)):
-        if reply is None:
+    for chunk, r in _pmap(one, todo, _workers(caller)):
+        if r.status == "failed":
             chunk.score, chunk.evaluation = None, None
             rep.add("failed")
-            rep.failures.append(f"query {query.query_id}, chunk {chunk.split_id}: {err}")
+            rep.failures.append(f"query {query.query_id}, chunk {chunk.split_id}: {r.error}")
             continue
-        value = last_int(reply)
-        if value is None:
+        value = r.value
+        if r.status == "rejected":
             rep.add("unparsed")
             value = 0
-        chunk.score, chunk.evaluation = float(value), reply
+        chunk.score, chunk.evaluation = float(value), r.text
         rep.add("scored")
     return rep
 
 
-def score_images(query_text: str, images: Sequence[ImageItem], caller: Caller, *, vision: bool,
+def score_images(query_text: str, images: Sequence[ImageItem], caller: LLMClient, *, vision: bool,
                  thumbnail_size: int = 512, max_tokens: int = 16, overwrite: bool = False) -> CurationReport:
     """Score images 0-10 for relevance to the query (spec §2.2 step 4), in place.
 
-    ``final_score`` = the **first** integer of the reply clamped to [0, 10]; a reply without an integer
-    gives ``None`` (counted ``unparsed``); a failed call gives ``None`` (``failed``). Images with a
+    ``final_score`` = the **first** integer of the reply clamped to [0, 10] (parser
+    :data:`~mmir.llm.parsers.FIRST_INTEGER`); a reply without an integer gives ``None`` (counted ``unparsed``); a
+    failed call gives ``None`` (``failed``). Images with a
     ``drop_reason`` are skipped; so are scored ones unless ``overwrite``.
 
     Args:
@@ -434,7 +429,7 @@ def score_images(query_text: str, images: Sequence[ImageItem], caller: Caller, *
     rep = CurationReport()
     todo = [im for im in images if im.drop_reason is None and (overwrite or im.final_score is None)]
 
-    def one(im: ImageItem) -> tuple[ImageItem, str | None, str | None]:
+    def one(im: ImageItem) -> tuple[ImageItem, CallRecord | None, str | None]:
         before, after = render_around_slot(tpl, query=query_text)
         try:
             if vision:
@@ -443,29 +438,21 @@ def score_images(query_text: str, images: Sequence[ImageItem], caller: Caller, *
                 slot = f"Image description: {image_description(im)}"
         except DataError as e:
             return im, None, f"undecodable: {e}"
-        try:
-            reply = caller(user_messages([before, slot, after]), tpl, stage=f"score_image[{im.image_id}]",
-                           max_tokens=max_tokens)
-        except GenerationFailure as f:
-            return im, None, str(f)
-        return im, reply, None
+        return im, caller.call(user_messages([before, slot, after]), tpl, label="score_image", parser=FIRST_INTEGER,
+                               context={"image": im.image_id}, max_tokens=max_tokens), None
 
-    for im, reply, err in _pmap(one, todo, _workers(caller)):
-        if reply is None:
+    for im, r, err in _pmap(one, todo, _workers(caller)):
+        if r is None or r.status == "failed":
             im.final_score = None
-            if err and err.startswith("undecodable"):
+            if r is None:
                 im.drop_reason = "undecodable"
                 rep.add("dropped_undecodable")
             else:
                 rep.add("failed")
-            rep.failures.append(f"image {im.cached_image_url}: {err}")
+            rep.failures.append(f"image {im.cached_image_url}: {err if r is None else r.error}")
             continue
-        value = first_int(reply)
-        if value is None:
-            rep.add("unparsed")
-        else:
-            rep.add("scored")
-        im.final_score = None if value is None else float(value)
+        rep.add("unparsed" if r.status == "rejected" else "scored")
+        im.final_score = None if r.status == "rejected" else float(r.value)
     return rep
 
 
@@ -532,8 +519,9 @@ def dedup_page_images(images: Sequence[ImageItem], max_distance: int = 10) -> li
 ClipScorer = Callable[[str, bytes], float]
 
 
-def curate_images(query: M2RAGQuery, config: SelectionConfig | None = None, *, scorer: Caller | None = None,
-                  vision: bool = False, clip_scorer: ClipScorer | None = None, dedup: bool = True) -> CurationReport:
+def curate_images(query: M2RAGQuery, config: SelectionConfig | None = None, *, scorer: LLMClient | None = None,
+                  vision: bool = False, clip_scorer: ClipScorer | None = None, dedup: bool = True,
+                  max_tokens: int = 16) -> CurationReport:
     """The per-page image pipeline of spec §2.2 for every page and auxiliary image of ``query``, in place.
 
     Order per page: pHash dedup within the page (duplicates are never scored), pixel-area and file-size
@@ -550,6 +538,7 @@ def curate_images(query: M2RAGQuery, config: SelectionConfig | None = None, *, s
         vision: the scorer takes pixels.
         clip_scorer: ``(query_text, image_bytes) -> CLIP score`` (100 x cosine).
         dedup: run pHash dedup.
+        max_tokens: reply limit of the image scorer (``m2rag.image_score_max_tokens``).
 
     Returns:
         :class:`CurationReport` with ``dropped_<reason>`` counts.
@@ -575,7 +564,7 @@ def curate_images(query: M2RAGQuery, config: SelectionConfig | None = None, *, s
                 rep.add(f"dropped_{reason}")
     if scorer is not None:
         rep.merge(score_images(query.content, [im for imgs in groups for im in imgs], scorer, vision=vision,
-                               thumbnail_size=cfg.thumbnail_size))
+                               thumbnail_size=cfg.thumbnail_size, max_tokens=max_tokens))
     for imgs in groups:
         for im in imgs:
             if im.drop_reason is not None:

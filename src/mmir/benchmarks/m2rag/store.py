@@ -143,12 +143,16 @@ def page_name(qid: str) -> str:
 def collect(summary_files: Sequence[str | Path]) -> list[dict[str, Any]]:
     """One row per (dataset, source, strategy, generator, judge), the evaluations of its domains pooled
     (spec §6.7: per-answer metrics averaged over answers, image metrics over images), with per-metric
-    value (x100), n and failures, Overall, answers, excluded generations and domains."""
+    value (x100), n and failures, Overall, answers, excluded generations, domains and the ``llm_calls`` /
+    ``llm_failures`` of its answer units."""
     groups: dict[tuple, dict[str, Any]] = {}
     for f in summary_files:
         s = json.loads(Path(f).read_text(encoding="utf-8"))
         key = (s["dataset"], s["source"], s["strategy"], s["generator"], s["judge"])
-        g = groups.setdefault(key, {"evaluations": [], "excluded": 0, "domains": [], "seconds": 0.0, "queries": 0})
+        g = groups.setdefault(key, {"evaluations": [], "excluded": 0, "domains": [], "seconds": 0.0, "queries": 0,
+                                    "llm_calls": 0, "llm_failures": 0})
+        g["llm_calls"] += int(s.get("llm_calls", 0))
+        g["llm_failures"] += int(s.get("llm_failures", 0))
         g["evaluations"] += [StoredEvaluation(json.loads(line)) for line in
                              (Path(f).parent / "evaluations.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
         g["excluded"] += len(s["generation_failures"])
@@ -160,7 +164,8 @@ def collect(summary_files: Sequence[str | Path]) -> list[dict[str, Any]]:
         run = aggregate(g["evaluations"], failed_generations=g["excluded"])
         row: dict[str, Any] = {"dataset": dataset, "source": source, "strategy": strategy, "generator": generator,
                                "judge": judge, "domains": ",".join(g["domains"]), "queries": g["queries"],
-                               "answers": run.n_queries, "excluded": run.n_excluded}
+                               "answers": run.n_queries, "excluded": run.n_excluded, "llm_calls": g["llm_calls"],
+                               "llm_failures": g["llm_failures"]}
         for m, ms in run.metrics.items():
             row[m] = None if ms.value is None else round(ms.value * 100, 1)
             row[f"{m}_n"], row[f"{m}_failures"] = ms.n, ms.failures

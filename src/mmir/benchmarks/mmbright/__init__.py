@@ -2,11 +2,7 @@
 
 from pathlib import Path
 
-PROMPTS_DIR = Path(__file__).parent / "prompts"
+from mmir.llm.prompts import PromptLibrary
 
-
-def load_prompt(name: str):
-    """The versioned MM-BRIGHT prompt ``prompts/<name>.txt`` (``reformulate_v1``, ``caption_v1``)."""
-    from mmir.llm.cache import load_prompt as _load
-
-    return _load(name, PROMPTS_DIR)
+#: The versioned MM-BRIGHT prompts (``prompts/reformulate_v1.txt``, ``prompts/caption_v1.txt``).
+MMBRIGHT_PROMPTS = PromptLibrary(Path(__file__).parent / "prompts")

@@ -6,10 +6,11 @@ LLM-reformulated queries, fed to every Task 1 system as ``<system>+cap:<captione
   then writes a search query after ``Search query:`` (the prompt in the spirit of Figure 14,
   ``prompts/reformulate_v1.txt``; Figure 7, Tables 24–30).
 
-Reformulation outcomes are counted, never hidden: ``ok`` (the text after the marker), ``no_marker`` (the model
-wrote no ``Search query:`` line: its whole output is used, as BRIGHT uses raw LLM reasoning as the query),
-``failed`` (the backend call failed or returned nothing after retries: the original query is kept so the
-topic still counts, and the failure is reported with its count).
+Reformulation outcomes are counted, never hidden: ``ok`` (the text after the marker, parser
+:data:`~mmir.llm.parsers.SEARCH_QUERY`), ``no_marker`` (the model wrote no ``Search query:`` line: its whole
+output is used, as BRIGHT uses raw LLM reasoning as the query), ``failed`` (the backend call failed or returned
+nothing after retries: the original query is kept so the topic still counts, the failure is reported with its
+count and retried on the next run).
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from __future__ import annotations
 import logging
 
 import pandas as pd
+
+from mmir.llm.client import LLMClient
+from mmir.llm.parsers import SEARCH_QUERY
+from mmir.llm.prompts import PromptTemplate
 
 log = logging.getLogger(__name__)
 
@@ -36,32 +41,27 @@ def reformulation_messages(template, query: str, image_texts: list[str]) -> list
     return [{"role": "user", "content": template.render(query=query, image_descriptions=desc)}]
 
 
-def reformulate(topics: pd.DataFrame, captions: dict[str, str], backend, cache, template, *,
+def reformulate(topics: pd.DataFrame, captions: dict[str, str], client: LLMClient, template: PromptTemplate, *,
                 temperature: float = 0.0, max_tokens: int = 256, seed: int | None = 0) -> tuple[pd.DataFrame, dict]:
-    """Reformulate every topic through ``backend`` with the generation ``cache``.
+    """Reformulate every topic through ``client`` (backend + generation cache).
 
-    Returns ``(frame, counts)``: frame ``qid, query, original, raw, status`` (status ok / no_marker / failed),
-    counts of each status plus the cache's hits/misses/backend_calls/failures during this call.
+    Returns ``(frame, counts)``: frame ``qid, query, original, raw, status`` (status ok / no_marker / failed) and
+    the count of each status.
     """
-    from mmir.llm.cache import parse_marked_answer
-
     msgs = [reformulation_messages(template, q, [captions.get(p, "") for p in paths])
             for q, paths in zip(topics["query"], topics["image_paths"])]
-    before = dict(cache.stats)
-    records = cache.cached_generate_many(backend, msgs, template.id, template.text, temperature=temperature,
-                                         max_tokens=max_tokens, seed=seed, n=1)
+    records = client.call_many(msgs, template, label="reformulate", contexts=[{"qid": q} for q in topics["qid"]],
+                               temperature=temperature, max_tokens=max_tokens, seed=seed)
     rows, counts = [], {"ok": 0, "no_marker": 0, "failed": 0}
-    for qid, q, rec in zip(topics["qid"], topics["query"], records):
-        text = (rec.get("texts") or [""])[0] if rec.get("status") == "ok" else ""
-        if not text.strip():
-            status, new = "failed", q
+    for qid, q, r in zip(topics["qid"], topics["query"], records):
+        if not r.ok:
+            status, new, text = "failed", q, ""
         else:
-            marked = parse_marked_answer(text)
-            status, new = ("ok", marked) if marked else ("no_marker", text.strip())
+            text = r.text
+            marked = SEARCH_QUERY(text)
+            status, new = ("ok", marked.value) if marked.ok else ("no_marker", text.strip())
         counts[status] += 1
         rows.append({"qid": qid, "query": new, "original": q, "raw": text, "status": status})
-    after = dict(cache.stats)
-    counts |= {f"cache_{k}": after[k] - before[k] for k in after}
     if counts["failed"]:
         log.warning("%d of %d reformulations failed; their original query was kept", counts["failed"], len(rows))
     return pd.DataFrame(rows, columns=["qid", "query", "original", "raw", "status"]), counts

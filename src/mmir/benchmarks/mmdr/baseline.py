@@ -6,11 +6,11 @@ For one task (:class:`~mmir.benchmarks.mmdr.build_tasks.BuiltTask`):
    (Task 1/2: documents; Task 4: a document and its image; Task 3: an image), numbered ``[1]..[m]``; then
    the question's own images, numbered after them and called Figure 1, 2, ... Every source has a
    ``mmir://<dataset>/<id>`` URI (:func:`mmir.benchmarks.mmdr.local.mmir_uri`).
-2. **Prompt** (``baseline_prompts/report_baseline_v1.txt``): the question, the question's images as text
+2. **Prompt** (``prompts/report_baseline_v1.txt``): the question, the question's images as text
    (``image_text`` sources: the captioner's text and/or the alt text; or as image parts with
    ``images=True`` for a backend that takes images), the numbered sources (text budgeted to
    ``evidence_chars`` in all), the six sections of the report protocol and the ``[n]`` citation rule.
-   Generated through the :class:`~mmir.llm.cache.GenerationCache`.
+   Generated through an :class:`~mmir.llm.client.LLMClient` (the generation cache).
 3. **Assembly** (deterministic; never trusts the model with URLs):
 
    * a references list the model wrote anyway is cut off (recorded);
@@ -36,16 +36,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from mmir.benchmarks.mmdr.build_tasks import BuiltTask
+from mmir.benchmarks.mmdr.judge import MMDR_PROMPTS
 from mmir.benchmarks.mmdr.local import LocalDomain, mmir_uri
 from mmir.benchmarks.mmdr.report_parser import CITATION_RE, url_pattern
 from mmir.core.errors import DataError
-from mmir.llm.cache import PromptTemplate, load_prompt
+from mmir.llm.client import LLMClient
+from mmir.llm.prompts import PromptTemplate
 
-PROMPTS_DIR = Path(__file__).parent / "baseline_prompts"
 PROMPT = "report_baseline_v1"
 NO_TEXT = "(no text found in the image)"
 
@@ -80,8 +80,8 @@ class Source:
 
 
 def load_template() -> PromptTemplate:
-    """The writer prompt (``baseline_prompts/report_baseline_v1.txt``)."""
-    return load_prompt(PROMPT, PROMPTS_DIR)
+    """The writer prompt (``prompts/report_baseline_v1.txt`` of :data:`~mmir.benchmarks.mmdr.judge.MMDR_PROMPTS`)."""
+    return MMDR_PROMPTS.get(PROMPT)
 
 
 def gather_sources(bt: BuiltTask, dom: LocalDomain, run: dict[str, list[tuple[str, float]]] | None, k: int,
@@ -243,7 +243,7 @@ def assemble_report(body: str, sources: Sequence[Source], *, min_report_chars: i
     return report, stats
 
 
-def write_report(bt: BuiltTask, dom: LocalDomain, run: dict | None, generator, cache, template: PromptTemplate, *,
+def write_report(bt: BuiltTask, dom: LocalDomain, run: dict | None, client: LLMClient, template: PromptTemplate, *,
                  k: int, image_text: Sequence[str], evidence_chars: int = 6000, images: bool = False, max_tokens: int = 700,
                  temperature: float = 0.0, seed: int = 0, min_report_chars: int = 1000, posthoc: bool = True,
                  min_overlap: float = 0.3, run_file: str | None = None) -> tuple[str, dict[str, Any]]:
@@ -257,15 +257,16 @@ def write_report(bt: BuiltTask, dom: LocalDomain, run: dict | None, generator, c
     """
     sources = gather_sources(bt, dom, run, k, image_text, run_file)
     msgs = report_messages(template, bt.task.text, sources, evidence_chars=evidence_chars, images=images)
-    rec = cache.cached_generate(generator, msgs, template.id, template.text, temperature=temperature, max_tokens=max_tokens, seed=seed)
-    ok = rec.get("status") == "ok" and bool(rec.get("texts"))
-    body = rec["texts"][0] if ok else ""
+    r = client.call(msgs, template, label="report", context={"qid": bt.task.qid}, temperature=temperature,
+                    max_tokens=max_tokens, seed=seed)
+    ok = r.ok
+    body = r.text if ok else ""
     report, stats = assemble_report(body, sources, min_report_chars=min_report_chars, posthoc=posthoc, min_overlap=min_overlap)
     record = {
         "qid": bt.task.qid, "topic_qid": bt.topic_qid, "dataset": bt.dataset, "domain": bt.domain,
         "sources": [{k_: v for k_, v in asdict(s).items() if k_ not in ("text", "image")} for s in sources],
-        **stats, "status": "ok" if ok else "failed", "error": None if ok else rec.get("error"),
-        "cached": bool(rec.get("cached")), "finish_reason": (rec.get("finish_reasons") or [None])[0] if ok else None,
-        "completion_tokens": rec.get("completion_tokens") if ok else None,
+        **stats, "status": "ok" if ok else "failed", "error": None if ok else r.error,
+        "cached": r.cached, "finish_reason": r.finish_reason if ok else None,
+        "completion_tokens": r.completion_tokens if ok else None,
     }
     return report, record

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmir.benchmarks.mmdr.judge import Judge, JudgeCall, as_number, clamp01
+from mmir.benchmarks.mmdr.judge import Judge, as_number, clamp01
+from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_controller_v1"
 USES = {"flae": 0, "trace": 1}  # seed offsets of the two controller uses
@@ -62,7 +63,7 @@ class ControllerOutput:
     lambda_final: float = 0.55
     rationale: str = ""
     fallback_used: bool = False
-    call: JudgeCall | None = field(default=None, repr=False)
+    call: CallRecord | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (without the audit record)."""
@@ -72,7 +73,7 @@ class ControllerOutput:
         }
 
 
-def _vector(obj: Mapping[str, Any], key: str, call: JudgeCall | None, clip: float | None) -> tuple[float, float, float, float]:
+def _vector(obj: Mapping[str, Any], key: str, call: CallRecord | None, clip: float | None) -> tuple[float, float, float, float]:
     v = obj.get(key)
     if v is None:
         if call is not None:
@@ -97,7 +98,7 @@ def _vector(obj: Mapping[str, Any], key: str, call: JudgeCall | None, clip: floa
     return tuple(out)  # type: ignore[return-value]
 
 
-def parse_controller(obj: Mapping[str, Any] | None, call: JudgeCall | None = None, cfg: ControllerConfig = ControllerConfig()) -> ControllerOutput:
+def parse_controller(obj: Mapping[str, Any] | None, call: CallRecord | None = None, cfg: ControllerConfig = ControllerConfig()) -> ControllerOutput:
     """Controller output from a parsed reply (``None`` = unusable reply -> the all-zero fallback).
 
     Missing or non-numeric v entries become 0 and are recorded on ``call``.

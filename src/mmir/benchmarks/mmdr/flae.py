@@ -37,7 +37,7 @@ from mmir.benchmarks.mmdr.controller import (
     ControllerOutput,
     run_controller,
 )
-from mmir.benchmarks.mmdr.judge import Judge, JudgeCall, as_number, clamp01
+from mmir.benchmarks.mmdr.judge import Judge, as_number, clamp01
 from mmir.benchmarks.mmdr.report_parser import (
     count_paragraphs,
     markdown_headings,
@@ -46,6 +46,7 @@ from mmir.benchmarks.mmdr.report_parser import (
     tokenize_words,
 )
 from mmir.benchmarks.mmdr.tasks import normalize_report_type
+from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_flae_features_v1"
 SECTION_NAMES = ("Executive Summary", "Background", "Methodology", "Analysis & Evidence", "Visual Integration", "Conclusion")
@@ -221,7 +222,7 @@ class JudgeFeatures:
     holistic: dict[str, float | None]
     sections: dict[str, bool]
     fallback_used: bool = False
-    call: JudgeCall | None = field(default=None, repr=False)
+    call: CallRecord | None = field(default=None, repr=False)
 
 
 def _flag(v: Any) -> bool | None:
@@ -232,7 +233,7 @@ def _flag(v: Any) -> bool | None:
     return None
 
 
-def parse_flae_features(obj: Mapping[str, Any] | None, call: JudgeCall | None = None, cfg: FLAEConfig = FLAEConfig()) -> JudgeFeatures:
+def parse_flae_features(obj: Mapping[str, Any] | None, call: CallRecord | None = None, cfg: FLAEConfig = FLAEConfig()) -> JudgeFeatures:
     """FLAE judge features from a parsed reply (spec §4.2).
 
     ``obj`` ``None`` (unusable reply) -> the fixed fallback, recorded on ``call``. Otherwise each feature

@@ -12,12 +12,11 @@ from typing import Any
 def prompt_examples(prompt_id: str) -> list[dict[str, Any]]:
     """The example JSON objects written in a judge prompt (its answer format), e.g. the evidence judge's
     ``{"support_strength": 0.0, ...}``; objects inside an example array count too."""
-    from mmir.benchmarks.mmdr.judge import PROMPTS_DIR
+    from mmir.benchmarks.mmdr.judge import MMDR_PROMPTS
 
-    f = PROMPTS_DIR / f"{prompt_id}.txt"
-    if not prompt_id or not f.exists():
+    if not prompt_id or prompt_id not in MMDR_PROMPTS.names():
         return []
-    text, out, i = f.read_text(encoding="utf-8"), [], 0
+    text, out, i = MMDR_PROMPTS.get(prompt_id).text, [], 0
     while (start := text.find("{", i)) != -1:
         depth, i = 0, start + 1
         for j in range(start, len(text)):
@@ -63,33 +62,31 @@ def example_copies(records: Sequence[Any]) -> dict[str, int]:
     """Per module, judge replies that parsed but repeat the prompt's example values (see :func:`copies_example`):
     a small judge often copies the answer format instead of judging, which no parser can tell from a real
     answer. Counted, per module, for every module that made calls."""
-    from mmir.benchmarks.mmdr.judge import parse_json_array, parse_json_object
+    from mmir.llm.parsers import JSON_ARRAY, JSON_OBJECT
 
     cache: dict[str, list[dict[str, Any]]] = {}
     out: dict[str, int] = {}
     for r in records:
         d = r if isinstance(r, Mapping) else r.to_dict()
-        out.setdefault(d["module"], 0)
-        if not d.get("parse_ok") or not d.get("raw_reply"):
+        out.setdefault(d["label"], 0)
+        if not d.get("parse_ok") or not d.get("text"):
             continue
         exs = cache.setdefault(d["prompt_id"], prompt_examples(d["prompt_id"]))
         if not exs:
             continue
-        obj = parse_json_object(d["raw_reply"])[0]
+        obj = JSON_OBJECT(d["text"]).value
         if obj is None:
-            obj = parse_json_array(d["raw_reply"])[0]
+            obj = JSON_ARRAY(d["text"]).value
         if obj is not None and any(copies_example(obj, ex) for ex in exs):
-            out[d["module"]] += 1
+            out[d["label"]] += 1
     return out
 
 
-def cut_replies(records: Sequence[Any], cache) -> dict[str, int]:
-    """Per module, judge replies that stopped at the output limit (``finish_reason == "length"`` in their
-    generation-cache record): usually an unfinished JSON object, hence a parse failure and a fallback."""
+def cut_replies(records: Sequence[Any]) -> dict[str, int]:
+    """Per module, judge replies that stopped at the output limit (``finish_reason == "length"``): usually an
+    unfinished JSON object, hence a parse failure and a fallback."""
     out: dict[str, int] = {}
     for r in records:
-        out.setdefault(r.module, 0)
-        rec = cache.get(r.cache_key) if r.cache_key else None
-        if rec and "length" in (rec.get("finish_reasons") or []):
-            out[r.module] += 1
+        out.setdefault(r.label, 0)
+        out[r.label] += int(r.finish_reason == "length")
     return out

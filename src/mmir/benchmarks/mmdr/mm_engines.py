@@ -29,13 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmir.benchmarks.mmdr.judge import (
-    Judge,
-    as_number,
-    clamp01,
-    parse_json_array,
-    parse_json_object,
-)
+from mmir.benchmarks.mmdr.judge import Judge, as_number, clamp01
+from mmir.llm.parsers import JSON_ARRAY, JSON_OBJECT, YES_NO
 
 PROMPT_VQA = "mmdr_vqa_yesno_v1"
 PROMPT_CHART = "mmdr_chart_claims_v1"
@@ -112,19 +107,6 @@ def decide_engine(type_final: str, mm_mode: str = "img_txt", ocr_needed: bool = 
 
 
 # ---------------------------------------------------------------------------------------------------- VQA
-def yes_no_score(text: str) -> float:
-    """1.0 if the answer says yes and not no, 0.0 for the reverse, else 0.5 (word match, case-insensitive)."""
-    import re
-
-    t = (text or "").strip().lower()
-    yes, no = bool(re.search(r"\byes\b", t)), bool(re.search(r"\bno\b", t))
-    if yes and not no:
-        return 1.0
-    if no and not yes:
-        return 0.0
-    return 0.5
-
-
 def vqa_statement(caption: str, paragraphs: Sequence[str], cfg: EngineConfig = EngineConfig()) -> str:
     """The statement checked by VQA: the caption, else the first 180 characters of the paragraphs."""
     ctx = "\n".join(str(p) for p in paragraphs)
@@ -152,20 +134,17 @@ def run_vqa(
             score = clamp01(prob)
         details["p_yes"] = prob
     else:
-        reply = judge.complete("mm_vqa", PROMPT_VQA, {"statement": statement}, temperature=cfg.vqa_temperature,
-                               images=[image], context=context)
-        if reply.text is None:
-            reply.call.set_parse(False, None, "no reply (generation failed)")
-            reply.call.use_fallback("generation failed: VQA score 0")
+        r = judge.complete("mm_vqa", PROMPT_VQA, {"statement": statement}, temperature=cfg.vqa_temperature,
+                           images=[image], context=context, parser=YES_NO)
+        if r.status == "failed":
+            r.use_fallback("generation failed: VQA score 0")
             score, fallback = 0.0, True
+        elif r.status == "rejected":
+            r.use_fallback("unclear YES/NO answer: 0.5")
+            score, fallback = 0.5, True
         else:
-            score = yes_no_score(reply.text)
-            clear = score != 0.5
-            reply.call.set_parse(clear, "yes_no" if clear else None, None if clear else "answer is neither a clear YES nor NO")
-            if not clear:
-                reply.call.use_fallback("unclear YES/NO answer: 0.5")
-                fallback = True
-        details["answer"] = reply.text
+            score = r.value
+        details["answer"] = r.text
     f = cfg.formatting_vqa
     return EngineOutput("vqa", {"semantic": score, "faithful": score, "formatting": f, "vqa_score": score}, details, fallback)
 
@@ -209,18 +188,15 @@ def claim_accuracy(claims: Sequence[Mapping[str, Any]]) -> tuple[float, list[dic
 
 def _claims_engine(judge: Judge, module: str, prompt: str, fields: Mapping[str, Any], temperature: float,
                    images: Sequence[bytes], context: Mapping[str, Any] | None) -> tuple[float, dict[str, Any], bool]:
-    reply = judge.complete(module, prompt, fields, temperature=temperature, images=images, context=context)
-    if reply.text is None:
-        reply.call.set_parse(False, None, "no reply (generation failed)")
-        reply.call.use_fallback("generation failed: accuracy 0")
-        return 0.0, {"claims": [], "error": reply.call.error}, True
-    items, method, err = parse_json_array(reply.text)
-    reply.call.set_parse(items is not None, method, err)
-    if items is None:
-        reply.call.use_fallback("unparseable reply: accuracy 0")
-        return 0.0, {"claims": [], "error": err}, True
-    score, norm, problems = claim_accuracy(items)
-    reply.call.invalid_fields.extend(problems)
+    r = judge.complete(module, prompt, fields, temperature=temperature, images=images, context=context, parser=JSON_ARRAY)
+    if r.status == "failed":
+        r.use_fallback("generation failed: accuracy 0")
+        return 0.0, {"claims": [], "error": r.error}, True
+    if r.status == "rejected":
+        r.use_fallback("unparseable reply: accuracy 0")
+        return 0.0, {"claims": [], "error": r.parse_error}, True
+    score, norm, problems = claim_accuracy(r.value)
+    r.invalid_fields.extend(problems)
     return score, {"claims": norm, "n_total": len(norm), "n_supported": sum(c["is_supported"] for c in norm),
                    "no_claims": not norm}, False
 
@@ -258,39 +234,37 @@ def run_imgpair(judge: Judge, image_a: bytes, image_b: bytes, claim: str, *, cfg
     """Comparative claim over two images (spec §6.4, imgpair row). An unparseable reply falls back to the
     code's keyword reading (support/yes -> SUPPORTS 0.6, contradict/no -> CONTRADICTS 0.6, else UNCLEAR
     0.3), recorded as a fallback."""
-    reply = judge.complete("mm_imgpair", PROMPT_PAIR, {"claim": claim}, temperature=cfg.imgpair_temperature,
-                           images=[image_a, image_b], context=context)
+    r = judge.complete("mm_imgpair", PROMPT_PAIR, {"claim": claim}, temperature=cfg.imgpair_temperature,
+                       images=[image_a, image_b], context=context, parser=JSON_OBJECT)
     fb = False
-    if reply.text is None:
-        reply.call.set_parse(False, None, "no reply (generation failed)")
-        reply.call.use_fallback("generation failed: UNCLEAR 0")
+    if r.status == "failed":
+        r.use_fallback("generation failed: UNCLEAR 0")
         verdict, conf, fb = "UNCLEAR", 0.0, True
     else:
-        obj, method, err = parse_json_object(reply.text)
-        reply.call.set_parse(obj is not None, method, err)
+        obj = r.value if r.ok else None
         verdict, conf = "UNCLEAR", 0.0
         if obj is not None:
             verdict = str(obj.get("verdict", "UNCLEAR")).strip().upper()
             n = as_number(obj.get("confidence"))
             if n is None:
-                reply.call.invalid_fields.append("confidence")
+                r.invalid_fields.append("confidence")
             conf = n if n is not None else 0.0
             if verdict not in ("SUPPORTS", "CONTRADICTS", "UNCLEAR"):
-                reply.call.invalid_fields.append("verdict")
+                r.invalid_fields.append("verdict")
         else:
-            t = reply.text.lower()
+            t = r.text.lower()
             if "support" in t or "yes" in t:
                 verdict, conf = "SUPPORTS", 0.6
             elif "contradict" in t or "no" in t:
                 verdict, conf = "CONTRADICTS", 0.6
             else:
                 verdict, conf = "UNCLEAR", 0.3
-            reply.call.use_fallback(f"unparseable reply: keyword reading {verdict} {conf}")
+            r.use_fallback(f"unparseable reply: keyword reading {verdict} {conf}")
             fb = True
     conf = clamp01(conf)
     faithful = conf if verdict == "SUPPORTS" else 0.0 if verdict == "CONTRADICTS" else 0.5 * conf
     return EngineOutput("imgpair", {"semantic": faithful, "faithful": faithful, "formatting": cfg.formatting_imgpair},
-                        {"verdict": verdict, "confidence": conf, "answer": reply.text}, fb)
+                        {"verdict": verdict, "confidence": conf, "answer": r.text}, fb)
 
 
 def run_generic() -> EngineOutput:

@@ -61,14 +61,10 @@ def combine_results(run_dirs: Sequence[str | Path], dest: str | Path) -> list[di
 
 
 def read_audit(run_dirs: Sequence[str | Path]):
-    from mmir.benchmarks.mmdr.judge import JudgeAudit, JudgeCall
+    """The :class:`~mmir.llm.audit.CallAudit` of the ``audit.jsonl`` of every scored run folder."""
+    from mmir.llm.audit import CallAudit
 
-    audit = JudgeAudit()
-    for d in run_dirs:
-        for line in (Path(d) / "audit.jsonl").read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                audit.add(JudgeCall(**json.loads(line)))
-    return audit
+    return CallAudit.read_jsonl(*(Path(d) / "audit.jsonl" for d in run_dirs))
 
 
 def with_copies(counts: dict[str, dict[str, int]], copies: Mapping[str, int]) -> dict[str, dict[str, int]]:

@@ -40,7 +40,7 @@ from mmir.benchmarks.mmdr.controller import (
 )
 from mmir.benchmarks.mmdr.fetch import Evidence, FetchConfig, Fetcher, fetch_evidence
 from mmir.benchmarks.mmdr.flae import harmonic_mean, softmax
-from mmir.benchmarks.mmdr.judge import Judge, JudgeCall, as_number, clamp01
+from mmir.benchmarks.mmdr.judge import Judge, as_number, clamp01
 from mmir.benchmarks.mmdr.report_parser import URL_SCHEMES
 from mmir.benchmarks.mmdr.sources import (
     CATEGORIES,
@@ -49,6 +49,7 @@ from mmir.benchmarks.mmdr.sources import (
     is_prohibited,
 )
 from mmir.benchmarks.mmdr.tasks import normalize_report_type
+from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_evidence_pair_v1"
 PAIR_KEYS = ("support_strength", "hallucination_prob", "inversion_prob", "chain_sound_prob")
@@ -124,7 +125,7 @@ class PairJudgement:
     fallback_used: bool = False
 
 
-def parse_pair_judgement(obj: Mapping[str, Any] | None, call: JudgeCall | None = None, cfg: TraceConfig = TraceConfig()) -> PairJudgement:
+def parse_pair_judgement(obj: Mapping[str, Any] | None, call: CallRecord | None = None, cfg: TraceConfig = TraceConfig()) -> PairJudgement:
     """Pair judgement from a parsed reply (spec §5.3).
 
     ``None`` -> the fixed fallback (recorded on ``call``). A missing or non-numeric value becomes 0.0

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmir.benchmarks.mmdr.judge import Judge, JudgeCall, as_number
+from mmir.benchmarks.mmdr.judge import Judge, as_number
 from mmir.benchmarks.mmdr.tasks import normalize_report_type
+from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_vef_v1"
 
@@ -64,7 +65,7 @@ class VEFResult:
     reason: str
     has_gt: bool
     fallback_used: bool = False
-    call: JudgeCall | None = field(default=None, repr=False)
+    call: CallRecord | None = field(default=None, repr=False)
 
     @property
     def passed(self) -> bool:
@@ -77,7 +78,7 @@ def segment_for(profile: str) -> str:
     return "DAILY" if normalize_report_type(profile).startswith("daily") else "ACADEMIC"
 
 
-def parse_vef(obj: Mapping[str, Any] | None, call: JudgeCall | None = None, cfg: VEFConfig = VEFConfig()) -> VEFResult:
+def parse_vef(obj: Mapping[str, Any] | None, call: CallRecord | None = None, cfg: VEFConfig = VEFConfig()) -> VEFResult:
     """VEF from a parsed reply. ``None`` -> raw 0, FAIL, recorded fallback. The raw score is
     ``int(number)`` (truncation, as the code); a missing or non-numeric score counts as 0 (recorded)."""
     if obj is None:

@@ -1,75 +1,35 @@
-"""The answer judge: 0–100 against the reference answer, parsed strictly.
-
-Parsing (:func:`parse_score`): a JSON object with ``score``; ``Score: 85`` / ``**Score**: 85.`` (any case,
-markdown emphasis); ``85/100``; or a reply that is only a number. The value must lie in [0, 100] — out of
-range is a failure, never clipped. Anything else (words only, empty) is a failure. A failure is retried once
-with a stricter instruction; a second failure is recorded, excluded from the mean and reported with its count
-— never a silent 0 or NaN (unlike RAGAS's NaN or BRIGHT's silent retries).
+"""The answer judge: 0-100 against the reference answer (prompt ``rag_judge_v1``), parsed strictly by the
+:data:`~mmir.llm.parsers.SCORE_0_100` parser (JSON ``{"score": n}``, ``Score: 85`` / ``**Score**: 85.``, ``85/100``
+or a bare number; in [0, 100], never clipped). An unusable reply is retried once with the stricter
+``rag_judge_strict_v1``; a second failure is recorded, excluded from the mean and counted -- never a silent 0 or
+NaN (unlike RAGAS's NaN or BRIGHT's silent retries). Repeat 0 samples at ``rag.judge_temperature`` (greedy by
+default), later repeats at ``rag.judge_repeat_temperature``.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
 import statistics
-from dataclasses import dataclass
 
-_JSON = re.compile(r"\{[^{}]*\}", re.S)
-_LABELLED = re.compile(r"score\**\s*[:=]?\s*\**\s*(-?\d+(?:\.\d+)?)", re.I)
-_OVER_100 = re.compile(r"(-?\d+(?:\.\d+)?)\s*/\s*100\b")
-_ONLY_NUMBER = re.compile(r"^\s*\**\s*(-?\d+(?:\.\d+)?)\s*\**\s*\.?\s*$")
+from mmir.benchmarks.rag.prompts import RAG_PROMPTS
+from mmir.llm.client import LLMClient
+from mmir.llm.judged import JudgedMetric, JudgedValue, judge
+from mmir.llm.parsers import SCORE_0_100
 
-
-def parse_score(reply: str | None) -> float | None:
-    """The judge's score in [0, 100], or None when the reply holds no valid score (see module docstring)."""
-    if not reply or not reply.strip():
-        return None
-    value = None
-    for blob in _JSON.findall(reply):
-        try:
-            obj = json.loads(blob)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict) and isinstance(obj.get("score"), (int, float)) and not isinstance(obj.get("score"), bool):
-            value = float(obj["score"])
-            break
-    if value is None:
-        for pat in (_LABELLED, _OVER_100, _ONLY_NUMBER):
-            m = pat.search(reply)
-            if m:
-                value = float(m.group(1))
-                break
-    if value is None or not math.isfinite(value) or not 0 <= value <= 100:
-        return None
-    return value
+#: The judged metric of Table 7.
+ANSWER_SCORE = JudgedMetric("rag_judge", "rag_judge_v1", SCORE_0_100, retry_prompt="rag_judge_strict_v1")
 
 
-@dataclass
-class Judgment:
-    """One judging of one answer: ``score`` (None = failure), ``status`` (ok / retried_ok / failed), raw replies."""
+def judge_answer(client: LLMClient, question: str, reference: str, answer: str, *, repeat: int, seed: int,
+                 temperature: float = 0.0, repeat_temperature: float = 0.7) -> JudgedValue:
+    """Judge one answer once (repeat ``repeat``, seeded ``seed``; ``temperature`` for repeat 0,
+    ``repeat_temperature`` after), with the strict retry (see the module docstring).
 
-    score: float | None
-    status: str
-    raw: list[str]
-
-
-def judge_answer(backend, cache, question: str, reference: str, answer: str, *, seed: int, max_tokens: int = 64) -> Judgment:
-    """Judge one answer (prompt ``rag_judge_v1``, then ``rag_judge_strict_v1`` once on a parse failure)."""
-    from mmir.benchmarks.rag.prompts import load
-
-    raws = []
-    for attempt, name in enumerate(("rag_judge_v1", "rag_judge_strict_v1")):
-        tpl = load(name)
-        msgs = [{"role": "user", "content": tpl.render(question=question, reference=reference, answer=answer or "(empty answer)")}]
-        rec = cache.cached_generate(backend, msgs, tpl.id, tpl.text, temperature=0.0 if seed == 0 else 0.7,
-                                    max_tokens=max_tokens, seed=seed)
-        text = (rec.get("texts") or [""])[0] if rec.get("status") == "ok" else ""
-        raws.append(text)
-        score = parse_score(text)
-        if score is not None:
-            return Judgment(score, "ok" if attempt == 0 else "retried_ok", raws)
-    return Judgment(None, "failed", raws)
+    Returns:
+        :class:`~mmir.llm.judged.JudgedValue`: ``value`` in [0, 100] or ``None``; ``status`` ok / retried_ok / failed.
+    """
+    fields = {"question": question, "reference": reference, "answer": answer or "(empty answer)"}
+    return judge(client, ANSWER_SCORE, RAG_PROMPTS, fields, context={"repeat": repeat}, seed=seed,
+                 temperature=temperature if repeat == 0 else repeat_temperature)
 
 
 def agreement(scores_per_answer: list[list[float]], tolerance: float = 10.0) -> dict:

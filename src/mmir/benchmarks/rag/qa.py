@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from mmir.data.index import DomainIndex, DomainItem
+from mmir.llm.client import LLMClient
 from mmir.retrieval.runs import read_run
 
 log = logging.getLogger(__name__)
@@ -68,29 +69,40 @@ def answer_messages(template, question: str, question_images: list[str], evidenc
 
 
 def run_setting(setting: str, topics: pd.DataFrame, index: DomainIndex, run_file: str | Path | None, k: int,
-                generator, judge, cache, *, takes_images: bool, repeats: int = 1, answer_max_tokens: int = 256,
-                seed: int = 0, evidence_chars: int = 6000) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Generate and judge the answers of one setting. Returns ``(answers, judgments)`` frames:
-    answers ``qid, answer, evidence_ids, status``; judgments ``qid, repeat, score, status, raw``."""
-    from mmir.benchmarks.rag.judge import judge_answer
-    from mmir.benchmarks.rag.prompts import load
+                generator: LLMClient, judge: LLMClient, *, takes_images: bool, repeats: int = 1, seed: int = 0,
+                evidence_chars: int = 6000, judge_temperature: float = 0.0,
+                judge_repeat_temperature: float = 0.7) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Generate and judge the answers of one setting.
 
-    tpl = load("rag_answer_v1")
+    Args:
+        generator: answers (its sampling: ``rag.answer_temperature``, ``rag.answer_max_tokens``, seed ``seed``).
+        judge: judges (its ``max_tokens``: ``rag.judge_max_tokens``); repeat ``r`` is seeded ``seed + r``,
+            sampled at ``judge_temperature`` for ``r = 0`` and ``judge_repeat_temperature`` after.
+
+    Returns:
+        ``(answers, judgments)`` frames: answers ``qid, answer, evidence_ids, status``; judgments
+        ``qid, repeat, score, status, raw``.
+    """
+    from mmir.benchmarks.rag.judge import judge_answer
+    from mmir.benchmarks.rag.prompts import RAG_PROMPTS
+
+    tpl = RAG_PROMPTS.get("rag_answer_v1")
     run = read_run(run_file) if run_file else None
     msgs, evid = [], []
     for qid, q, paths in zip(topics["qid"], topics["query"], topics["image_paths"]):
         ev = evidence_for(setting, qid, index, run, k, takes_images)
         evid.append([e.id for e in ev])
         msgs.append(answer_messages(tpl, q, list(paths), ev, index, takes_images, evidence_chars))
-    recs = cache.cached_generate_many(generator, msgs, tpl.id, tpl.text, temperature=0.0, max_tokens=answer_max_tokens, seed=seed)
+    recs = generator.call_many(msgs, tpl, label="rag_answer", contexts=[{"qid": q} for q in topics["qid"]], seed=seed)
     answers, judgments = [], []
     for qid, q, ref, ids, rec in zip(topics["qid"], topics["query"], topics["gold_answers"], evid, recs):
-        text = (rec.get("texts") or [""])[0] if rec.get("status") == "ok" else ""
-        status = "ok" if text.strip() else "failed"
-        answers.append({"qid": qid, "answer": text, "evidence_ids": ids, "status": status})
+        text = rec.text if rec.ok else ""
+        answers.append({"qid": qid, "answer": text, "evidence_ids": ids, "status": "ok" if rec.ok else "failed"})
         for r in range(repeats):
-            j = judge_answer(judge, cache, q, "\n".join(map(str, ref)), text, seed=seed + r)
-            judgments.append({"qid": qid, "repeat": r, "score": j.score, "status": j.status, "raw": j.raw[-1]})
+            j = judge_answer(judge, q, "\n".join(map(str, ref)), text, repeat=r, seed=seed + r,
+                             temperature=judge_temperature, repeat_temperature=judge_repeat_temperature)
+            judgments.append({"qid": qid, "repeat": r, "score": j.value, "status": j.status,
+                              "raw": j.records[-1].text or ""})
     return pd.DataFrame(answers), pd.DataFrame(judgments, columns=["qid", "repeat", "score", "status", "raw"])
 
 

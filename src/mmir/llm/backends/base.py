@@ -1,0 +1,197 @@
+"""The backend interface: ``Backend.generate(messages, *, temperature=0.0, max_tokens=256, seed=None, n=1) ->
+Generation``. A call that does not produce usable text raises :class:`~mmir.llm.errors.GenerationFailure`; it
+is never turned into an empty string. Messages: :mod:`mmir.llm.messages`."""
+
+from __future__ import annotations
+
+import abc
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from mmir.llm.accounting import Usage
+from mmir.llm.errors import GenerationFailure, UnsupportedInputError
+from mmir.llm.messages import Message, validate_messages
+
+log = logging.getLogger("mmir.llm.backends")
+
+SAMPLING_KEYS = ("temperature", "max_tokens", "seed", "n")
+
+
+@dataclass
+class Generation:
+    """The outcome of one successful ``generate`` call.
+
+    Attributes:
+        texts: ``n`` completions, in order.
+        prompt_tokens: prompt tokens as reported by the backend (``None`` if it reports none).
+        completion_tokens: completion tokens, summed over the ``n`` completions (``None`` if unreported).
+        latency_s: wall time of the call, retries and back-off included.
+        retries: attempts beyond the first.
+        finish_reasons: one per completion (``"stop"``, ``"length"``, ...; ``None`` if unreported).
+        retry_reasons: why each retry happened (``"timeout"``, ``"http 429"``, ...), in order.
+        model: model name reported by the backend, if any.
+    """
+
+    texts: list[str]
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency_s: float
+    retries: int = 0
+    finish_reasons: list[str | None] = field(default_factory=list)
+    retry_reasons: list[str] = field(default_factory=list)
+    model: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable dict of every field."""
+        return asdict(self)
+
+
+
+def _as_request(request: Any) -> tuple[Sequence[Message], dict[str, Any]]:
+    """Split one ``generate_many`` request into ``(messages, sampling kwargs)``."""
+    if isinstance(request, Mapping):
+        if "messages" not in request:
+            raise UnsupportedInputError("a request dict needs a 'messages' key")
+        extra = set(request) - {"messages", *SAMPLING_KEYS}
+        if extra:
+            raise UnsupportedInputError(f"unknown request keys {sorted(extra)}; allowed: messages, {', '.join(SAMPLING_KEYS)}")
+        return request["messages"], {k: request[k] for k in SAMPLING_KEYS if k in request}
+    return request, {}
+
+
+def check_sampling(temperature: float, max_tokens: int, n: int) -> None:
+    if not (isinstance(max_tokens, int) and max_tokens >= 1):
+        raise UnsupportedInputError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
+    if not (isinstance(n, int) and n >= 1):
+        raise UnsupportedInputError(f"n must be an int >= 1, got {n!r}")
+    if temperature < 0:
+        raise UnsupportedInputError(f"temperature must be >= 0, got {temperature!r}")
+
+
+def is_empty_text(text: Any) -> bool:
+    return not isinstance(text, str) or not text.strip()
+
+
+# ------------------------------------------------------------------------------------------------- base
+class Backend(abc.ABC):
+    """One text generator. Subclasses implement :meth:`_generate`; :meth:`generate` validates, times,
+    logs and records usage (``self.usage``, a :class:`~mmir.llm.accounting.Usage`).
+
+    Class attribute ``name`` is the backend kind (``"openai"``, ``"llama_cpp"``, ``"transformers"``).
+    """
+
+    name: str = "backend"
+    max_concurrency: int = 1
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+
+    # identity ---------------------------------------------------------------------------------------
+    @property
+    @abc.abstractmethod
+    def model_id(self) -> str:
+        """Model name or id (hub id, endpoint model name or file name)."""
+
+    @property
+    def model_revision(self) -> str | None:
+        """Revision of the weights (hub commit or file sha256) if known; ``None`` otherwise."""
+        return None
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What identifies this backend's outputs in a cache key: ``backend``, ``model``, ``revision``."""
+        return {"backend": self.name, "model": self.model_id, "revision": self.model_revision}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model_id!r})"
+
+    # generation -------------------------------------------------------------------------------------
+    def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        seed: int | None = None,
+        n: int = 1,
+    ) -> Generation:
+        """Generate ``n`` completions for ``messages``.
+
+        Args:
+            messages: chat messages (see the module docstring for the part types).
+            temperature: 0 = greedy.
+            max_tokens: completion length limit per completion.
+            seed: sampling seed, passed to the backend where it supports one.
+            n: number of completions.
+
+        Returns:
+            A :class:`Generation` with ``len(texts) == n``, every text non-empty.
+
+        Raises:
+            UnsupportedInputError: malformed messages or sampling arguments, or input the backend cannot take.
+            GenerationFailure: the backend produced no usable output (after retries where they apply).
+        """
+        validate_messages(messages)
+        check_sampling(temperature, max_tokens, n)
+        try:
+            gen = self._generate(messages, temperature=float(temperature), max_tokens=max_tokens, seed=seed, n=n)
+        except GenerationFailure as f:
+            f.backend, f.model = self.name, self.model_id
+            self.usage.add_failure(f)
+            log.warning("%s", f)
+            raise
+        self.usage.add(gen)
+        log.debug(
+            "%s:%s generated %d text(s) in %.2fs, %s+%s tokens, %d retries",
+            self.name, self.model_id, len(gen.texts), gen.latency_s, gen.prompt_tokens, gen.completion_tokens, gen.retries,
+        )
+        return gen
+
+    def generate_many(self, requests: Sequence[Any], *, return_failures: bool = False) -> list[Any]:
+        """Run several requests concurrently (at most ``self.max_concurrency`` at a time), keeping order.
+
+        Args:
+            requests: each either a list of messages or a dict ``{"messages": ..., "temperature": ...,
+                "max_tokens": ..., "seed": ..., "n": ...}``.
+            return_failures: when True, a failed request yields its :class:`GenerationFailure` in place of
+                a :class:`Generation`; when False the first failure (in request order) is raised after all
+                requests have finished.
+
+        Returns:
+            One :class:`Generation` (or failure, see above) per request, in request order.
+
+        Raises:
+            GenerationFailure: see ``return_failures``.
+            UnsupportedInputError: a request is malformed (checked before anything runs).
+        """
+        parsed = [_as_request(r) for r in requests]
+        for msgs, _ in parsed:
+            validate_messages(msgs)
+
+        def run(item: tuple[Sequence[Message], dict[str, Any]]) -> Any:
+            msgs, kw = item
+            try:
+                return self.generate(msgs, **kw)
+            except GenerationFailure as f:
+                return f
+
+        workers = max(1, min(self.max_concurrency, len(parsed)))
+        if workers == 1:
+            results = [run(p) for p in parsed]
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"{self.name}-gen") as pool:
+                results = list(pool.map(run, parsed))
+        if not return_failures:
+            for r in results:
+                if isinstance(r, GenerationFailure):
+                    raise r
+        return results
+
+    @abc.abstractmethod
+    def _generate(
+        self, messages: Sequence[Message], *, temperature: float, max_tokens: int, seed: int | None, n: int
+    ) -> Generation:
+        """Backend-specific generation; arguments are already validated."""
+

@@ -1,0 +1,151 @@
+"""A local GGUF chat model through llama-cpp-python (default: the offline Qwen2.5-Coder-0.5B-Instruct of
+:mod:`mmir.llm.offline`). Text only."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from mmir.core.errors import ConfigError, MmirError
+from mmir.llm.backends.base import Backend, Generation, is_empty_text
+from mmir.llm.errors import GenerationFailure
+from mmir.llm.messages import text_only_messages
+
+
+class LlamaCppBackend(Backend):
+    """A local GGUF chat model through llama-cpp-python (CPU here). Text only.
+
+    Args:
+        model_path: GGUF file. ``None`` (and no ``hf_repo``) = the offline Qwen2.5-Coder-0.5B-Instruct
+            Q4_K_M assembled by :func:`mmir.llm.offline.qwen05b_gguf_path`.
+        cache_dir: where that file is assembled (see ``qwen05b_gguf_path``).
+        hf_repo, hf_file: load from the Hugging Face hub instead (``Llama.from_pretrained``; needs network).
+        n_ctx: context length.
+        n_threads: CPU threads (``None`` = llama.cpp's default).
+        n_gpu_layers: layers offloaded to a GPU if llama.cpp was built with one.
+        chat_format: llama-cpp chat format; ``None`` = the template stored in the GGUF.
+        model_id: name used in cache keys; default the hub id for the offline model, else the file name.
+
+    The model loads lazily on the first call, so a run served entirely from a cache never loads it. Calls
+    are serialised (a ``Llama`` object is not thread-safe); sample ``i`` of ``n`` uses ``seed + i``.
+    """
+
+    name = "llama_cpp"
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        cache_dir: str | Path | None = None,
+        hf_repo: str | None = None,
+        hf_file: str | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        chat_format: str | None = None,
+        model_id: str | None = None,
+        verbose: bool = False,
+    ):
+        super().__init__()
+        from mmir.llm import offline as offline_llm
+
+        if (hf_repo is None) != (hf_file is None):
+            raise ConfigError("hf_repo", "hf_repo and hf_file must be given together")
+        if hf_repo is not None and model_path is not None:
+            raise ConfigError("model_path", "give either model_path or hf_repo/hf_file, not both")
+        self._path = Path(model_path) if model_path is not None else None
+        if self._path is not None and not self._path.is_file():
+            raise ConfigError("model_path", f"GGUF file not found: {self._path}")
+        self.cache_dir, self.hf_repo, self.hf_file = cache_dir, hf_repo, hf_file
+        self.n_ctx, self.n_threads, self.n_gpu_layers = n_ctx, n_threads, n_gpu_layers
+        self.chat_format, self.verbose = chat_format, verbose
+        if model_id is None:
+            if hf_repo is not None:
+                model_id = f"{hf_repo}:{hf_file}"
+            elif self._path is None:
+                model_id = f"{offline_llm.HUB_REPO}:{offline_llm.HUB_FILE}"
+            else:
+                model_id = self._path.name
+        self._model_id = model_id
+        self._revision: str | None = None
+        self._llm = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def model_path(self) -> Path | None:
+        """The GGUF file (assembling the offline model if needed); ``None`` for a hub model not yet loaded."""
+        if self._path is None and self.hf_repo is None:
+            from mmir.llm.offline import qwen05b_gguf_path
+
+            self._path = qwen05b_gguf_path(self.cache_dir)
+        return self._path
+
+    @property
+    def model_revision(self) -> str | None:
+        """sha256 of the GGUF file (memoised next to it)."""
+        if self._revision is None:
+            from mmir.llm.offline import file_sha256
+
+            path = self.model_path
+            if path is None:  # hub model: the file is only known after the download
+                self._load()
+                path = Path(self._llm.model_path)
+            self._revision = file_sha256(path)
+        return self._revision
+
+    def _load(self):
+        if self._llm is None:
+            try:
+                import llama_cpp
+            except ImportError as e:
+                raise MmirError("the llama_cpp backend needs llama-cpp-python: pip install 'llama-cpp-python[server]'") from e
+            kw = dict(n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers, verbose=self.verbose)
+            if self.n_threads is not None:
+                kw["n_threads"] = self.n_threads
+            if self.chat_format is not None:
+                kw["chat_format"] = self.chat_format
+            if self.hf_repo is not None:
+                self._llm = llama_cpp.Llama.from_pretrained(self.hf_repo, self.hf_file, **kw)
+            else:
+                self._llm = llama_cpp.Llama(model_path=str(self.model_path), **kw)
+        return self._llm
+
+    def _generate(self, messages, *, temperature, max_tokens, seed, n) -> Generation:
+        chat = text_only_messages(messages, self.name)
+        t0 = time.monotonic()
+        texts, reasons, prompt_tokens, completion_tokens = [], [], 0, 0
+        with self._lock:
+            llm = self._load()
+            for i in range(n):
+                kw: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+                if seed is not None:
+                    kw["seed"] = seed + i
+                try:
+                    out = llm.create_chat_completion(messages=chat, **kw)
+                except ValueError as e:  # e.g. prompt longer than n_ctx
+                    raise GenerationFailure(
+                        "backend_error", f"{type(e).__name__}: {e}", latency_s=time.monotonic() - t0, history=["backend_error"]
+                    ) from e
+                choice = (out.get("choices") or [{}])[0]
+                text = (choice.get("message") or {}).get("content")
+                if is_empty_text(text):
+                    raise GenerationFailure(
+                        "empty_content", f"completion {i} is empty (finish_reason={choice.get('finish_reason')!r})",
+                        latency_s=time.monotonic() - t0, history=["empty_content"],
+                    )
+                usage = out.get("usage") or {}
+                prompt_tokens = int(usage.get("prompt_tokens", 0))
+                completion_tokens += int(usage.get("completion_tokens", 0))
+                texts.append(text)
+                reasons.append(choice.get("finish_reason"))
+        return Generation(
+            texts=texts, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            latency_s=time.monotonic() - t0, retries=0, finish_reasons=reasons, model=self._model_id,
+        )
+

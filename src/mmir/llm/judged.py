@@ -1,0 +1,104 @@
+"""Judged metrics as declarations: a prompt file, a reply parser, a divisor and (optionally) a stricter retry
+prompt. :func:`judge` runs one through an :class:`~mmir.llm.client.LLMClient`, so a new judged metric needs a
+prompt file in the benchmark's ``prompts/`` folder and one :class:`JudgedMetric` line, nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmir.llm.client import LLMClient
+from mmir.llm.parsers import ReplyParser
+from mmir.llm.prompts import PromptLibrary, PromptTemplate
+from mmir.llm.records import CallRecord
+
+#: ``(template, fields) -> messages``; the default renders the template as one user message.
+MessageBuilder = Callable[[PromptTemplate, Mapping[str, Any]], list[dict[str, Any]]]
+
+
+def single_user_message(template: PromptTemplate, fields: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``[{"role": "user", "content": template.render(**fields)}]``."""
+    return [{"role": "user", "content": template.render(**fields)}]
+
+
+@dataclass(frozen=True)
+class JudgedMetric:
+    """A judged metric.
+
+    Attributes:
+        name: the metric (the audit label of its calls).
+        prompt: the prompt file name in the benchmark's :class:`~mmir.llm.prompts.PromptLibrary`.
+        parser: the :class:`~mmir.llm.parsers.ReplyParser` whose value is the raw score.
+        divisor: ``value = raw / divisor`` (e.g. 10 for a 0-10 judge reported on [0, 1]).
+        retry_prompt: asked once more when the first reply failed or was rejected (``None``: no retry).
+    """
+
+    name: str
+    prompt: str
+    parser: ReplyParser
+    divisor: float = 1.0
+    retry_prompt: str | None = None
+
+    @property
+    def prompts(self) -> tuple[str, ...]:
+        """The prompt, then the retry prompt if any."""
+        return (self.prompt,) if self.retry_prompt is None else (self.prompt, self.retry_prompt)
+
+
+@dataclass
+class JudgedValue:
+    """The outcome of :func:`judge`: ``value`` (``raw / divisor``; ``None`` = a counted failure), ``raw`` (the
+    parser's value), ``status`` (``ok``, ``retried_ok`` -- the retry prompt gave it --, ``failed``: no usable
+    reply, see the records for why) and the ``records`` of every call made, in order."""
+
+    value: float | None
+    raw: Any
+    status: str
+    records: list[CallRecord] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """A usable value."""
+        return self.value is not None
+
+    @property
+    def reply(self) -> str | None:
+        """The last reply text (``None`` when no call produced text)."""
+        return next((r.text for r in reversed(self.records) if r.text is not None), None)
+
+
+def judge(client: LLMClient, metric: JudgedMetric, prompts: PromptLibrary, fields: Mapping[str, Any], *,
+          build: MessageBuilder = single_user_message, context: Mapping[str, Any] | None = None,
+          **sampling: Any) -> JudgedValue:
+    """Judge once (and once more with ``metric.retry_prompt`` when the first reply is unusable).
+
+    Args:
+        client: the judge.
+        metric: the declaration.
+        prompts: the benchmark's prompt library.
+        fields: the prompt's placeholder values.
+        build: how the messages are made from the template and ``fields``.
+        context: stored in each call record.
+        sampling: ``temperature`` / ``max_tokens`` / ``seed`` overrides of the client's defaults.
+
+    Returns:
+        :class:`JudgedValue`; never raises for a failed call or a rejected reply.
+
+    Raises:
+        ValueError: ``fields`` do not match the prompt's placeholders; FileNotFoundError: no such prompt file.
+    """
+    records: list[CallRecord] = []
+    for attempt, name in enumerate(metric.prompts):
+        tpl = prompts.get(name)
+        r = client.call(build(tpl, fields), tpl, label=metric.name, parser=metric.parser, context=context, **sampling)
+        records.append(r)
+        if r.ok:
+            return JudgedValue(r.value / metric.divisor, r.value, "ok" if attempt == 0 else "retried_ok", records)
+    return JudgedValue(None, None, "failed", records)
+
+
+def judge_all(client: LLMClient, metric: JudgedMetric, prompts: PromptLibrary, items: Sequence[Mapping[str, Any]],
+              **kw: Any) -> list[JudgedValue]:
+    """:func:`judge` for each field mapping of ``items``, in order."""
+    return [judge(client, metric, prompts, f, **kw) for f in items]

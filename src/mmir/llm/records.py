@@ -1,0 +1,92 @@
+"""The one typed record of a model call (:class:`CallRecord`), made by :class:`~mmir.llm.client.LLMClient` and
+kept by :class:`~mmir.llm.audit.CallAudit`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+#: ``status`` values: the backend produced text that the parser (if any) accepted; no usable text (timeout,
+#: 5xx, empty, ...); text the parser rejected; no call was possible (a fallback value stands in).
+STATUSES = ("ok", "failed", "rejected", "skipped")
+
+
+@dataclass
+class CallRecord:
+    """What one model call did.
+
+    Attributes:
+        label: what the call was for (``"reformulate"``, ``"rag_judge"``, ``"fluency"``, ``"flae_features"``).
+        prompt_id, prompt_sha256: the prompt file and the sha256 of its text.
+        model: the backend's model id; temperature, max_tokens, seed: the sampling of the call.
+        context: what the call was about (``qid``, ``chunk``, ``task_id``, ...).
+        status: one of :data:`STATUSES`; ``"failed"`` and ``"rejected"`` are failures (retried on the next run).
+        text: the reply (``None`` when the call failed or was skipped; kept when rejected).
+        cached: served from the generation cache; cache_key: its key (``None`` when skipped).
+        prompt_tokens, completion_tokens: as reported by the backend (``None`` if unreported).
+        latency_s: wall time of this call (about 0 for a cache hit).
+        finish_reason: ``"stop"``, ``"length"``, ... of the reply.
+        error_kind, error: why the call failed or the reply was rejected.
+        parser: the reply parser's name; parse_ok, parse_method, parse_error: its outcome.
+        missing_fields, invalid_fields: fields the benchmark expected but found absent / unusable.
+        fallback_used, fallback_reason: the benchmark's fixed fallback replaced the reply.
+        value: the parsed value (in memory only, not serialised).
+    """
+
+    label: str
+    prompt_id: str
+    prompt_sha256: str
+    model: str
+    temperature: float = 0.0
+    max_tokens: int = 0
+    seed: int | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+    status: str = "ok"
+    text: str | None = None
+    cached: bool = False
+    cache_key: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    parser: str | None = None
+    parse_ok: bool = False
+    parse_method: str | None = None
+    parse_error: str | None = None
+    missing_fields: list[str] = field(default_factory=list)
+    invalid_fields: list[str] = field(default_factory=list)
+    fallback_used: bool = False
+    fallback_reason: str | None = None
+    value: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        """The call gave an accepted reply."""
+        return self.status == "ok"
+
+    @property
+    def failed(self) -> bool:
+        """A failure: no usable text (``failed``) or a reply the parser rejected (``rejected``)."""
+        return self.status in ("failed", "rejected")
+
+    def set_parse(self, ok: bool, method: str | None, error: str | None) -> None:
+        """Record the outcome of parsing ``text``."""
+        self.parse_ok, self.parse_method, self.parse_error = ok, method, error
+
+    def use_fallback(self, reason: str) -> None:
+        """Record that the benchmark's fixed fallback replaced this reply."""
+        self.fallback_used, self.fallback_reason = True, reason
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form (every field but ``value``)."""
+        d = asdict(self)
+        d.pop("value")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CallRecord:
+        """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
+        names = {f.name for f in fields(cls)} - {"value"}
+        return cls(**{k: v for k, v in d.items() if k in names})
