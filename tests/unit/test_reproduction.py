@@ -91,7 +91,8 @@ def test_rag_and_ablation_observations(tmp_path):
         for s, a in (("oracle", 67.0), ("topk:e5", 60.0), ("topk:bm25", 55.0)) for d, v in (("biology", a), ("law", a))
     ]).to_csv(rag, index=False)
     abl = tmp_path / "caption_ablation.csv"
-    pd.DataFrame([{"dataset": "hub", "system": "e5", "variant": "ocr", "value": 31.0, "plain": 25.0, "delta": 6.0}]).to_csv(abl, index=False)
+    pd.DataFrame([{"dataset": "hub", "system": "e5", "variant": "ocr", "value": 31.0, "plain": 25.0, "delta": 6.0}]
+                 ).to_csv(abl, index=False)
     obs = E.observations_from_rag_csv(rag) + E.observations_from_ablation_csv(abl, "caption", "nDCG@10")
     best = [o for o in obs if o.system == "best-topk" and o.measure == "gap_to_oracle"]
     assert len(best) == 1 and best[0].value == pytest.approx(-7.0) and best[0].variant == "topk:e5"
@@ -141,7 +142,8 @@ def test_fixture_metrics_regression_ok_then_a_changed_bm25_fails(tmp_path, monke
     changed k1 does) turns exactly the BM25 rows FAIL; one MLflow metric per checked row and a status tag each."""
     import mlflow
 
-    exp = _expected_file(tmp_path, [{"task": "task1", "system": s, "value": v, "domain": d, "domains": None if d != "Avg." else ["stat", "calc"]}
+    exp = _expected_file(tmp_path, [{"task": "task1", "system": s, "value": v, "domain": d,
+                                     "domains": None if d != "Avg." else ["stat", "calc"]}
                                     for s, cells in (("bm25", {"stat": 20.0, "calc": 10.0, "Avg.": 15.0}),
                                                      ("dense", {"stat": 30.0, "calc": 5.0, "Avg.": 17.5}))
                                     for d, v in cells.items()], {k: v for k, v in REG.items() if k != "domains"})
