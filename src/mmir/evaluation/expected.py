@@ -268,7 +268,8 @@ def check(expected: Iterable[Expected], observations: Iterable[Observation], pre
             if e.domain == AVG and e.domains is not None and o.domains is not None and set(o.domains) != set(e.domains):
                 inter = len(set(o.domains) & set(e.domains))
                 rows.append(row | {"status": "not run", "observed": o.value,
-                                   "note": f"Avg. over {len(o.domains)} domains ({inter} of the expected {len(e.domains)})"})
+                                   "note": f"Avg. over {len(o.domains)} domain{'s' if len(o.domains) != 1 else ''} "
+                                           f"({inter} of the expected {len(e.domains)})"})
                 continue
             diff = o.value - e.value
             note = e.note or ""
