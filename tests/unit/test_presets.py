@@ -316,7 +316,7 @@ def _images():
 
 
 def _mm_encoder(preset, path):
-    from mmir.retrieval.mm_search import make_mm_encoder
+    from mmir.encoders.multimodal import make_mm_encoder
 
     return make_mm_encoder(system_of(preset, model=str(path), device="cpu"))
 

@@ -50,6 +50,10 @@ def test_mlflow_parent_and_children_in_a_real_store(tmp_path, monkeypatch):
                 "params": {"system": {"k1": 0.9}}, "tags": {"dataset_revision": "local"}, "extra_metrics": {"seconds": 1.5}}
                for d, v in [("stat", 0.2), ("calc", 0.1)]]
     cfg = {"evaluation": {"protocol": "official", "top_k": 1000}, "mlflow": {"experiment": "t"}}
+    prep = tmp_path / "data/prepared/os/stat"
+    prep.mkdir(parents=True)
+    (prep / "prepare.json").write_text('{"documents": 3}')
+    monkeypatch.chdir(tmp_path)
     ids = log_invocation(cfg, "task1", entries, project_dir=tmp_path)
     client = mlflow.tracking.MlflowClient()
     parent = client.get_run(ids["parent"])
@@ -62,6 +66,12 @@ def test_mlflow_parent_and_children_in_a_real_store(tmp_path, monkeypatch):
         assert json.loads(k.data.tags["wildcards"])["system"] == "bm25"
         assert {a.path for a in client.list_artifacts(k.info.run_id)} >= {"r.trec"}
     assert {k.data.tags["domain"]: k.data.metrics["nDCG_at_10"] for k in kids} == {"stat": 0.2, "calc": 0.1}
+    # MLflow's own columns: the experiment opens on its runs (not GenAI traces), Source and Version are set, the
+    # prepared domain is the run's dataset input (its prepare.json digest), a domain never prepared has none
+    assert client.get_experiment_by_name("t").tags["mlflow.experimentKind"] == "custom_model_development"
+    assert parent.data.tags["mlflow.source.name"] == "mmir task1" and "mlflow.source.git.commit" in parent.data.tags
+    inputs = {k.data.tags["domain"]: [(d.dataset.name, d.dataset.source_type) for d in k.inputs.dataset_inputs] for k in kids}
+    assert inputs == {"stat": [("os/stat", "local")], "calc": []}
     # no secret from the environment anywhere in params, tags or metrics
     blob = json.dumps([[r.data.params, r.data.tags, r.data.metrics] for r in [parent, *kids]])
     assert "SECRET" not in blob

@@ -152,8 +152,11 @@ def validate_config(config: dict, file: str | None = None) -> dict:
     if errors:
         err = _deepest(errors[0])
         message = err.message
-        if err.validator == "not" and isinstance(err.schema, dict) and err.schema.get("description"):
-            message = err.schema["description"]  # a forbidden key says why, not "should not be valid under {}"
+        if err.validator == "not" and isinstance(err.schema, dict):
+            # a forbidden key (api_key): say why, never echo its value (it may be a credential)
+            message = err.schema.get("description") or "this key is not allowed here"
+        elif err.validator == "const" and isinstance(err.schema, dict) and err.schema.get("description"):
+            message = f"{err.schema['description']} (must be {err.validator_value!r})"
         raise ConfigError(_key_of(err), message, file)
     # Cross-key checks the schema cannot express.
     primary = config["evaluation"]["primary_measure"]

@@ -16,7 +16,7 @@
   * ``qrels.task4.official.txt`` (``task4_protocol: official``, the released ``task4_pair.py``): every pair
     of a gold passage is relevant (1), whatever its image. The released script passes the documents'
     ``negative_ids`` as exclusions, which never equal a ``doc|||image`` pair id, so under this protocol no
-    Task 4 item is excluded (:func:`mmir.retrieval.mm_search.read_exclusions`).
+    Task 4 item is excluded (:func:`mmir.retrieval.exclusions.exclusions`).
 
 Exclusions by ``negative_ids`` (``evaluation.protocol: official``) apply to Task 2 documents; Task 3 has
 none (the released code passes document ids, which never match an image).

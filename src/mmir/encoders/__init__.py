@@ -1,1 +1,2 @@
-"""Text and multimodal encoders, the OCR captioner, and the content-addressed embedding cache."""
+"""Text and multimodal encoders, the OCR captioner, the content-addressed embedding cache (``cache``) and the
+sharded on-disk vector store (``store``, read side in ``sharded``)."""

@@ -7,12 +7,14 @@ later run, task or system with the same encoder, and nothing stale is ever retur
 
 Storage (one cache per encoder key, ``<root>/<slug>-<hash12>``): an SQLite index ``.sqlite`` (WAL) maps each
 key (32 raw bytes) to ``(segment, row)``; the vectors are float32 rows appended to raw segment files
-``.seg/<segment>.f32`` of at most 1 GiB. Chosen by measurement over 338,291 x 1,024 vectors (bench numbers in
-``bench/bench_fullsize.py``): one SQLite row of float32 bytes per vector, the previous layout, writes about half
-as fast and reads by key about 3x slower (4 KiB blobs spill into overflow pages), and a FAISS ``IndexIDMap2``
-holds every vector in RAM and is only durable by rewriting the whole index after each batch. A database
-written by the previous layout (table ``vec``) is still read: its vectors are found as before, new ones go to
-segments.
+``.seg/<segment>.f32`` of at most 1 GiB. Chosen by measurement over 338,291 x 1,024 vectors in batches of
+1,024 (``bench/bench_cache_layouts.py``): one SQLite row of float32 bytes per vector, the previous layout, wrote
+1.9x slower and read by key 2.7x slower than this layout's prototype (4 KiB blobs spill into overflow pages;
+its file is 15 % larger), and a FAISS ``IndexIDMap2`` holds every vector in RAM (2.1 GB peak there, 10 GB for
+2.5 M) and is only durable by rewriting the whole index after each batch (2.1 s a batch at that size).
+``bench/bench_fullsize.py`` (e) compares this implementation (with its per-batch fsync) to the previous one.
+A database written by the previous layout (table ``vec``) is still read: its vectors are found as before, new
+ones go to segments.
 
 Guarantees:
 
@@ -30,6 +32,7 @@ Guarantees:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -163,7 +166,7 @@ class EmbeddingCache:
         """Fill ``out[i]`` with the vector at ``locs[i]`` (runs of consecutive rows are one read each)."""
         d = out.shape[1]
         rowbytes = 4 * d
-        arr = np.array(locs, dtype=np.int64).reshape(-1, 2)
+        arr = np.fromiter(itertools.chain.from_iterable(locs), dtype=np.int64, count=2 * len(locs)).reshape(-1, 2)
         legacy = np.flatnonzero(arr[:, 0] < 0)
         for i in legacy:
             blob = self._db.execute("SELECT vec FROM vec WHERE key = ?", (keys[i],)).fetchone()[0]
@@ -173,13 +176,17 @@ class EmbeddingCache:
         if not order.size:
             return
         seg, row = arr[order, 0], arr[order, 1]
-        brk = np.flatnonzero((np.diff(seg) != 0) | (np.diff(row) != 1)) + 1
+        # a run: consecutive rows of one segment; read straight into out when their destinations are consecutive too
+        brk = np.flatnonzero((np.diff(seg) != 0) | (np.diff(row) != 1) | (np.diff(order) != 1)) + 1
         starts, stops = np.concatenate([[0], brk]), np.concatenate([brk, [order.size]])
-        tmp = np.empty((int((stops - starts).max()), d), dtype=np.float32)
-        for a, b in zip(starts, stops):
-            s = int(seg[a])
-            _pread_rows(self._fd(s), tmp[: b - a], int(row[a]), rowbytes, str(self._seg_path(s)))
-            out[order[a:b]] = tmp[: b - a]
+        direct = out.dtype == np.float32 and out.flags.c_contiguous
+        tmp = None if direct else np.empty((int((stops - starts).max()), d), dtype=np.float32)
+        for a, b in zip(starts.tolist(), stops.tolist()):
+            s, o = int(seg[a]), int(order[a])
+            dest = out[o : o + b - a] if direct else tmp[: b - a]
+            _pread_rows(self._fd(s), dest, int(row[a]), rowbytes, str(self._seg_path(s)))
+            if not direct:
+                out[o : o + b - a] = dest
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors present in the cache for ``keys`` (absent keys are left out): ``{key: float32 (dim,)}``.
@@ -222,6 +229,12 @@ class EmbeddingCache:
         for c in range(0, len(keys), chunk):
             ck = keys[c : c + chunk]
             locs = self._locate(list(dict.fromkeys(ck)))
+            if len(locs) == len(ck) or all(k in locs for k in ck):  # all found: read straight into out
+                dest = out[c : c + len(ck)]
+                if dest.dtype == np.float32 and dest.flags.c_contiguous:
+                    self._read_located([locs[k] for k in ck], dest, ck)
+                    found[c : c + len(ck)] = True
+                    continue
             pos = [i for i, k in enumerate(ck) if k in locs]
             if pos:
                 buf = np.empty((len(pos), out.shape[1]), dtype=np.float32)

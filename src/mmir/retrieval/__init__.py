@@ -1,1 +1,2 @@
-"""Retrievers (BM25, dense), exact top-k, TREC run files."""
+"""Retrievers (BM25, dense), exact top-k (also over a vector store), optional FAISS search (``ann``), TREC run
+files."""

@@ -55,14 +55,16 @@ def make_id_tokenizer(stopwords: str | None = "en", stemmer: str | None = "engli
     return Tokenizer(lower=True, stopwords=stopwords or [], stemmer=stem)
 
 
-def _chunk_pairs(token_ids: list[list[int]], doc0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(doc int32, term int32, tf float32)`` of each distinct (document, term) of a chunk, sorted by
-    (document, term), and the documents' lengths (int64)."""
+def _chunk_pairs(token_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(doc, term int32, tf)`` of each distinct (document, term) of a chunk, sorted by (document, term), and the
+    documents' lengths (int64). ``doc`` is the document's position in the chunk and ``tf`` its count, both in the
+    narrowest unsigned type that holds them (uint16 unless a chunk or a count exceeds 65,535)."""
     lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(token_ids))
     flat = np.fromiter(itertools.chain.from_iterable(token_ids), dtype=np.int64, count=int(lengths.sum()))
     docs = np.repeat(np.arange(len(token_ids), dtype=np.int64), lengths)
     packed, tf = np.unique((docs << 32) | flat, return_counts=True)
-    return ((packed >> 32) + doc0).astype(np.int32), (packed & 0xFFFFFFFF).astype(np.int32), tf.astype(np.float32), lengths
+    narrow = (lambda a: a.astype(np.uint16 if a.size == 0 or a.max() <= 0xFFFF else np.uint32))
+    return narrow(packed >> 32), (packed & 0xFFFFFFFF).astype(np.int32), narrow(tf), lengths
 
 
 def build_bm25s_index(corpus: Iterable[str], tokenizer, *, method: str, k1: float, b: float,
@@ -74,7 +76,7 @@ def build_bm25s_index(corpus: Iterable[str], tokenizer, *, method: str, k1: floa
         tokenizer: a :func:`make_id_tokenizer`; its vocabulary is extended by the corpus.
 
     Returns:
-        ``(index, n_docs)``. Memory: one chunk of token lists plus numpy arrays of ``12`` bytes per distinct
+        ``(index, n_docs)``. Memory: one chunk of token lists plus numpy arrays of about 8 bytes per distinct
         (document, term) pair, then the CSC matrix (8 bytes per pair); no per-token Python object survives a chunk.
     """
     import bm25s
@@ -91,9 +93,9 @@ def build_bm25s_index(corpus: Iterable[str], tokenizer, *, method: str, k1: floa
     while chunk := list(itertools.islice(it, chunk_docs)):
         ids = tokenizer.tokenize(chunk, update_vocab=True, return_as="ids", show_progress=False, allow_empty=False)
         del chunk
-        d, t, tf, ln = _chunk_pairs(ids, n)
+        d, t, tf, ln = _chunk_pairs(ids)
         del ids
-        parts.append((d, t, tf))
+        parts.append((n, d, t, tf))
         lengths.append(ln)
         n += len(ln)
     index = bm25s.BM25(method=method, k1=k1, b=b, delta=delta)
@@ -102,7 +104,7 @@ def build_bm25s_index(corpus: Iterable[str], tokenizer, *, method: str, k1: floa
     doc_len = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     avg_doc_len = doc_len.mean() if n else np.float64(np.nan)  # as bm25s: np.array(lengths).mean()
     df = np.zeros(n_vocab, dtype=np.int64)
-    for _, t, _ in parts:
+    for _, _, t, _ in parts:
         df += np.bincount(t, minlength=n_vocab)
     doc_frequencies = dict(enumerate(df.tolist()))
     idf_array = _build_idf_array(doc_frequencies, n_docs=n, compute_idf_fn=_select_idf_scorer(index.idf_method),
@@ -121,9 +123,11 @@ def build_bm25s_index(corpus: Iterable[str], tokenizer, *, method: str, k1: floa
     indices = np.empty(int(indptr[-1]), dtype=np.int32)
     fill = indptr[:-1].copy()
     while parts:
-        d, t, tf = parts.pop(0)
+        doc0, d, t, tf = parts.pop(0)
         if not t.size:  # a chunk of empty documents
             continue
+        d = d.astype(np.int32) + np.int32(doc0)
+        tf = tf.astype(np.float32)  # the counts bm25s takes from a Counter, as float32
         # the same elementwise float operations as bm25s's per-document loop (doc length int, avgdl float64)
         scores = idf_array[t] * tfc_fn(tf_array=tf, l_d=doc_len[d], l_avg=avg_doc_len, k1=k1, b=b, delta=delta)
         if nonocc is not None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from mmir.core.errors import DataError
 from mmir.core.io import atomic_path
 

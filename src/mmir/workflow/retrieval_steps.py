@@ -74,7 +74,8 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
 
     t0 = time.perf_counter()
     prep, store = Path(prepared_dir), Path(store_dir)
-    rows = kind_rows(kind, prep, system, _image_text(system, captions, prep, alt_text), pair_budget(system))
+    budget = pair_budget(system)
+    rows = kind_rows(kind, prep, system, _image_text(system, captions, prep, alt_text), budget)
     if kind == "pairs":  # along the documents' shards
         import pandas as pd
 
@@ -87,14 +88,17 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
     else:
         start, stop = shard_range(len(rows), shard, shards, encoding["shard_size"])
     enc = KindEncoder(system, encoder, domain=prep.name)
+    usage0 = dict(getattr(enc.encoder, "usage", None) or {})  # an embeddings API counts requests, retries, failures
     ckind = enc.cache_kind(rows)
     fn = enc.fn(rows)
     ids, payloads = rows.ids[start:stop], rows.payloads[start:stop]
     keys = [content_key(enc.key, ckind, p) for p in payloads]
     totals = {"hits": 0, "misses": 0, "model_calls": 0}
+    # an API encoder takes several requests' worth per call, to send them concurrently
+    per_call = getattr(enc.encoder, "cache_batch_size", None) or system["batch_size"]
     with EmbeddingCache(cache_root, enc.spec) as cache:
         def compute(a: int, b: int) -> np.ndarray:
-            m, st = cache.encode(payloads[a:b], keys[a:b], fn, batch_size=system["batch_size"])
+            m, st = cache.encode(payloads[a:b], keys[a:b], fn, batch_size=per_call)
             for k_ in totals:
                 totals[k_] += st[k_]
             return m
@@ -114,10 +118,16 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
                 f.unlink()
             ws = write_shard(store, shard, ids, compute, **kw)
     truncations = dict(getattr(enc.encoder, "truncations", {}) or {})
+    usage = getattr(enc.encoder, "usage", None)
+    api = {f"api_{k}": v - usage0.get(k, 0) for k, v in usage.items() if isinstance(v, (int, float))} \
+        if isinstance(usage, dict) else {}
     stats = {"system": system_name, "system_sha256": system_fingerprint(system), "kind": kind, "shard": shard,
              "shards": shards, "rows": len(ids),
              "row_range": [start, stop], "dim": dim, "dtype": encoding["dtype"], **ws.as_dict(),
              **{f"cache_{k}": v for k, v in totals.items()}, "truncations": truncations,
+             # pair texts of the whole kind whose document or image text was cut to its share of the budget
+             "pair_text_cuts": {"documents": budget.cut_documents, "images": budget.cut_images} if kind == "pairs" else {},
+             **api,
              "seconds": round(time.perf_counter() - t0, 2)}
     write_json(out_stats, stats)
     log.info("read %s (%d %s rows, shard %d of %d: rows %d..%d); wrote %s: %d batches computed, %d skipped (already "
@@ -153,14 +163,15 @@ def seal_store(system: dict, kind: str, store_dir: str | Path) -> dict:
         raise EncoderKeyMismatchError(stale[0], "shard encoded for another system config: rerun its encode job")
     key = json.loads(Path(str(shard_stats[0]).replace(".stats.json", ".sealed.json")).read_text())["encoder_key"]
     manifest = finalize_store(store_dir, key, shards)
-    summed = {k: sum(s.get(k, 0) for s in stats) for k in ("rows", "batches_computed", "batches_skipped", "cache_hits",
-                                                              "cache_misses", "cache_model_calls")}
+    keys = ["rows", "batches_computed", "batches_skipped", "cache_hits", "cache_misses", "cache_model_calls"]
+    keys += sorted({k for s in stats for k, v in s.items() if k.startswith("api_") and isinstance(v, (int, float))})
+    summed = {k: sum(s.get(k, 0) for s in stats) for k in keys}
     trunc: dict[str, int] = {}
     for s in stats:
         for k, v in (s.get("truncations") or {}).items():
             trunc[k] = trunc.get(k, 0) + v
     write_json(Path(store_dir) / "encode.json", {"kind": kind, "shards": shards, "system_sha256": fingerprint, **summed,
-                                                 "truncations": trunc})
+                                                 "truncations": trunc, "pair_text_cuts": stats[0].get("pair_text_cuts", {})})
     log.info("sealed %s: %d rows in %d shards (%s, dim %d); %d model calls", store_dir, manifest["total_rows"], shards,
              manifest["dtype"], manifest["dim"], summed["cache_model_calls"])
     return manifest
@@ -236,10 +247,9 @@ def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict
 
 def _vectors(task, system, items, qs, stores, variants, cache_root, encoder, domain):
     """(item matrix, query vectors, stats) of a dense or multimodal system from its stores."""
+    from mmir.encoders.store import EncoderKeyMismatchError
     from mmir.retrieval.encoding import KindEncoder, kinds_of
     from mmir.retrieval.fusion import PairMatrix, pair_rows, query_vectors
-
-    from mmir.encoders.store import EncoderKeyMismatchError
 
     used: dict = {}
     opened = {}
@@ -253,6 +263,9 @@ def _vectors(task, system, items, qs, stores, variants, cache_root, encoder, dom
         used[f"encode_{kind}_model_calls"] = e.get("cache_model_calls", 0)
         for cut in ("char_cut", "token_cut"):
             used[f"encode_{kind}_{cut}"] = (e.get("truncations") or {}).get(cut, 0)
+        used |= {f"encode_{kind}_{k}": v for k, v in e.items() if k.startswith("api_")}
+        for part, n in (e.get("pair_text_cuts") or {}).items():
+            used[f"pair_text_cut_{part}"] = n
     if system["kind"] == "dense":
         item_kind = {"task1": "documents", "ablation": "documents", "task2": "documents", "task3": "images", "task4": "pairs"}[task]
         store = opened[item_kind]

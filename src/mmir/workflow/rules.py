@@ -14,9 +14,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from mmir.core import paths
 from mmir.core.errors import ConfigError

@@ -1,7 +1,7 @@
-"""The one config check before any job: the schema (defaults filled), then the LLM layer's and every
-benchmark's own cross-key checks, then what the config names outside itself (dataset roots and domains,
-environment variables holding API keys, model packages). Snakemake (``workflow/rules/common.smk``) and the
-CLI both call this."""
+"""The one config check before any job: the schema (defaults filled), then the LLM layer's, the embedding API
+systems' (base URL, key variable) and every benchmark's own cross-key checks, then what the config names outside
+itself (dataset roots and domains, environment variables holding API keys, model packages). Snakemake
+(``workflow/rules/common.smk``) and the CLI both call this."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from mmir.benchmarks.mmdr.check import check as check_mmdr
 from mmir.benchmarks.rag.check import check as check_rag
 from mmir.core.errors import ConfigError
 from mmir.data.domains import check_dataset
+from mmir.encoders.embeddings_api import check_dense_api_systems
 from mmir.llm.backends import check_backend_config, check_generators
 
 
@@ -27,6 +28,7 @@ def validate_config(config: dict, file: str | None = None) -> dict:
     """
     cfg.validate_config(config, file)
     check_generators(config, file)
+    check_dense_api_systems(config, file)
     for check in (check_mmbright, check_rag, check_m2rag, check_mmdr):
         check(config, file)
     for name, ds in config["datasets"].items():

@@ -1,0 +1,492 @@
+"""Dense text encoder over any OpenAI-compatible ``/v1/embeddings`` endpoint (``kind: dense, backend: openai``).
+
+OpenAI (``text-embedding-3-large``, one of MM-BRIGHT's Table 3 retrievers), vLLM, Hugging Face TEI, Infinity
+and llama.cpp's servers speak the same API. Requests go through the official ``openai`` SDK with the SDK's
+own retries disabled; :mod:`tenacity` retries timeouts, connection errors, unparsable (truncated) bodies,
+HTTP 429 (honouring ``Retry-After`` / ``retry-after-ms``) and 5xx with exponential back-off and jitter. Other
+4xx answers and well-formed but wrong responses (no vectors, a wrong count, per-token vectors, a wrong
+dimension, non-finite or zero vectors) fail at once: retrying would give the same answer.
+
+Texts are formatted with ``query_template`` / ``doc_template``, cut at ``max_chars`` characters (counted),
+split into batches of ``batch_size`` and sent concurrently (at most ``max_concurrency`` requests in flight);
+the vectors come back in input order, L2-normalised float32.
+
+The API key: only the NAME of an environment variable (``api_key_env``) is configured; the value is read
+once, held in a :class:`~mmir.core.secrets.Secret` and scrubbed from every error text, so it never reaches
+logs, reprs, exceptions, MLflow or the embedding cache. Rule for a missing key (:func:`resolve_api_key`):
+``api_key_env: null`` sends no key; a set variable is used; an unset or empty variable is an error, except
+when ``base_url`` is a loopback server (``localhost``, ``127.0.0.0/8``, ``::1``), which gets a placeholder key
+(a local server that does check keys then answers 401, which fails at once).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from mmir.core.errors import ConfigError, MmirError
+from mmir.core.http import parse_retry_after
+from mmir.core.secrets import Secret, scrub
+from mmir.encoders.text import TextEncoder
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+NO_KEY = "not-needed"  # sent to an endpoint that needs no key (the SDK insists on one)
+
+#: constructor defaults = the schema's defaults for ``backend: openai`` (workflow/schemas/params.schema.yaml)
+DEFAULTS: dict[str, Any] = {
+    "base_url": DEFAULT_BASE_URL, "api_key_env": "OPENAI_API_KEY", "revision": None, "dimensions": None,
+    "batch_size": 32, "max_concurrency": 4, "timeout_s": 60.0, "max_retries": 5, "backoff_base_s": 1.0,
+    "backoff_max_s": 30.0, "max_retry_after_s": 120.0, "query_template": "{text}", "doc_template": "{text}",
+    "max_chars": None, "encoding_format": "float",
+}
+
+
+# ------------------------------------------------------------------------------------------- endpoint
+def endpoint_id(base_url: str) -> str:
+    """The endpoint as it enters cache keys and messages: ``host[:port]/path`` (host lower-case, default port,
+    scheme, query and fragment left out), e.g. ``api.openai.com/v1`` or ``127.0.0.1:8080/v1``.
+
+    Raises:
+        ConfigError (key ``base_url``): not an http(s) URL with a host, a bad port, or credentials in the URL
+            (``user:password@``; the message does not repeat the URL).
+    """
+    try:
+        parts = urlsplit(base_url)
+        port = parts.port
+    except ValueError as e:
+        raise ConfigError("base_url", f"not a valid URL ({e})") from None
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError("base_url", "holds credentials (user:password@host); put the key in the environment "
+                                      "variable named by api_key_env instead")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError("base_url", f"must be an http:// or https:// URL with a host, got scheme {parts.scheme!r}")
+    host = parts.hostname.lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    default_port = 443 if parts.scheme == "https" else 80
+    netloc = host if port in (None, default_port) else f"{host}:{port}"
+    return netloc + parts.path.rstrip("/")
+
+
+def is_local(base_url: str) -> bool:
+    """True when ``base_url``'s host is a loopback address (``localhost``, ``*.localhost``, 127.0.0.0/8, ::1)."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_api_key(api_key_env: str | None, base_url: str) -> Secret | None:
+    """The key to send, read from the environment (see the module docstring for the rule).
+
+    Returns:
+        a :class:`Secret`, or ``None`` when no key is to be sent (``api_key_env`` is null, or a loopback
+        ``base_url`` and the variable is unset).
+
+    Raises:
+        ConfigError (key ``api_key_env``): the variable is unset or empty and the endpoint is not local.
+    """
+    if api_key_env is None:
+        return None
+    value = os.environ.get(api_key_env)
+    if value:
+        return Secret(value)
+    if is_local(base_url):
+        log.debug("environment variable %s is unset: no key sent to the local server %s", api_key_env, endpoint_id(base_url))
+        return None
+    raise ConfigError("api_key_env", f"environment variable '{api_key_env}' is unset or empty; the endpoint "
+                                     f"{endpoint_id(base_url)} is not a local server, so it needs the key (set the "
+                                     "variable, or api_key_env: null for an endpoint that takes no key)")
+
+
+def check_dense_api_systems(config: Mapping[str, Any], file: str | None = None) -> None:
+    """Check every ``systems.<name>`` of ``kind: dense, backend: openai`` before any job runs: the base URL,
+    the API key's environment variable (:func:`resolve_api_key`) and the templates. Sends no request.
+
+    Raises:
+        ConfigError: naming the full key, e.g. ``systems.te3-large.api_key_env``.
+    """
+    for name, s in config.get("systems", {}).items():
+        if s.get("kind") != "dense" or s.get("backend") != "openai":
+            continue
+        try:
+            base_url = s.get("base_url") or DEFAULT_BASE_URL
+            endpoint_id(base_url)
+            resolve_api_key(s.get("api_key_env", DEFAULTS["api_key_env"]), base_url)
+            for key in ("query_template", "doc_template"):
+                _check_template(key, s.get(key, "{text}"))
+        except ConfigError as exc:
+            raise ConfigError(f"systems.{name}.{exc.key}", str(exc).split(": ", 1)[-1], file) from None
+
+
+def _check_template(key: str, template: str) -> None:
+    try:
+        template.format(text="x")
+    except (KeyError, IndexError, ValueError) as e:
+        raise ConfigError(key, f"must be a format string whose only field is {{text}} ({type(e).__name__}: {e})") from None
+
+
+# ---------------------------------------------------------------------------------------------- errors
+class EmbeddingAPIError(MmirError):
+    """A batch of texts got no usable vectors from the endpoint (after any retries).
+
+    Attributes:
+        kind: ``"timeout"``, ``"connection"``, ``"rate_limited"``, ``"server_error"``, ``"http_error"``,
+            ``"malformed_response"``, ``"empty_response"``, ``"count_mismatch"``, ``"bad_vector"``,
+            ``"dimension_mismatch"`` or ``"client_error"``.
+        role: ``"query"`` or ``"document"``.
+        batch: 0-based index of the batch within the encode call; ``n_batches`` batches in that call.
+        start, stop: the batch's texts are ``texts[start:stop]`` of the encode call.
+        status_code: HTTP status of the last attempt, if any.
+        retries: attempts beyond the first.
+        history: outcome of each attempt, in order (``["http 429", "timeout", "http 500"]``).
+        detail: the cause (never holds the API key).
+    """
+
+    def __init__(self, kind: str, detail: str, *, model: str, endpoint: str, role: str, batch: int, n_batches: int,
+                 start: int, stop: int, status_code: int | None, retries: int, history: Sequence[str]):
+        self.kind, self.detail, self.model, self.endpoint, self.role = kind, detail, model, endpoint, role
+        self.batch, self.n_batches, self.start, self.stop = batch, n_batches, start, stop
+        self.status_code, self.retries, self.history = status_code, retries, list(history)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        r = self.retries
+        tries = f" after {r} retr{'y' if r == 1 else 'ies'} ({', '.join(self.history)})" if r else ""
+        return (f"embeddings {self.model} at {self.endpoint}: {self.role} batch {self.batch + 1}/{self.n_batches} "
+                f"(texts {self.start}-{self.stop - 1}) failed ({self.kind}){tries}: {self.detail}")
+
+
+class _AttemptFailed(Exception):
+    """One failed attempt, as tenacity sees it (``retryable`` decides whether another attempt follows)."""
+
+    def __init__(self, kind: str, detail: str, *, retryable: bool, status: int | None = None,
+                 retry_after: float | None = None):
+        self.kind, self.detail, self.retryable = kind, detail, retryable
+        self.status, self.retry_after = status, retry_after
+        super().__init__(kind, detail)
+
+    @property
+    def label(self) -> str:
+        return f"http {self.status}" if self.status is not None else self.kind
+
+
+# ---------------------------------------------------------------------------------------------- encoder
+class OpenAIEmbeddingEncoder(TextEncoder):
+    """Text encoder over an OpenAI-compatible embeddings endpoint.
+
+    Args:
+        model: model name at the endpoint (``text-embedding-3-large``; for a local server, the name it serves).
+        base_url: the endpoint, ``.../v1`` (default OpenAI's). Its ``host[:port]/path`` is part of the cache key.
+        api_key_env: NAME of the environment variable holding the key (``None``: no key); see
+            :func:`resolve_api_key`. The value never leaves this object except in the request header.
+        revision: free-form model version for the cache key (endpoints do not report one); bump it when
+            the model behind a name changes.
+        dimensions: output size requested from the endpoint (``text-embedding-3-*`` support it); ``None``
+            = the model's. The returned size is checked against it.
+        batch_size: texts per request.
+        max_concurrency: most requests in flight at once (a thread pool; one encoder-wide limit).
+        timeout_s: per-attempt timeout.
+        max_retries: retries after the first attempt, for the retryable failures of the module docstring.
+        backoff_base_s, backoff_max_s: exponential back-off ``min(max, base * 2**k)`` plus up to ``base``
+            of jitter, when the server gives no ``Retry-After``.
+        max_retry_after_s: longest ``Retry-After`` honoured; a longer one fails the batch at once.
+        query_template, doc_template: ``str.format`` templates with a ``{text}`` field.
+        max_chars: texts (after the template) longer than this are cut to it before sending; counted in
+            ``usage["truncated"]``. ``None`` = no cut (the endpoint rejects inputs beyond its token limit).
+        encoding_format: ``"float"`` (JSON numbers, every server) or ``"base64"`` (float32 bytes; smaller
+            answers, supported by OpenAI and most servers). Same vectors either way, so not in the cache key.
+
+    ``calls`` counts the batches answered; ``usage`` the requests, retries, failures and cuts.
+
+    Raises:
+        ConfigError: a bad setting (key named), or the key's variable is unset for a non-local endpoint.
+    """
+
+    def __init__(self, model: str, *, base_url: str | None = DEFAULT_BASE_URL, api_key_env: str | None = "OPENAI_API_KEY",
+                 revision: str | None = None, dimensions: int | None = None, batch_size: int = 32,
+                 max_concurrency: int = 4, timeout_s: float = 60.0, max_retries: int = 5, backoff_base_s: float = 1.0,
+                 backoff_max_s: float = 30.0, max_retry_after_s: float = 120.0, query_template: str = "{text}",
+                 doc_template: str = "{text}", max_chars: int | None = None, encoding_format: str = "float"):
+        import openai
+
+        if not isinstance(model, str) or not model:
+            raise ConfigError("model", "must be a non-empty model name")
+        for key, value, low in (("batch_size", batch_size, 1), ("max_concurrency", max_concurrency, 1),
+                                ("max_retries", max_retries, 0), ("dimensions", dimensions, 1), ("max_chars", max_chars, 1)):
+            if value is not None and (not isinstance(value, int) or value < low):
+                raise ConfigError(key, f"must be an integer >= {low}, got {value!r}")
+        if timeout_s <= 0:
+            raise ConfigError("timeout_s", f"must be > 0, got {timeout_s!r}")
+        if encoding_format not in ("float", "base64"):
+            raise ConfigError("encoding_format", f"must be 'float' or 'base64', got {encoding_format!r}")
+        _check_template("query_template", query_template)
+        _check_template("doc_template", doc_template)
+        self.base_url = base_url or DEFAULT_BASE_URL
+        self.endpoint = endpoint_id(self.base_url)
+        self.model, self.revision, self.dimensions = model, revision, dimensions
+        self.api_key_env = api_key_env
+        self._key = resolve_api_key(api_key_env, self.base_url)
+        self.batch_size, self.max_concurrency = int(batch_size), int(max_concurrency)
+        self.timeout_s, self.max_retries = float(timeout_s), int(max_retries)
+        self.backoff_base_s, self.backoff_max_s = float(backoff_base_s), float(backoff_max_s)
+        self.max_retry_after_s = float(max_retry_after_s)
+        self.query_template, self.doc_template = query_template, doc_template
+        self.max_chars, self.encoding_format = max_chars, encoding_format
+        #: texts the embedding cache should hand over per encode call (its commit unit): enough batches to
+        #: keep ``max_concurrency`` requests busy
+        self.cache_batch_size = self.batch_size * self.max_concurrency * 4
+        self.calls = 0
+        self._dim: int | None = None
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)
+        self._usage = {"requests": 0, "retries": 0, "failures": 0, "texts": 0, "truncated": 0, "empty_inputs": 0,
+                       "prompt_tokens": 0, "wait_s": 0.0}
+        self._sleep = time.sleep  # tenacity's sleep; a test may record instead of sleeping
+        self._openai = openai
+        # max_retries=0: tenacity below is the only retry loop, so every retry is counted and logged.
+        self._client = openai.OpenAI(api_key=self._key.reveal() if self._key else NO_KEY, base_url=self.base_url,
+                                     timeout=self.timeout_s, max_retries=0)
+
+    @classmethod
+    def from_system(cls, system: Mapping[str, Any]) -> OpenAIEmbeddingEncoder:
+        """Build from a validated ``kind: dense, backend: openai`` system entry (keys of :data:`DEFAULTS`)."""
+        return cls(system["model"], **{k: system.get(k, v) for k, v in DEFAULTS.items()})
+
+    # identity -------------------------------------------------------------------------------------------
+    def cache_spec(self) -> dict:
+        """Everything that changes a vector: endpoint (host, port, path), model, revision, dimensions,
+        templates, ``max_chars``, normalisation. Not the key, batch size, concurrency, timeouts or retries."""
+        return {"backend": "openai", "endpoint": self.endpoint, "model": self.model, "revision": self.revision,
+                "dimensions": self.dimensions, "query_template": self.query_template,
+                "doc_template": self.doc_template, "max_chars": self.max_chars, "normalize": True}
+
+    @property
+    def usage(self) -> dict[str, float]:
+        """Counters since construction: ``requests`` (attempts sent, retries included), ``retries``,
+        ``failures`` (batches that got no vectors), ``texts`` (embedded), ``truncated`` (cut at
+        ``max_chars``), ``empty_inputs`` (sent as one space: endpoints reject empty strings),
+        ``prompt_tokens`` (as reported), ``wait_s`` (back-off slept)."""
+        with self._lock:
+            return dict(self._usage)
+
+    def __repr__(self) -> str:
+        return (f"OpenAIEmbeddingEncoder(model={self.model!r}, endpoint={self.endpoint!r}, "
+                f"api_key_env={self.api_key_env!r}, dimensions={self.dimensions}, batch_size={self.batch_size}, "
+                f"max_concurrency={self.max_concurrency})")
+
+    def __getstate__(self):
+        raise TypeError("OpenAIEmbeddingEncoder holds a client and a credential and cannot be pickled; build it in the worker")
+
+    # encoding -------------------------------------------------------------------------------------------
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), dim)`` float32, L2-normalised, in input order. Raises :class:`EmbeddingAPIError`."""
+        return self._encode(list(texts), self.query_template, "query")
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), dim)`` float32, L2-normalised, in input order. Raises :class:`EmbeddingAPIError`."""
+        return self._encode(list(texts), self.doc_template, "document")
+
+    def _prepare(self, texts: list[str], template: str) -> list[str]:
+        out, cut, empty = [], 0, 0
+        for t in texts:
+            s = template.format(text=t)
+            if self.max_chars is not None and len(s) > self.max_chars:
+                s, cut = s[: self.max_chars], cut + 1
+            if not s.strip():
+                s, empty = " ", empty + 1
+            out.append(s)
+        with self._lock:
+            self._usage["truncated"] += cut
+            self._usage["empty_inputs"] += empty
+        return out
+
+    def _encode(self, texts: list[str], template: str, role: str) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        inputs = self._prepare(texts, template)
+        spans = [(i, min(i + self.batch_size, len(inputs))) for i in range(0, len(inputs), self.batch_size)]
+        jobs = [(b, len(spans), start, stop, inputs[start:stop], role) for b, (start, stop) in enumerate(spans)]
+        workers = min(self.max_concurrency, len(jobs))
+        if workers == 1:
+            parts = [self._embed_batch(*job) for job in jobs]
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="embeddings-api") as pool:
+                futures = [pool.submit(self._embed_batch, *job) for job in jobs]
+                parts = []
+                try:
+                    for f in futures:  # in input order, whatever order they finish in
+                        parts.append(f.result())
+                except BaseException:
+                    for f in futures:
+                        f.cancel()  # batches not started yet are not sent
+                    raise
+        out = np.concatenate(parts, axis=0)
+        with self._lock:
+            self._usage["texts"] += len(texts)
+        return out
+
+    def _embed_batch(self, batch: int, n_batches: int, start: int, stop: int, inputs: list[str], role: str) -> np.ndarray:
+        """One batch with retries: ``(stop - start, dim)`` float32 L2-normalised, or EmbeddingAPIError."""
+        from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+        history: list[str] = []
+        backoff = wait_exponential_jitter(multiplier=self.backoff_base_s, max=self.backoff_max_s, jitter=self.backoff_base_s)
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            if isinstance(exc, _AttemptFailed) and exc.retry_after is not None:
+                return exc.retry_after + random.uniform(0, 0.1)
+            return backoff(state)
+
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            pause = state.upcoming_sleep
+            with self._lock:
+                self._usage["retries"] += 1
+                self._usage["wait_s"] += pause
+            log.warning("embeddings %s at %s: %s batch %d/%d attempt %d failed (%s: %s), retrying in %.2fs%s",
+                        self.model, self.endpoint, role, batch + 1, n_batches, state.attempt_number,
+                        getattr(exc, "label", "?"), getattr(exc, "detail", "")[:200], pause,
+                        " (Retry-After)" if getattr(exc, "retry_after", None) is not None else "")
+
+        def attempt() -> np.ndarray:
+            try:
+                return self._attempt(inputs)
+            except _AttemptFailed as exc:
+                history.append(exc.label)
+                raise
+
+        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1),
+                            retry=retry_if_exception(lambda e: isinstance(e, _AttemptFailed) and e.retryable),
+                            wait=wait, sleep=self._sleep, before_sleep=before_sleep, reraise=True)
+        failed: _AttemptFailed | None = None
+        try:
+            vecs = retrying(attempt)
+        except _AttemptFailed as exc:
+            failed = exc
+        if failed is not None:  # raised outside the except block: no exception chain to carry anything along
+            with self._lock:
+                self._usage["failures"] += 1
+            err = EmbeddingAPIError(failed.kind, failed.detail, model=self.model, endpoint=self.endpoint, role=role,
+                                    batch=batch, n_batches=n_batches, start=start, stop=stop, status_code=failed.status,
+                                    retries=len(history) - 1, history=history)
+            log.warning("%s", err)
+            raise err
+        with self._lock:
+            self.calls += 1
+        return vecs
+
+    def _attempt(self, inputs: list[str]) -> np.ndarray:
+        """One request + strict parsing; raises :class:`_AttemptFailed` (SDK exceptions never escape)."""
+        kwargs: dict[str, Any] = {"model": self.model, "input": inputs, "encoding_format": self.encoding_format}
+        if self.dimensions is not None:
+            kwargs["dimensions"] = self.dimensions
+        failed: _AttemptFailed | None = None
+        with self._slots:
+            with self._lock:
+                self._usage["requests"] += 1
+            try:
+                resp = self._client.embeddings.create(**kwargs)
+            except Exception as exc:  # classified; unknown kinds fail the batch, never pass silently
+                failed = self._classify(exc)
+        if failed is not None:  # outside the except block: the SDK exception (request, headers) is dropped
+            raise failed
+        return self._parse(resp, len(inputs))
+
+    def _classify(self, exc: Exception) -> _AttemptFailed:
+        oa = self._openai
+        detail = scrub(f"{type(exc).__name__}: {exc}", self._key)[:500]
+        if isinstance(exc, oa.APITimeoutError):
+            return _AttemptFailed("timeout", detail, retryable=True)
+        if isinstance(exc, oa.APIConnectionError):
+            return _AttemptFailed("connection", detail, retryable=True)
+        if isinstance(exc, oa.APIStatusError):
+            status = exc.status_code
+            retry_after = parse_retry_after(exc.response.headers if exc.response is not None else None)
+            if status == 429 or status >= 500:
+                kind = "rate_limited" if status == 429 else "server_error"
+                if retry_after is not None and retry_after > self.max_retry_after_s:
+                    detail = f"Retry-After {retry_after:.0f}s exceeds max_retry_after_s={self.max_retry_after_s:.0f}; {detail}"
+                    return _AttemptFailed(kind, detail, retryable=False, status=status)
+                return _AttemptFailed(kind, detail, retryable=True, status=status, retry_after=retry_after)
+            return _AttemptFailed("http_error", detail, retryable=False, status=status)
+        if isinstance(exc, (oa.APIResponseValidationError, ValueError)):  # json.JSONDecodeError is a ValueError
+            return _AttemptFailed("malformed_response", f"unparsable response body ({detail})", retryable=True)
+        return _AttemptFailed("client_error", detail, retryable=False)
+
+    def _parse(self, resp: Any, n: int) -> np.ndarray:
+        """``(n, dim)`` float32 L2-normalised from an embeddings response, in input order."""
+        def bad(kind: str, detail: str) -> _AttemptFailed:
+            return _AttemptFailed(kind, detail, retryable=False, status=200)
+
+        data = getattr(resp, "data", None)
+        if not isinstance(data, list) or not data:
+            raise bad("empty_response", "the response holds no embeddings ('data' is empty or missing)")
+        if len(data) != n:
+            raise bad("count_mismatch", f"sent {n} texts, got {len(data)} embeddings")
+        index = [getattr(d, "index", None) for d in data]
+        if all(isinstance(i, int) for i in index):
+            if sorted(index) != list(range(n)):
+                raise bad("malformed_response", f"embedding indices {sorted(index)[:8]}... are not 0..{n - 1}")
+            data = [d for _, d in sorted(zip(index, data), key=lambda p: p[0])]
+        elif any(i is not None for i in index):
+            raise bad("malformed_response", "some embeddings have an 'index' and some do not")
+        rows = []
+        for i, d in enumerate(data):
+            emb = getattr(d, "embedding", None)
+            if isinstance(emb, str):  # encoding_format base64: little-endian float32 bytes
+                try:
+                    arr = np.frombuffer(base64.b64decode(emb, validate=True), dtype="<f4").astype(np.float64)
+                except (binascii.Error, ValueError) as e:
+                    raise bad("bad_vector", f"embedding {i}: invalid base64 float32 data ({e})") from None
+            else:
+                try:
+                    arr = np.asarray(emb, dtype=np.float64)
+                except (TypeError, ValueError):
+                    raise bad("bad_vector", f"embedding {i} is not a list of numbers ({type(emb).__name__})") from None
+            if arr.ndim != 1 or arr.size == 0:
+                hint = (" (per-token vectors: the server does no pooling; e.g. llama.cpp --pooling last|mean, "
+                        "llama_cpp.server --kv_overrides <arch>.pooling_type=int:3)") if arr.ndim == 2 else ""
+                raise bad("bad_vector", f"embedding {i} has shape {arr.shape}, expected one vector{hint}")
+            rows.append(arr)
+        dims = {r.size for r in rows}
+        if len(dims) != 1:
+            raise bad("dimension_mismatch", f"embeddings of different sizes {sorted(dims)} in one response")
+        dim = dims.pop()
+        if self.dimensions is not None and dim != self.dimensions:
+            raise bad("dimension_mismatch", f"asked for dimensions={self.dimensions}, got {dim} (does the endpoint "
+                                            "support 'dimensions'?)")
+        with self._lock:
+            if self._dim is None:
+                self._dim = dim
+            elif dim != self._dim:
+                raise bad("dimension_mismatch", f"got {dim}-d vectors after {self._dim}-d ones from the same encoder")
+        mat = np.stack(rows)
+        if not np.isfinite(mat).all():
+            raise bad("bad_vector", f"embedding {int(np.where(~np.isfinite(mat).all(axis=1))[0][0])} holds NaN or inf")
+        norms = np.linalg.norm(mat, axis=1, keepdims=True)
+        if (norms == 0).any():
+            raise bad("bad_vector", f"embedding {int(np.where(norms[:, 0] == 0)[0][0])} is all zeros (cannot be normalised)")
+        tokens = getattr(getattr(resp, "usage", None), "prompt_tokens", None)
+        if isinstance(tokens, int):
+            with self._lock:
+                self._usage["prompt_tokens"] += tokens
+        return (mat / norms).astype(np.float32)
