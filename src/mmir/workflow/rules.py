@@ -827,7 +827,7 @@ def _mmdr_report_inputs(config, w):
 def _mmdr_report_params(config, w):
     m = config["mmdr"]
     gens = {g: config["generators"][g] for g in (m["generator"], m["judge"])}
-    return {"config": {"mmdr": m, "generators": gens, "mlflow": config["mlflow"]}}
+    return {"config": {"mmdr": m, "generators": gens, "mlflow": config["mlflow"], "significance": config["significance"]}}
 
 
 def rule_names() -> list[str]:
