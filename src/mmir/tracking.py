@@ -173,19 +173,20 @@ def log_rag(config: dict, summaries: list[dict], artifacts: list[list[str]], pro
 
 
 def log_invocation(config: dict, task: str, entries: list[dict], project_dir: str | Path = ".",
-                   run_name: str | None = None) -> dict:
+                   run_name: str | None = None, parent_metrics: dict[str, float] | None = None) -> dict:
     """Log a parent run for this invocation and a child per entry. Returns ``{"parent", "children"}`` ids.
 
     Each entry: ``dataset, domain, system, metrics_json, run_file, perquery, params`` (config slice),
-    ``tags`` (extra tags such as dataset/model revision) and optional ``extra_metrics`` (counts).
+    ``tags`` (extra tags such as dataset/model revision) and optional ``extra_metrics`` (counts, intervals,
+    p-values). ``parent_metrics`` go on the parent run (e.g. the Avg. intervals and tests of the table).
     """
     # holds the store lock (see _store_lock)
     with _store_lock(Path(project_dir).resolve()):
-        return _log_invocation(config, task, entries, project_dir, run_name)
+        return _log_invocation(config, task, entries, project_dir, run_name, parent_metrics)
 
 
 def _log_invocation(config: dict, task: str, entries: list[dict], project_dir: str | Path = ".",
-                    run_name: str | None = None) -> dict:
+                    run_name: str | None = None, parent_metrics: dict[str, float] | None = None) -> dict:
     import mlflow
 
     project_dir = Path(project_dir).resolve()
@@ -197,6 +198,8 @@ def _log_invocation(config: dict, task: str, entries: list[dict], project_dir: s
         mlflow.log_params({"task": task, "protocol": config["evaluation"]["protocol"], "top_k": config["evaluation"]["top_k"],
                            "systems": ",".join(sorted({e["system"] for e in entries})),
                            "datasets": ",".join(sorted({e["dataset"] for e in entries}))})
+        if parent_metrics:
+            mlflow.log_metrics({k: float(v) for k, v in parent_metrics.items()})
         for e in entries:
             summary = json.loads(Path(e["metrics_json"]).read_text(encoding="utf-8"))
             tags = {"mmir.level": "unit", **run_tags(commit, f"mmir {task} score"), "rule": "score",

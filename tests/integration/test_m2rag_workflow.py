@@ -74,7 +74,7 @@ def test_m2rag_three_strategies_with_the_local_llm(tmp_path):
             assert page.count('<img src="data:image/') == len(a["output_images"]) and 'src="http' not in page
     table = (wd / "results/tables/m2rag.md").read_text()
     for strategy in STRATEGIES:
-        assert f"| os | bm25 | {strategy} |" in table or f"| os | bm25 | {strategy}† |" in table  # †: failed LLM calls
+        assert f"| os | bm25 | {strategy} |" in table or f"| os | bm25 | {strategy}‡ |" in table  # ‡: failed LLM calls
     assert "failed)" in table
     csv = pd.read_csv(wd / "results/tables/m2rag.csv")
     assert list(csv["strategy"]) == list(STRATEGIES)

@@ -84,7 +84,7 @@ def test_mmdr_two_tasks_with_the_local_llm(tmp_path):
             assert s["MM"] == 0 and not rec["mm"]["activated"]
         if row["Complete"] == "True":
             complete.append(float(row["Overall"]))
-    table = (wd / "results/tables/mmdr.md").read_text().replace("†", "")  # † marks domains with failed LLM calls
+    table = (wd / "results/tables/mmdr.md").read_text().replace("‡", "")  # ‡ marks domains with failed LLM calls
     if complete:
         assert f"| All | 2 | {len(complete)} | {sum(complete) / len(complete):.2f} |" in table
 

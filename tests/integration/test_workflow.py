@@ -85,7 +85,8 @@ def test_mlflow_has_parent_and_a_child_per_unit(workflow_dir):
     wd, _ = workflow_dir
     ids = json.loads((wd / "results/tracking/task1.json").read_text())
     db = sqlite3.connect(wd / "mlflow.db")
-    parents = db.execute("SELECT run_uuid FROM tags WHERE key='mmir.level' AND value='invocation'").fetchall()
+    parents = db.execute("SELECT run_uuid FROM tags WHERE key='mmir.level' AND value='invocation' AND run_uuid IN "
+                         "(SELECT run_uuid FROM tags WHERE key='mmir.task' AND value='task1')").fetchall()
     children = db.execute("SELECT run_uuid FROM tags WHERE key='mlflow.parentRunId' AND value=?", (ids["parent"],)).fetchall()
     assert len(parents) == 1 and len(children) == 2 == len(ids["children"])
 
@@ -101,7 +102,8 @@ def test_rerun_does_nothing_and_bm25_change_reruns_only_bm25(workflow_dir):
         proc = _snakemake(wd, "-n")
         out = proc.stdout + proc.stderr
         jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
-        assert jobs == {"retrieve": "1", "score": "1", "report": "1", "track": "1", "all": "1", "total": "5"}, out[-3000:]
+        assert jobs == {"retrieve": "1", "score": "1", "report": "1", "track": "1", "reproduction": "1", "all": "1",
+                        "total": "6"}, out[-3000:]
         assert "results/runs/task1/openstax/bm25/statistics.trec" in out
         assert "results/runs/task1/openstax/minilm" not in out  # no dense retrieval (or encoding) job
     finally:
@@ -137,7 +139,10 @@ def test_dvc_repro_then_bm25_change_touches_only_bm25(tmp_path):
     # DVC reads the keys its stages list from params.yaml itself (no schema defaults): write them out
     params |= {"tasks": ["task1"], "captioners": {"ocr": {"kind": "ocr"}}, "mlflow": {"experiment": "mmir"},
                "evaluation": {"protocol": "official", "top_k": 1000, "primary_measure": "nDCG@10",
-                              "task4_protocol": "paper", "image_text": "ocr"}}
+                              "task4_protocol": "paper", "image_text": "ocr"},
+               "significance": {"baseline": None, "test": "permutation", "correction": "holm", "family": "column",
+                                "alpha": 0.05, "resamples": 10000, "seed": 0, "confidence": 0.95, "interval": "percentile",
+                                "repeats": "one"}}
     (wd / "params.yaml").write_text(yaml.safe_dump(params))
     env = _env()
     env["PYTHONPATH"] = str(PROJECT / "src")

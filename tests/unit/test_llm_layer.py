@@ -193,7 +193,7 @@ def test_tables_mark_units_with_failed_calls(tmp_path):
     out = {k: tmp_path / f"a.{k}" for k in ("md", "csv", "png", "pcsv")}
     write_ablation("reformulation", frame, "nDCG@10", out["md"], out["csv"], out["png"], out["pcsv"])
     md = out["md"].read_text()
-    assert "| bm25 | 86.1 | 86.1 (+0.0)† |" in md and "q: 3 of 3" in md  # no longer a silent +0.0
+    assert "| bm25 | 86.1 | 86.1 (+0.0)‡ |" in md and "q: 3 of 3" in md  # no longer a silent +0.0
 
     summ = []
     for setting, failures in (("none", 0), ("oracle", 2)):
@@ -203,7 +203,7 @@ def test_tables_mark_units_with_failed_calls(tmp_path):
         summ.append(f)
     write_rag_table(collect_rag(summ), "g", "j", 1, tmp_path / "rag.md", tmp_path / "rag.csv")
     md = (tmp_path / "rag.md").read_text()
-    assert "| None | 50.0 (2/2) |" in md and "| Oracle | 50.0 (2/2)† |" in md and "Oracle / s: 2 of 6" in md
+    assert "| None | 50.0 (2/2) |" in md and "| Oracle | 50.0 (2/2)‡ |" in md and "Oracle / s: 2 of 6" in md
 
 
 # ------------------------------------------------------------------------------------ sampling in config

@@ -353,7 +353,7 @@ def test_stage_end_to_end_with_a_scripted_judge(tmp_path, monkeypatch, prepared)
     assert man["provenance"]["judge_replies_cut_at_max_tokens"] == dict.fromkeys(counted, 0)  # scripted replies all "stop"
     assert man["provenance"]["report_writer"]["prompt"] == "report_baseline_v1" and len(man["provenance"]["report_writer"]["prompt_sha256"]) == 64
     md = (tmp_path / "mmdr.md").read_text()
-    assert f"| All† | 2 | 2 | {board['Overall']:.2f} | {board['FLAE']:.2f} |" in md
+    assert f"| All‡ | 2 | 2 | {board['Overall']:.2f} | {board['FLAE']:.2f} |" in md
     assert f"{sum(1 for a in audit if a['label'] == 'controller')} / 1 / {counted['controller']}" in md
     # MLflow: a parent and a child per domain plus one for all tasks
     ids = json.loads((tmp_path / "tracking.json").read_text())
@@ -435,4 +435,21 @@ def test_cli_runs_each_rule_step(tmp_path, monkeypatch, prepared):
     assert parse_references((tmp_path / "results/mmdr/ds/d/reports/q1.md").read_text(), SCHEMES) == {
         "1": "mmir://ds/d/bbbb0002_0.txt", "2": "mmir://ds/d/query_q1/image_1.png"}
     assert json.loads((tmp_path / "results/tracking/mmdr.json").read_text())["parent"]
-    assert "| All† | 1 | 1 |" in (tmp_path / "results/tables/mmdr.md").read_text()  # † the judge's rejected replies
+    assert "| All‡ | 1 | 1 |" in (tmp_path / "results/tables/mmdr.md").read_text()  # ‡ the judge's rejected replies
+
+
+def test_report_gives_bootstrap_intervals_over_tasks(tmp_path, monkeypatch, prepared):
+    """The MMDR table's interval columns: the percentile bootstrap of the mean over the complete tasks (one judging
+    each), containing the table's mean; the two tasks' values bound it."""
+    import pandas as pd
+
+    _run_stage(tmp_path, monkeypatch, prepared)
+    md = (tmp_path / "mmdr.md").read_text()
+    assert "95% intervals of the means over complete tasks (percentile bootstrap over tasks" in md
+    table = pd.read_csv(tmp_path / "mmdr.csv").set_index("Domain")
+    tasks = pd.read_csv(tmp_path / "export" / "mmdr.task_scores.csv", encoding="utf-8-sig")
+    done = tasks[tasks["Complete"].astype(str).str.lower() == "true"]
+    for col in ("Overall", "FLAE", "TRACE", "MOSAIC"):
+        lo, hi = table.at["All", f"{col} ci_low"], table.at["All", f"{col} ci_high"]
+        assert lo <= table.at["All", col] + 0.01 and table.at["All", col] <= hi + 0.01
+        assert done[col].min() - 0.01 <= lo and hi <= done[col].max() + 0.01

@@ -1,4 +1,5 @@
-# report: the paper-style table per task; track: MLflow parent + child runs for this invocation.
+# report: the paper-style table per task (intervals, tests against the baseline); track: MLflow parent + child runs for
+# this invocation; reproduction: the expected scores (expected/*.yaml) checked against every table of this run.
 
 
 rule report:
@@ -33,5 +34,23 @@ rule track:
         mem_mb=2000,
     params:
         slice=spec_params("track"),
+    script:
+        "../scripts/step.py"
+
+
+rule reproduction:
+    input:
+        unpack(spec_input("reproduction")),
+    output:
+        **spec_output("reproduction"),
+    log:
+        "logs/reproduction.log",
+    benchmark:
+        "benchmarks/reproduction.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    params:
+        slice=spec_params("reproduction"),
     script:
         "../scripts/step.py"

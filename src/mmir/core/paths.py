@@ -8,7 +8,8 @@ use these functions, so the layout is defined once.
     results/vectors/<dataset>/<domain>/<system>/<kind>/   vector store: shard-NNNNN.npy, ids, manifest.json
     results/runs/<task>/<dataset>/<system>/<domain>.trec
     results/metrics/<task>/<dataset>/<system>/<domain>.json  (+ .perquery.tsv)
-    results/tables/<task>.{md,csv,metrics.json}, results/tables/<grid>_ablation.{md,csv}
+    results/tables/<task>.{md,csv,metrics.json,significance.json}, results/tables/<grid>_ablation.{md,csv}
+    results/tables/reproduction.{md,csv}              published / regression values vs this run
     results/plots/<grid>_ablation.{png,csv}
     results/rag/<dataset>/<domain>/<setting>/    answers, judgments, summary.json (RAG QA)
     results/m2rag/<dataset>/<domain>/<source>/kb.{jsonl,json}            M2RAG knowledge bases (+ counts)
@@ -60,6 +61,9 @@ PERQUERY = "results/metrics/{task}/{dataset}/{system}/{domain}.perquery.tsv"
 TABLE_MD = "results/tables/{task}.md"
 TABLE_CSV = "results/tables/{task}.csv"
 TABLE_METRICS = "results/tables/{task}.metrics.json"
+TABLE_SIGNIFICANCE = "results/tables/{task}.significance.json"
+REPRODUCTION_MD = "results/tables/reproduction.md"
+REPRODUCTION_CSV = "results/tables/reproduction.csv"
 TRACKING = "results/tracking/{task}.json"
 
 
@@ -72,3 +76,17 @@ def resolve_path(p: str, base: str | os.PathLike | None = None) -> Path:
     """Expand ``~`` and ``$VARS`` and make ``p`` absolute against ``base`` (default: the working directory)."""
     q = Path(os.path.expandvars(os.path.expanduser(p)))
     return q if q.is_absolute() else (Path(base) if base else Path.cwd()) / q
+
+
+def project_file(p: str) -> str:
+    """A path of the config (e.g. an ``expected`` file): as given when it exists (absolute, or relative to the working
+    directory), else relative to the source checkout this package runs from (the folder holding its ``Snakefile``),
+    so ``snakemake --directory elsewhere`` still finds the repository's own files. Returned unchanged when found
+    nowhere (the caller reports it)."""
+    q = resolve_path(p)
+    if q.exists():
+        return p
+    root = Path(__file__).resolve().parents[3]
+    if (root / "Snakefile").is_file() and (root / p).exists() and not Path(p).is_absolute():
+        return str(root / p)
+    return p

@@ -1,4 +1,5 @@
-"""The MMDeepResearch-Bench table (``mmdr.md`` / ``mmdr.csv``).
+"""The MMDeepResearch-Bench table (``mmdr.md`` / ``mmdr.csv``), with bootstrap intervals of the main scores over
+tasks (:func:`task_intervals`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,32 @@ from typing import Any
 from mmir.benchmarks.mmdr.results import TABLE_COLUMNS, model_label
 from mmir.core.io import write_text
 from mmir.reporting.tables import FAILED_MARK
+from mmir.evaluation.significance import Settings, bootstrap_interval, rng_for
+
+INTERVAL_COLUMNS = ("Overall", "FLAE", "TRACE", "MOSAIC")
+
+
+def task_intervals(task_rows: Sequence[Mapping[str, Any]], settings: Settings,
+                   columns: Sequence[str] = INTERVAL_COLUMNS) -> dict[str, dict[str, tuple[float, float]]]:
+    """``{row name: {column: (low, high)}}``: the bootstrap interval (``settings.interval``, ``confidence``,
+    ``resamples``, seed per cell) of each column's mean over the complete tasks, per domain (``<dataset>/<domain>``,
+    from the task id) and for ``All`` (tasks pooled, as the table's All row). Each task is judged once, so the
+    two-level bootstrap of :mod:`mmir.evaluation.significance` reduces to resampling tasks. A column with no value
+    gets no interval."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for r in task_rows:
+        if r.get("Complete"):
+            groups.setdefault(str(r["Task ID"]).rsplit("/", 1)[0], []).append(r)
+    groups["All"] = [r for g in list(groups.values()) for r in g]
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for name, rows in groups.items():
+        for c in columns:
+            vals = [float(r[c]) for r in rows if r.get(c) not in ("", None)]
+            if vals:
+                ci = bootstrap_interval(vals, confidence=settings.confidence, resamples=settings.resamples,
+                                        method=settings.interval, rng=rng_for(settings.seed, "mmdr", name, c))
+                out.setdefault(name, {})[c] = (ci.low, ci.high)
+    return out
 
 
 def _fmt(v: Any) -> str:
@@ -19,10 +46,14 @@ def _fmt(v: Any) -> str:
 def write_table(rows: Sequence[tuple[str, dict]], fallbacks: Mapping[str, Mapping[str, Mapping[str, int]]],
                 baselines: Mapping[str, Mapping[str, Any]], mmdr: Mapping[str, Any], judge: Mapping[str, Any],
                 out_md: str | Path, out_csv: str | Path, cut: Mapping[str, int] | None = None,
-                llm: Mapping[str, Mapping[str, int]] | None = None) -> None:
+                llm: Mapping[str, Mapping[str, int]] | None = None,
+                intervals: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
+                settings: Settings | None = None) -> None:
     """``mmdr.md`` (scores per domain and over all tasks, judge-call accounting per module, what the baseline
     did) and ``mmdr.csv`` (the score rows). ``llm`` maps a row name to its ``llm_calls`` / ``llm_failures``
-    (writer and judge together); a row with failures gets :data:`~mmir.reporting.tables.FAILED_MARK` and a footnote."""
+    (writer and judge together); a row with failures gets :data:`~mmir.reporting.tables.FAILED_MARK` and a footnote.
+    ``intervals`` (:func:`task_intervals`, made with ``settings``) add an interval table to the markdown and
+    ``<column> ci_low`` / ``<column> ci_high`` columns to the CSV."""
     import pandas as pd
 
     from mmir.core.io import atomic_path
@@ -46,6 +77,15 @@ def write_table(rows: Sequence[tuple[str, dict]], fallbacks: Mapping[str, Mappin
         lines += ["", f"{FAILED_MARK} rows with failed LLM calls (no reply, or a reply the parser rejected: the evaluator's "
                   "fallback stands in; retried on the next run): "
                   + "; ".join(f"{n}: {c['llm_failures']} of {c['llm_calls']}" for n, c in bad.items())]
+    if intervals:
+        st = settings or Settings()
+        cols = [c for c in INTERVAL_COLUMNS if any(c in iv for iv in intervals.values())]
+        lines += ["", f"{st.confidence:.0%} intervals of the means over complete tasks ({st.interval} bootstrap over tasks, "
+                  f"{st.resamples} resamples, seed {st.seed}; one judging per task):", "",
+                  "| Domain | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+        for name, _ in rows:
+            iv = intervals.get(name, {})
+            lines.append(f"| {name} | " + " | ".join(f"[{iv[c][0]:.2f}, {iv[c][1]:.2f}]" if c in iv else "" for c in cols) + " |")
     modules = sorted({m for f in fallbacks.values() for m in f})
     lines += ["", "Judge calls per module (calls / parse failures / fallbacks / example copies): a fallback is the "
               "evaluator's fixed default replacing an unusable reply (spec §3); an example copy is a reply that parsed "
@@ -73,6 +113,9 @@ def write_table(rows: Sequence[tuple[str, dict]], fallbacks: Mapping[str, Mappin
                                                 for k, _ in keys) + " |")
     write_text(out_md, "\n".join(lines) + "\n")
     frame = pd.DataFrame([{"Domain": n, "Tasks": b["n"], "Complete": b["complete"],
-                           **{c: None if b[c] is None else round(float(b[c]), 2) for c in TABLE_COLUMNS}} for n, b in rows])
+                           **{c: None if b[c] is None else round(float(b[c]), 2) for c in TABLE_COLUMNS},
+                           **({f"{c} {k}": (round(v[i], 2) if (v := (intervals.get(n) or {}).get(c)) else None)
+                               for c in INTERVAL_COLUMNS for i, k in enumerate(("ci_low", "ci_high"))} if intervals else {})}
+                          for n, b in rows])
     with atomic_path(out_csv) as tmp:
         frame.to_csv(tmp, index=False)

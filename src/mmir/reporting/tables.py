@@ -1,7 +1,10 @@
 """Paper-style tables: rows are systems, columns domains plus Avg. (macro mean over domains).
 
 Values are the measure × 100 (the papers' convention), best per column in bold in markdown. One table per
-dataset, since averaging domains of different datasets means nothing.
+dataset, since averaging domains of different datasets means nothing. Given the per-query values, every cell also
+gets its confidence interval and a test against the baseline system (:mod:`mmir.evaluation.significance`): a
+marker (:data:`MARK`) where the corrected p-value is below alpha, a footnote saying how, an interval table in the
+markdown, and the numbers in the CSV and ``<task>.significance.json``.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from pathlib import Path
 import pandas as pd
 
 from mmir.core.io import write_json, write_text
+from mmir.evaluation.significance import Settings, family_size, finite_or_none, read_perquery, table_statistics
 
 AVG = "Avg."
 #: Marks a table cell or row whose unit had failed LLM calls (no reply, or a reply the parser rejected); every
 #: table that carries it explains it in a footnote with the counts.
-FAILED_MARK = "†"
+FAILED_MARK = "‡"
+MARK = "†"  # significantly different from the baseline (corrected p < alpha)
 TITLES = {
     "task1": "Task 1: text query → documents",
     "task2": "Task 2: text + image query → documents",
@@ -46,7 +51,31 @@ def wide(long: pd.DataFrame, measure: str, dataset: str) -> pd.DataFrame:
     return t
 
 
-def _md_table(t: pd.DataFrame, digits: int) -> str:
+def collect_perquery(metric_files: list[str | Path], perquery_files: list[str | Path],
+                     measure: str) -> dict[str, dict[str, dict[str, pd.Series]]]:
+    """``{dataset: {system: {domain: per-query values}}}`` of one measure, in file order; ``perquery_files[i]`` is
+    the per-query file of ``metric_files[i]`` (whose JSON names its dataset, domain and system).
+
+    Raises:
+        ValueError: the two lists differ in length, or as :func:`mmir.evaluation.significance.read_perquery`.
+    """
+    if len(metric_files) != len(perquery_files):
+        raise ValueError(f"{len(metric_files)} metric files but {len(perquery_files)} per-query files")
+    out: dict[str, dict[str, dict[str, pd.Series]]] = {}
+    for mf, pf in zip(metric_files, perquery_files):
+        d = json.loads(Path(mf).read_text(encoding="utf-8"))
+        out.setdefault(d["dataset"], {}).setdefault(d["system"], {})[d["domain"]] = read_perquery(pf, measure)
+    return out
+
+
+def task_statistics(metric_files: list[str | Path], perquery_files: list[str | Path], measure: str, settings: Settings,
+                    task: str) -> dict[str, pd.DataFrame]:
+    """:func:`mmir.evaluation.significance.table_statistics` of each dataset's table (seed key: task, dataset)."""
+    return {ds: table_statistics(scores, settings, key=(task, ds))
+            for ds, scores in collect_perquery(metric_files, perquery_files, measure).items()}
+
+
+def _md_table(t: pd.DataFrame, digits: int, marks: set[tuple[str, str]] = frozenset()) -> str:
     best = {c: t[c].max() for c in t.columns}
     head = "| system | " + " | ".join(t.columns) + " |"
     sep = "|---|" + "---:|" * len(t.columns)
@@ -56,16 +85,68 @@ def _md_table(t: pd.DataFrame, digits: int) -> str:
         for c in t.columns:
             v = row[c]
             s = "–" if pd.isna(v) else f"{v:.{digits}f}"
-            cells.append(f"**{s}**" if not pd.isna(v) and v == best[c] else s)
+            s = f"**{s}**" if not pd.isna(v) and v == best[c] else s
+            cells.append(s + (MARK if (sysname, c) in marks else ""))
         body.append(f"| {sysname} | " + " | ".join(cells) + " |")
     return "\n".join([head, sep, *body])
 
 
+def _fmt_p(p: float) -> str:
+    return "–" if pd.isna(p) else (f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}")
+
+
+def _md_significance(t: pd.DataFrame, st: pd.DataFrame, settings: Settings, digits: int) -> list[str]:
+    """The interval table and the Avg. tests of one dataset's table."""
+    cell = st.set_index(["system", "column"])
+    lines = ["| system | " + " | ".join(t.columns) + " |", "|---|" + "---:|" * len(t.columns)]
+    for sysname in t.index:
+        cells = []
+        for c in t.columns:
+            lo, hi = (cell.at[(sysname, c), k] * 100 if (sysname, c) in cell.index else float("nan") for k in ("ci_low", "ci_high"))
+            cells.append("–" if pd.isna(lo) else f"[{lo:.{digits}f}, {hi:.{digits}f}]")
+        lines.append(f"| {sysname} | " + " | ".join(cells) + " |")
+    base = st["baseline"].iloc[0]
+    conf = f"{settings.confidence:.0%}"
+    out = [f"{conf} confidence intervals ({'percentile' if settings.interval == 'percentile' else 'BCa'} bootstrap over "
+           f"queries, {settings.resamples} resamples, seed {settings.seed}; Avg.: queries resampled within each domain, "
+           "domain means averaged):", "", *lines, ""]
+    avg = st[(st["column"] == AVG) & st["p"].notna()]
+    if len(avg):
+        corr = {"holm": "Holm", "bh": "BH", "none": "uncorrected"}[settings.correction]
+        out += [f"Tests against {base} (Avg.):", "", f"| system | Δ Avg. | p | p ({corr}) |", "|---|---:|---:|---:|"]
+        out += [f"| {r.system} | {round(r.diff * 100, digits) + 0.0:+.{digits}f} | {_fmt_p(r.p)} | "
+                f"{_fmt_p(r.p_adj)}{MARK if r.significant else ''} |"
+                for r in avg.itertuples()]
+        out.append("")
+    return out
+
+
+def significance_note(settings: Settings, baseline: str, family: int, measure: str, judged: bool = False) -> str:
+    """The footnote of the markers: test, correction, alpha, resamples, seed."""
+    unit = "per-answer scores (mean of valid judgings)" if judged else f"per-query {measure}"
+    fam = (f"over the {family} comparisons with the baseline in each column" if settings.family == "column"
+           else f"over all {family} comparisons with the baseline in the table")
+    stratum = ("signs flipped within each domain" if settings.test == "permutation" else "differences resampled within each domain")
+    return (f"{MARK} = differs from the baseline **{baseline}** at α = {settings.alpha:g}: {settings.describe_test()} on "
+            f"the {unit}, p-values {settings.describe_correction()} {fam}; {settings.resamples} resamples (all sign "
+            f"patterns when fewer), seed {settings.seed}. Avg.: {stratum}, then the domain means averaged (stratified).")
+
+
 def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str, out_md: str | Path,
                      out_csv: str | Path, out_metrics: str | Path | None = None, digits: int = 1,
-                     notes: list[str] = ()) -> None:
+                     notes: list[str] = (), stats: dict[str, pd.DataFrame] | None = None,
+                     settings: Settings | None = None, out_significance: str | Path | None = None,
+                     labels: dict[str, str] | None = None) -> None:
     """Write ``out_md`` (a section per dataset), ``out_csv`` (dataset, system, domains..., Avg.) and, when
-    given, ``out_metrics`` = ``{dataset: {system: {domain: value, "Avg.": value}}}`` for ``dvc metrics``."""
+    given, ``out_metrics`` = ``{dataset: {system: {domain: value, "Avg.": value}}}`` for ``dvc metrics``.
+
+    ``stats`` (``{dataset: table_statistics frame}``, systems named as in ``long``) with its ``settings`` adds the
+    markers, the interval table and the Avg. tests to the markdown, ``baseline`` and per column ``<col> ci_low``,
+    ``<col> ci_high``, ``<col> p``, ``<col> p_adj``, ``<col> significant`` to the CSV (×100 like the values), and
+    writes ``out_significance`` (the same numbers, the settings and the seed, as JSON; cells keyed by the row label,
+    ``labels`` = ``{system: row label}`` for the systems whose label differs).
+    """
+    settings = settings or Settings()
     datasets = list(dict.fromkeys(long["dataset"]))
     title = TITLES.get(task, task)
     parts = [f"# {title} — {measure} (×100)", "",
@@ -76,19 +157,48 @@ def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str,
              *(["Rows marked (untrained) use randomly initialised weights: they exercise the pipeline, not the model."]
                if long["system"].str.endswith("(untrained)").any() else []),
              "Avg. = mean over the dataset's domains. Best per column in bold.", ""]
-    csv_frames, metrics = [], {}
+    csv_frames, metrics, sig = [], {}, {}
     for ds in datasets:
         t = wide(long, measure, ds)
         nq = long[(long["dataset"] == ds) & (long["measure"] == measure)].groupby("domain")["queries"].first()
-        parts += [f"## {ds}", "", _md_table(t, digits), "",
-                  "Queries per domain: " + ", ".join(f"{d} {int(n)}" for d, n in nq.items()), ""]
+        st = None if stats is None else stats.get(ds)
+        marks = set() if st is None else {(r.system, r.column) for r in st.itertuples() if r.significant}
+        parts += [f"## {ds}", "", _md_table(t, digits, marks), ""]
+        if st is not None and len(st):
+            parts += [significance_note(settings, st["baseline"].iloc[0], family_size(st, settings), measure), "",
+                      *_md_significance(t, st, settings, digits)]
+        parts += ["Queries per domain: " + ", ".join(f"{d} {int(n)}" for d, n in nq.items()), ""]
         c = t.round(4).reset_index()
         c.insert(0, "dataset", ds)
+        if st is not None and len(st):
+            c.insert(2, "baseline", st["baseline"].iloc[0])
+            cell = st.set_index(["system", "column"])
+            for col in t.columns:
+                for k in ("ci_low", "ci_high", "p", "p_adj", "significant"):
+                    vals = [cell.at[(s_, col), k] if (s_, col) in cell.index else None for s_ in t.index]
+                    c[f"{col} {k}"] = [round(v * 100, 4) if k.startswith("ci") and v is not None and pd.notna(v) else v
+                                       for v in vals]
+            sig[ds] = {"baseline": st["baseline"].iloc[0], "family_size": family_size(st, settings),
+                       "cells": {s_: {r.column: _cell_json(r) for r in g.itertuples()} for s_, g in st.groupby("system", sort=False)}}
         csv_frames.append(c)
         metrics[ds] = {s: {k: (None if pd.isna(v) else round(float(v), 4)) for k, v in row.items()} for s, row in t.iterrows()}
     write_text(out_md, "\n".join(parts))
     csv = pd.concat(csv_frames, ignore_index=True) if csv_frames else pd.DataFrame(columns=["dataset", "system", AVG])
-    csv = csv[[c for c in csv.columns if c != AVG] + [AVG]]  # domains of every dataset, then Avg.
+    value_cols = [c for c in csv.columns if c not in ("dataset", "system", "baseline", AVG) and " " not in c]
+    stat_cols = [c for c in csv.columns if " " in c and c.rsplit(" ", 1)[1] in ("ci_low", "ci_high", "p", "p_adj", "significant")]
+    lead = ["dataset", "system", *(["baseline"] if "baseline" in csv.columns else [])]
+    csv = csv[lead + value_cols + [AVG] + stat_cols]  # domains of every dataset, then Avg., then the statistics
     write_text(out_csv, csv.to_csv(index=False))
     if out_metrics is not None:
         write_json(out_metrics, {"measure": measure, "protocol": protocol, task: metrics})
+    if out_significance is not None:
+        write_json(out_significance, {"task": task, "measure": measure, "scale": 100, "settings": settings.as_dict(),
+                                      "labels": dict(labels or {}), "datasets": sig})
+
+
+def _cell_json(r) -> dict:
+    """One cell of ``<task>.significance.json``: mean and interval ×100, the test against the baseline."""
+    x100 = {k: (None if finite_or_none(getattr(r, k)) is None else round(float(getattr(r, k)) * 100, 4))
+            for k in ("mean", "ci_low", "ci_high", "diff")}
+    return {**x100, "n": int(r.n), "interval": r.interval, "p": finite_or_none(r.p), "p_adj": finite_or_none(r.p_adj),
+            "significant": bool(r.significant), "test_resamples": int(r.test_resamples), "exact": bool(r.exact)}

@@ -341,8 +341,13 @@ def report_step(config: dict, run_dirs: Sequence[str | Path], reports_dirs: Sequ
     judge = prov["judge"] if isinstance(prov["judge"], dict) else (judge_ids[0] if judge_ids else {})
     llm = {name: summed(s, baselines[name]) for name, s in zip((n for n, _ in rows), sums)}
     llm["All"] = summed(*llm.values())
+    from mmir.evaluation.significance import Settings
+    from mmir.reporting.mmdr import task_intervals
+
+    settings = Settings.from_config(config.get("significance"))
+    intervals = task_intervals(exp.rows, settings)
     write_table(rows, per_domain_fb, baselines, m, judge or {}, out_md, out_csv, cut=prov["judge_replies_cut_at_max_tokens"],
-                llm=llm)
+                llm=llm, intervals=intervals, settings=settings)
 
     params = {"mmdr": m, "generator": config["generators"][m["generator"]], "judge": config["generators"][m["judge"]]}
     units_ = []
@@ -350,7 +355,8 @@ def report_step(config: dict, run_dirs: Sequence[str | Path], reports_dirs: Sequ
         fb = {f"fallbacks_{k}": v for k, v in s["judge_fallbacks"].items()}
         fb |= {f"example_copies_{k}": v for k, v in s["judge_example_copies"].items()}
         units_.append({"name": f"mmdr/{name}", "tags": {"rule": "mmdr_score", "dataset": s["dataset"], "domain": s["domain"]},
-                       "metrics": {**_metric_names(b), **fb, "judge_calls": sum(c["calls"] for c in s["judge_calls"].values()),
+                       "metrics": {**_metric_names(b), **_interval_names(intervals.get(name, {})), **fb,
+                                   "judge_calls": sum(c["calls"] for c in s["judge_calls"].values()),
                                    "seconds": s["seconds"], "too_short": s["too_short"], "mosaic_gated": s["mosaic_gated"]},
                        "artifacts": [str(Path(d) / "results" / f"{RESULTS_STEM}.jsonl"), str(Path(d) / "audit.jsonl"),
                                      str(Path(d) / "summary.json")],
@@ -358,7 +364,7 @@ def report_step(config: dict, run_dirs: Sequence[str | Path], reports_dirs: Sequ
     fb_all = {f"fallbacks_{k}": v for k, v in prov["judge_fallbacks"].items()}
     fb_all |= {f"example_copies_{k}": v for k, v in prov["judge_example_copies"].items()}
     units_.append({"name": "mmdr/All", "tags": {"rule": "mmdr_report", "dataset": "all", "domain": "all"},
-                   "metrics": {**_metric_names(rows[-1][1]), **fb_all},
+                   "metrics": {**_metric_names(rows[-1][1]), **_interval_names(intervals.get("All", {})), **fb_all},
                    "artifacts": [str(exp.leaderboard), str(exp.tasks), str(exp.manifest_path), str(out_md), str(out_csv)]})
     ids = log_units(config, "mmdr", params, units_)
     write_json(out_tracking, ids)
@@ -367,6 +373,10 @@ def report_step(config: dict, run_dirs: Sequence[str | Path], reports_dirs: Sequ
              exp.submission_ready else "partial", exp.manifest["records_complete"], n_tasks, out_md, out_csv, ids["parent"],
              len(ids["children"]), {k: v for k, v in prov["judge_fallbacks"].items() if v} or "none")
     return {"rows": rows, "manifest": exp.manifest, "tracking": ids}
+
+
+def _interval_names(iv: Mapping[str, tuple[float, float]]) -> dict[str, float]:
+    return {f"{c}_{k}": v[i] for c, v in iv.items() for i, k in enumerate(("ci_low", "ci_high"))}
 
 
 def _metric_names(b: Mapping[str, Any]) -> dict[str, Any]:

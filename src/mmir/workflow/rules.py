@@ -421,18 +421,21 @@ def protocol_label(config: dict, task: str) -> str:
     return ev["protocol"] + (f", task4 labels: {ev['task4_protocol']}" if task == "task4" else "")
 
 
-@rule("report", {"md": paths.TABLE_MD, "csv": paths.TABLE_CSV, "metrics": paths.TABLE_METRICS})
+@rule("report", {"md": paths.TABLE_MD, "csv": paths.TABLE_CSV, "metrics": paths.TABLE_METRICS,
+                 "significance": paths.TABLE_SIGNIFICANCE})
 def _report(job: Job):
     from mmir.workflow import steps
 
-    p = job.params
-    return steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], job.output["md"],
-                        job.output["csv"], job.output["metrics"], p["untrained"], p["notes"])
+    p, o = job.params, job.output
+    return steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], o["md"], o["csv"],
+                        o["metrics"], p["untrained"], p["notes"], list(job.input["perquery"]), p["significance"],
+                        o["significance"])
 
 
 @inputs("report")
 def _report_inputs(config, w):
-    return {"metrics": task_metric_files(config, w["task"])}
+    return {"metrics": task_metric_files(config, w["task"]),
+            "perquery": [paths.PERQUERY.format(task=w["task"], **u) for u in U.task_units(config, w["task"])]}
 
 
 @params("report")
@@ -440,7 +443,39 @@ def _report_params(config, w):
     systems = {u["system"] for u in U.task_units(config, w["task"])}
     return {"measure": config["evaluation"]["primary_measure"], "protocol": protocol_label(config, w["task"]),
             "untrained": sorted(s for s in systems if config["systems"][s].get("random_init")),
-            "notes": table_notes(config, w["task"])}
+            "notes": table_notes(config, w["task"]), "significance": config["significance"]}
+
+
+@rule("reproduction", {"md": paths.REPRODUCTION_MD, "csv": paths.REPRODUCTION_CSV,
+                       "tracking": paths.TRACKING.replace("{task}", "reproduction")})
+def _reproduction(job: Job):
+    from mmir.workflow.reproduction import reproduction_step
+
+    i, o = job.input, job.output
+    ablations = dict(zip(job.params["grids"], i["ablations"]))
+    return reproduction_step(job.params, list(i["expected"]), list(i["tables"]), ablations,
+                             i["rag"][0] if i["rag"] else None, o["md"], o["csv"], o["tracking"])
+
+
+@inputs("reproduction")
+def _reproduction_inputs(config, w):
+    """The expected files, the task tables' metrics JSON, the ablation and RAG CSVs the config makes."""
+    from mmir.workflow.targets import grids
+
+    return {"expected": [paths.project_file(f) for f in config["expected"]],
+            "tables": [paths.TABLE_METRICS.format(task=t) for t in config["tasks"]],
+            "ablations": [paths.ABLATION_CSV.format(grid=g) for g in grids(config)],
+            "rag": [paths.RAG_TABLE_CSV] if U.rag_units(config) else []}
+
+
+@params("reproduction")
+def _reproduction_params(config, w):
+    from mmir.workflow.targets import grids
+
+    return {"expected": list(config["expected"]), "grids": grids(config),
+            "presets": {n: s.get("preset") for n, s in config["systems"].items()},
+            "datasets": {n: d.get("repo_id") for n, d in config["datasets"].items()},
+            "measure": config["evaluation"]["primary_measure"], "mlflow": config["mlflow"]}
 
 
 def table_notes(config: dict, task: str) -> list[str]:
@@ -486,12 +521,14 @@ def _track(job: Job):
     from mmir.workflow import steps
 
     p = job.params
-    return steps.track(p["config"], job.wildcards["task"], p["units"], job.output["tracking"], derived=p["derived"])
+    return steps.track(p["config"], job.wildcards["task"], p["units"], job.output["tracking"], derived=p["derived"],
+                       significance=job.input["significance"])
 
 
 @inputs("track")
 def _track_inputs(config, w):
-    return {"metrics": task_metric_files(config, w["task"]), "table": paths.TABLE_MD.format(task=w["task"])}
+    return {"metrics": task_metric_files(config, w["task"]), "table": paths.TABLE_MD.format(task=w["task"]),
+            "significance": paths.TABLE_SIGNIFICANCE.format(task=w["task"])}
 
 
 @params("track")
@@ -591,19 +628,22 @@ def _rag_report(job: Job):
     from mmir.workflow import steps
 
     o = job.output
-    return steps.rag_report(job.params["config"], list(job.input["summaries"]), o["md"], o["csv"], o["tracking"])
+    return steps.rag_report(job.params["config"], list(job.input["summaries"]), o["md"], o["csv"], o["tracking"],
+                            list(job.input["judgments"]))
 
 
 @inputs("rag_report")
 def _rag_report_inputs(config, w):
-    return {"summaries": [f"{paths.RAG.format(**u)}/summary.json" for u in U.rag_units(config)]}
+    us = U.rag_units(config)
+    return {"summaries": [f"{paths.RAG.format(**u)}/summary.json" for u in us],
+            "judgments": [f"{paths.RAG.format(**u)}/judgments.parquet" for u in us]}
 
 
 @params("rag_report")
 def _rag_report_params(config, w):
     rag = config["rag"]
     gens = {g: config["generators"][g] for g in (rag["generator"], rag["judge"])}
-    return {"config": {"rag": rag, "generators": gens, "mlflow": config["mlflow"]}}
+    return {"config": {"rag": rag, "generators": gens, "mlflow": config["mlflow"], "significance": config["significance"]}}
 
 
 # -------------------------------------------------------------------------------------------------- M2RAG
@@ -787,7 +827,7 @@ def _mmdr_report_inputs(config, w):
 def _mmdr_report_params(config, w):
     m = config["mmdr"]
     gens = {g: config["generators"][g] for g in (m["generator"], m["judge"])}
-    return {"config": {"mmdr": m, "generators": gens, "mlflow": config["mlflow"]}}
+    return {"config": {"mmdr": m, "generators": gens, "mlflow": config["mlflow"], "significance": config["significance"]}}
 
 
 def rule_names() -> list[str]:

@@ -179,15 +179,30 @@ def score(run_file: str | Path, qrels_file: str | Path, measures: list[str], out
 
 
 def report(task: str, metric_files: list[str], measure: str, protocol: str, out_md, out_csv, out_metrics,
-           untrained: list[str] = (), notes: list[str] = ()) -> None:
+           untrained: list[str] = (), notes: list[str] = (), perquery_files: list[str] | None = None,
+           significance: dict | None = None, out_significance=None) -> None:
     """Write the task table (:mod:`mmir.reporting.tables`); systems in ``untrained`` (random weights) are
-    labelled so; ``notes`` (how image text and ties were handled) go under the title."""
-    from mmir.reporting.tables import collect, write_task_table
+    labelled so; ``notes`` (how image text and ties were handled) go under the title. With the per-query files
+    (parallel to ``metric_files``) and the ``significance`` config slice every cell gets its interval and its test
+    against the baseline (:mod:`mmir.evaluation.significance`), also written to ``out_significance``."""
+    from mmir.evaluation.significance import Settings
+    from mmir.reporting.tables import collect, task_statistics, write_task_table
 
+    label = {s: f"{s} (untrained)" for s in untrained}
     long = collect(metric_files)
-    long["system"] = [f"{s} (untrained)" if s in set(untrained) else s for s in long["system"]]
-    write_task_table(long, task, measure, protocol, out_md, out_csv, out_metrics, notes=list(notes))
-    log.info("read %d metric files; wrote %s, %s, %s", len(metric_files), out_md, out_csv, out_metrics)
+    long["system"] = [label.get(s, s) for s in long["system"]]
+    settings = Settings.from_config(significance)
+    stats = None
+    if perquery_files is not None:
+        stats = task_statistics(metric_files, perquery_files, measure, settings, task)
+        for st in stats.values():
+            st["system"], st["baseline"] = st["system"].map(lambda s: label.get(s, s)), st["baseline"].map(lambda s: label.get(s, s))
+    write_task_table(long, task, measure, protocol, out_md, out_csv, out_metrics, notes=list(notes), stats=stats,
+                     settings=settings, out_significance=out_significance, labels=label)
+    log.info("read %d metric files%s; wrote %s, %s, %s%s", len(metric_files),
+             f" and {len(perquery_files)} per-query files" if perquery_files is not None else "", out_md, out_csv, out_metrics,
+             f", {out_significance} ({settings.test} test, {settings.correction} correction, {settings.resamples} resamples, "
+             f"seed {settings.seed})" if out_significance else "")
 
 
 def rag(dataset: str, domain: str, setting: str, prepared_dir: str | Path, rag_cfg: dict, generator: dict,
@@ -253,14 +268,29 @@ def rag(dataset: str, domain: str, setting: str, prepared_dir: str | Path, rag_c
     return summary
 
 
-def rag_report(config: dict, summary_files: list[str], out_md, out_csv, out_tracking) -> None:
-    """The RAG table (:mod:`mmir.reporting.rag`) and its MLflow runs (:func:`mmir.tracking.log_rag`)."""
-    from mmir.reporting.rag import collect_rag, write_rag_table
+def rag_report(config: dict, summary_files: list[str], out_md, out_csv, out_tracking,
+               judgment_files: list[str] | None = None) -> None:
+    """The RAG table (:mod:`mmir.reporting.rag`; with the judgments and ``config["significance"]``, intervals and
+    tests against the baseline setting) and its MLflow runs (:func:`mmir.tracking.log_rag`; each child also gets its
+    cell's interval and p-values)."""
+    from mmir.evaluation.significance import Settings
+    from mmir.reporting.rag import collect_rag, rag_statistics, write_rag_table
     from mmir.tracking import log_rag
 
     rag = config["rag"]
-    write_rag_table(collect_rag(summary_files), rag["generator"], rag["judge"], rag["judge_repeats"], out_md, out_csv)
+    settings = Settings.from_config(config.get("significance"))
+    stats = rag_statistics(summary_files, judgment_files, settings) if judgment_files is not None else None
+    write_rag_table(collect_rag(summary_files), rag["generator"], rag["judge"], rag["judge_repeats"], out_md, out_csv,
+                    stats=stats, settings=settings)
     summaries = [json.loads(Path(f).read_text(encoding="utf-8")) for f in summary_files]
+    for s in summaries:
+        st = (stats or {}).get(s["dataset"])
+        if st is not None and not s.get("skipped"):
+            for col, prefix in ((s["domain"], "score"), ("Avg.", "avg")):
+                hit = st[(st["system"] == s["setting"]) & (st["column"] == col)]
+                if len(hit):
+                    s |= {f"{prefix}_{k}": float(hit[k].iloc[0]) for k in ("ci_low", "ci_high", "p", "p_adj")
+                          if hit[k].iloc[0] == hit[k].iloc[0]}
     arts = [[str(Path(f).parent / "answers.parquet"), str(Path(f).parent / "judgments.parquet"), str(f)] for f in summary_files]
     ids = log_rag(config, summaries, arts)
     write_json(out_tracking, ids)
@@ -286,14 +316,42 @@ def ablation_report(grid: str, metric_files: list[str], measure: str, derived: d
              out_plot_csv, len(frame))
 
 
+def _significance_metrics(significance_file: str | Path | None) -> tuple[dict, dict]:
+    """From ``<task>.significance.json``: ``{(dataset, system, domain): metrics}`` of the cells (interval, test against
+    the baseline; keys ``<measure>.ci_low``, ...) and the parent run's metrics (every Avg. cell,
+    ``<dataset>.<system>.Avg.<key>``)."""
+    import re
+
+    if not significance_file or not Path(significance_file).is_file():
+        return {}, {}
+    sig = json.loads(Path(significance_file).read_text(encoding="utf-8"))
+    if "datasets" not in sig:
+        return {}, {}
+    m = sig["measure"].replace("@", "_at_")
+    unlabel = {v: k for k, v in sig.get("labels", {}).items()}
+    cells, parent = {}, {}
+    for ds, t in sig["datasets"].items():
+        for label, cols in t["cells"].items():
+            system = unlabel.get(label, label)
+            for col, c in cols.items():
+                vals = {f"{m}.{k}": c[k] for k in ("ci_low", "ci_high", "diff", "p", "p_adj") if c.get(k) is not None}
+                if col == "Avg.":
+                    parent |= {re.sub(r"[^A-Za-z0-9_./ -]", "_", f"{ds}.{system}.Avg.{k}"): v for k, v in vals.items()}
+                else:
+                    cells[ds, system, col] = vals
+    return cells, parent
+
+
 def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_name: str | None = None,
-          derived: dict[str, dict] | None = None) -> dict:
+          derived: dict[str, dict] | None = None, significance: str | Path | None = None) -> dict:
     """Log this invocation to MLflow (:func:`mmir.tracking.log_invocation`); writes the run ids. ``derived``: the
-    ablation systems among ``units`` (:func:`mmir.workflow.units.ablation_systems`)."""
+    ablation systems among ``units`` (:func:`mmir.workflow.units.ablation_systems`); ``significance``: the task's
+    ``<task>.significance.json`` (each child gets its cell's interval and p-values, the parent the Avg. ones)."""
     from mmir.tracking import log_invocation, redact, tracking_uri
     from mmir.workflow.units import config_slice
 
     derived = derived or {}
+    sig_cells, sig_parent = _significance_metrics(significance)
     entries = []
     for u in units:
         fmt = dict(task=u.get("task", task), dataset=u["dataset"], domain=u["domain"], system=u["system"])
@@ -322,9 +380,10 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
                      "model_revision": str(system.get("revision") or system.get("model") or system.get("encoder")
                                           or system.get("backend", ""))},
             "extra_metrics": gen_metrics | {k: v for k, v in json.loads(Path(paths.RUN_STATS.format(**fmt)).read_text()).items()
-                                            if isinstance(v, (int, float)) and not isinstance(v, bool)},
+                                            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                             | sig_cells.get((u["dataset"], u["system"], u["domain"]), {}),
         })
-    ids = log_invocation(config, task, entries, run_name=run_name)
+    ids = log_invocation(config, task, entries, run_name=run_name, parent_metrics=sig_parent)
     write_json(out_json, {"tracking_uri": redact(tracking_uri(config)), **ids})
     log.info("logged parent run %s with %d child runs to %s", ids["parent"], len(ids["children"]), redact(tracking_uri(config)))
     return ids

@@ -2,7 +2,7 @@
 asks Snakemake for (``python -m mmir snakemake <family>``).
 
 Families: ``prepare`` (per dataset), ``captions``, ``task`` (per task: runs, metrics, table, MLflow),
-``ablations``, ``rag``, ``m2rag``, ``mmdr``.
+``ablations``, ``rag``, ``m2rag``, ``mmdr``, ``reproduction`` (expected scores vs this run's tables).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from mmir.core import paths
 from mmir.data.domains import has_multimodal, has_query_images
 from mmir.workflow import units as U
 
-FAMILIES = ("prepare", "captions", "task", "ablations", "rag", "m2rag", "mmdr")
+FAMILIES = ("prepare", "captions", "task", "ablations", "rag", "m2rag", "mmdr", "reproduction")
 
 #: What DVC tracks of each family (dvc.yaml's outs, metrics and plots; a test keeps the two equal). ``{dataset}`` /
 #: ``{task}`` are the family's foreach key. When a config has no unit of a family these are still created (empty
@@ -23,7 +23,7 @@ FAMILY_OUTPUTS = {
     "prepare": ["data/prepared/{dataset}"],
     "captions": ["results/captions"],
     "task": ["results/runs/{task}", "results/metrics/{task}", "results/tables/{task}.md", "results/tables/{task}.csv",
-             "results/tracking/{task}.json", "results/tables/{task}.metrics.json"],
+             "results/tracking/{task}.json", "results/tables/{task}.metrics.json", "results/tables/{task}.significance.json"],
     "ablations": ["results/queries", "results/runs/ablation", "results/metrics/ablation",
                   *(f"results/tables/{g}_ablation.{x}" for g in ("caption", "reformulation") for x in ("md", "csv")),
                   *(f"results/tracking/{g}_ablation.json" for g in ("caption", "reformulation")),
@@ -32,6 +32,7 @@ FAMILY_OUTPUTS = {
     "m2rag": ["results/m2rag", "results/tables/m2rag.md", "results/tables/m2rag.csv", "results/tracking/m2rag.json"],
     "mmdr": ["results/mmdr", "results/tables/mmdr", "results/tables/mmdr.md", "results/tables/mmdr.csv",
              "results/tracking/mmdr.json"],
+    "reproduction": ["results/tables/reproduction.md", "results/tables/reproduction.csv", "results/tracking/reproduction.json"],
 }
 
 
@@ -106,7 +107,7 @@ def family_targets(config: dict, family: str, *, dataset: str | None = None, tas
     if family == "task":
         tasks = [task] if task else config["tasks"]
         return [p.format(task=t) for t in tasks for p in (paths.TABLE_MD, paths.TABLE_CSV, paths.TABLE_METRICS,
-                                                          paths.TRACKING)]
+                                                          paths.TABLE_SIGNIFICANCE, paths.TRACKING)]
     if family == "ablations":
         return [p.format(grid=g) for g in grids(config) for p in (paths.ABLATION_MD, paths.ABLATION_CSV,
                                                                    paths.ABLATION_PLOT, paths.ABLATION_PLOT_DATA)] + \
@@ -116,6 +117,9 @@ def family_targets(config: dict, family: str, *, dataset: str | None = None, tas
     if family == "m2rag":
         return [paths.M2RAG_TABLE_MD, paths.M2RAG_TABLE_CSV, paths.TRACKING.format(task="m2rag")] \
             if U.m2rag_units(config) else []
+    if family == "reproduction":
+        return [paths.REPRODUCTION_MD, paths.REPRODUCTION_CSV, paths.TRACKING.format(task="reproduction")] \
+            if config["expected"] else []
     if family == "mmdr":
         return [paths.MMDR_TABLE_MD, paths.MMDR_TABLE_CSV, paths.TRACKING.format(task="mmdr")] \
             if U.mmdr_units(config) else []
@@ -124,4 +128,4 @@ def family_targets(config: dict, family: str, *, dataset: str | None = None, tas
 
 def all_targets(config: dict) -> list[str]:
     """Every table and MLflow record the config asks for (Snakemake's default target)."""
-    return [t for f in ("task", "ablations", "rag", "m2rag", "mmdr") for t in family_targets(config, f)]
+    return [t for f in ("task", "ablations", "rag", "m2rag", "mmdr", "reproduction") for t in family_targets(config, f)]

@@ -33,8 +33,35 @@ def validate_config(config: dict, file: str | None = None) -> dict:
         check(config, file)
     for name, ds in config["datasets"].items():
         check_dataset(name, ds, file)
+    check_reporting(config, file)
     check_environment(config, file)
     return config
+
+
+def check_reporting(config: dict, file: str | None = None) -> None:
+    """``significance.baseline`` names a system or a RAG setting; every ``expected`` file exists (relative paths:
+    the working directory, then this checkout, :func:`mmir.core.paths.project_file`) and reads as expected values.
+
+    Raises:
+        ConfigError: naming ``significance.baseline`` or ``expected.<i>``.
+    """
+    from mmir.core.paths import project_file
+    from mmir.evaluation.expected import load_expected
+
+    base = config["significance"]["baseline"]
+    settings = (config.get("rag") or {}).get("settings", [])
+    if base is not None and base not in config["systems"] and base not in settings:
+        raise ConfigError("significance.baseline", f"{base!r} is neither a system ({', '.join(config['systems'])}) nor a "
+                          "RAG setting", file)
+    for i, f in enumerate(config["expected"]):
+        path = project_file(f)
+        if not os.path.isfile(path):
+            raise ConfigError(f"expected.{i}", f"file {f!r} not found (relative paths: the working directory, then the "
+                              "project checkout)", file)
+        try:
+            load_expected([path])
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"expected.{i}", str(exc), file) from exc
 
 
 def check_environment(config: dict, file: str | None = None) -> None:

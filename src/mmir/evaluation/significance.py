@@ -1,0 +1,603 @@
+"""Paired significance tests, bootstrap confidence intervals and multiple-comparison corrections for the tables.
+
+Everything here is a pure function of numbers (no file is written): the reporting layer turns the results into
+table cells. Values are on the measure's own scale (nDCG@10 in [0, 1]; judge scores 0-100).
+
+Statistics and their sources:
+
+- **Paired randomization test** (:func:`sign_flip_test`): Fisher's randomization test on paired differences
+  ``d_i = a_i - b_i`` (Fisher 1935; Smucker, Allan & Carterette, CIKM 2007, "A comparison of statistical
+  significance tests for information retrieval evaluation"). Under H0 the two systems' scores of a query are
+  exchangeable, so each ``d_i`` keeps or flips its sign with probability 1/2. Statistic: the (macro) mean
+  difference; two-sided p-value = share of sign patterns whose |statistic| reaches the observed one. When
+  ``2**N <= resamples`` (``N`` = non-zero differences) all patterns are enumerated (exact p, no Monte-Carlo
+  error); otherwise ``resamples`` random patterns with ``p = (1 + #{|T*| >= |T|}) / (resamples + 1)`` (Phipson &
+  Smyth 2010, "Permutation p-values should never be zero"). This is the test of ``scipy.stats.permutation_test``
+  with ``permutation_type="samples"`` (swapping the two scores within a pair is a sign flip of their difference);
+  it is re-implemented here as one matrix product so that the per-domain and the stratified macro test share one
+  engine and one random stream (checked against scipy and a hand-written loop in
+  ``tests/unit/test_significance.py``).
+- **Paired bootstrap test** (:func:`paired_bootstrap_test`): the shift method of Efron & Tibshirani (1993, An
+  Introduction to the Bootstrap, §16.4; Sakai, SIGIR 2006, "Evaluating evaluation metrics based on the
+  bootstrap"): the differences are centred on 0 (H0), resampled with replacement, and
+  ``p = (1 + #{|T*| >= |T|}) / (resamples + 1)``.
+- **Stratified macro versions** (the paper's Avg. = mean over domains of the domain means): signs are flipped,
+  or queries resampled, *within* each domain, then the domain means are averaged, so every domain keeps its size
+  and weight (a stratified randomization / bootstrap, Davison & Hinkley 1997, Bootstrap Methods and their
+  Application, §3.7).
+- **Confidence intervals of a mean** (:func:`bootstrap_interval`): the percentile bootstrap (Efron & Tibshirani
+  §13.3), stratified by domain for the macro average; ``method="bca"`` uses ``scipy.stats.bootstrap`` (BCa, Efron
+  1987; its multi-sample form resamples each domain separately, i.e. the same stratification) and falls back to the
+  percentile interval where BCa is undefined (a domain with one query, all values equal).
+- **Judged scores** (:func:`two_level_interval`): a two-stage (hierarchical) bootstrap (Davison & Hinkley §2.4.2,
+  "more complicated data structures"; Field & Welsh 2007): resample answers with replacement, then for each
+  resampled answer draw one of its valid judgings (``repeats="one"``, the default) or resample its judgings with
+  replacement (``repeats="all"``). See that function for the estimator.
+- **Corrections** (:func:`adjust_pvalues`): Holm's step-down (Holm 1979, family-wise error rate) and
+  Benjamini-Hochberg (1995, false discovery rate, ``scipy.stats.false_discovery_control``).
+
+Every random draw comes from :func:`rng_for` (numpy PCG64 seeded by the configured seed and the cell's name), so
+a cell's result does not depend on which other systems or domains share its table, and a rerun gives the same
+numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+TESTS = ("permutation", "bootstrap")
+CORRECTIONS = ("holm", "bh", "none")
+INTERVALS = ("percentile", "bca")
+FAMILIES = ("column", "table")
+AVG = "Avg."
+_MAX_CELLS = 4_000_000  # floats per resampling block (bounds memory: ~32 MB)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The ``significance`` config section (defaults = the schema's, ``workflow/schemas/params.schema.yaml``).
+
+    Attributes:
+        baseline: system every other row is tested against; None = the first system of each table.
+        test: ``permutation`` (paired randomization, sign flips) or ``bootstrap`` (paired, shift method).
+        correction: ``holm`` (FWER), ``bh`` (Benjamini-Hochberg FDR) or ``none``.
+        alpha: significance level of the markers (corrected p < alpha).
+        resamples: random sign patterns / bootstrap resamples per test and interval.
+        seed: base seed (with each cell's name, see :func:`rng_for`).
+        confidence: level of the intervals.
+        interval: ``percentile`` or ``bca``.
+        family: the comparisons one correction covers: ``column`` (the systems compared with the baseline in one
+            domain or Avg. column) or ``table`` (every such comparison of one dataset's table).
+        repeats: judged scores: ``one`` judging drawn per resampled answer, or ``all`` (judgings resampled).
+    """
+
+    baseline: str | None = None
+    test: str = "permutation"
+    correction: str = "holm"
+    alpha: float = 0.05
+    resamples: int = 10000
+    seed: int = 0
+    confidence: float = 0.95
+    interval: str = "percentile"
+    family: str = "column"
+    repeats: str = "one"
+
+    def __post_init__(self):
+        for name, allowed in (("test", TESTS), ("correction", CORRECTIONS), ("interval", INTERVALS),
+                              ("family", FAMILIES), ("repeats", ("one", "all"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"significance.{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if not 0 < self.alpha < 1 or not 0 < self.confidence < 1:
+            raise ValueError("significance.alpha and significance.confidence must lie strictly between 0 and 1")
+        if self.resamples < 1:
+            raise ValueError("significance.resamples must be >= 1")
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> Settings:
+        """Settings from a config slice (unknown keys ignored, missing keys at their defaults).
+
+        Raises:
+            ValueError: a value outside its allowed set (see the attributes).
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (cfg or {}).items() if k in names})
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def describe_test(self) -> str:
+        """One phrase naming the test, e.g. for a table footnote."""
+        return ("two-sided paired randomization test (sign flips of the per-query differences)" if self.test == "permutation"
+                else "two-sided paired bootstrap test (shift method)")
+
+    def describe_correction(self) -> str:
+        return {"holm": "Holm-corrected", "bh": "Benjamini-Hochberg-corrected", "none": "uncorrected"}[self.correction]
+
+
+def rng_for(seed: int, *key: object) -> np.random.Generator:
+    """A numpy Generator seeded by ``seed`` and a stable hash (CRC-32) of ``key`` (e.g. dataset, system, domain)."""
+    return np.random.default_rng([int(seed), zlib.crc32("\x1f".join(map(str, key)).encode("utf-8"))])
+
+
+# ------------------------------------------------------------------------------------------------ input shapes
+def _as_strata(x: Any) -> list[np.ndarray]:
+    """A 1-D array-like (one stratum) or a sequence of 1-D array-likes (one per domain) -> list of float64 arrays.
+
+    Raises:
+        ValueError: no stratum, an empty stratum, a non-finite value, or an array that is not 1-D.
+    """
+    if isinstance(x, np.ndarray | pd.Series) or (isinstance(x, Sequence) and len(x) and np.ndim(x[0]) == 0):
+        x = [x]
+    strata = [np.asarray(s, dtype=np.float64) for s in x]
+    if not strata:
+        raise ValueError("no data: at least one stratum (domain) is needed")
+    for s in strata:
+        if s.ndim != 1 or s.size == 0:
+            raise ValueError(f"each stratum must be a non-empty 1-D array, got shape {s.shape}")
+        if not np.all(np.isfinite(s)):
+            raise ValueError("values must be finite (no NaN or inf)")
+    return strata
+
+
+def _paired_strata(a: Any, b: Any) -> list[np.ndarray]:
+    sa, sb = _as_strata(a), _as_strata(b)
+    if len(sa) != len(sb) or any(x.shape != y.shape for x, y in zip(sa, sb)):
+        raise ValueError("paired samples must have the same strata and the same length in each stratum")
+    return [x - y for x, y in zip(sa, sb)]
+
+
+def macro_mean(strata: Any) -> float:
+    """Mean over strata of each stratum's mean (the tables' Avg.); a 1-D array is one stratum."""
+    return float(np.mean([s.mean() for s in _as_strata(strata)]))
+
+
+def _reaches(t: np.ndarray, observed: float) -> np.ndarray:
+    """|t| >= |observed|, with a relative tolerance for equal statistics computed in another order."""
+    return np.abs(t) >= abs(observed) - 1e-12 * max(1.0, abs(observed))
+
+
+def _blocks(total: int, per_row: int):
+    """Row counts of resampling blocks holding at most :data:`_MAX_CELLS` floats."""
+    step = max(1, _MAX_CELLS // max(1, per_row))
+    for start in range(0, total, step):
+        yield min(step, total - start)
+
+
+# ------------------------------------------------------------------------------------------------------- tests
+@dataclass(frozen=True)
+class TestResult:
+    """A paired test. ``statistic``: observed (macro) mean of a - b; ``p``: two-sided p-value; ``resamples``:
+    patterns or resamples evaluated (``2**N`` when ``exact``)."""
+
+    statistic: float
+    p: float
+    test: str
+    resamples: int
+    exact: bool
+
+
+def sign_flip_test(a: Any, b: Any, *, resamples: int = 10000, rng: np.random.Generator | None = None) -> TestResult:
+    """Two-sided paired randomization test of mean(a - b) = 0, stratified when given strata (see module docstring).
+
+    Args:
+        a, b: paired scores: 1-D arrays of equal length (one domain), or equal-length sequences of such arrays (one
+            per domain; the statistic is the mean over domains of the domain mean differences).
+        resamples: random sign patterns when the ``2**N`` patterns (N non-zero differences) are more than this.
+        rng: the random stream (default: ``rng_for(0)``).
+
+    Returns:
+        :class:`TestResult`; ``p = 1`` when every difference is 0.
+
+    Raises:
+        ValueError: mismatched or empty samples, non-finite values.
+
+    Source: Fisher's randomization test, stratified (module docstring). Checked by
+    ``tests/unit/test_significance.py``: ``test_stratified_permutation_test_matches_a_hand_written_loop``,
+    ``test_exact_enumeration_equals_a_hand_enumeration``, ``test_one_domain_permutation_test_agrees_with_scipy``.
+    """
+    diffs = _paired_strata(a, b)
+    k = len(diffs)
+    # T = sum_i s_i w_i with w_i = d_i / (n_domain * k): the macro mean difference is linear in the signs
+    w = np.concatenate([d / (d.size * k) for d in diffs])
+    observed = float(w.sum())
+    w = w[w != 0]
+    if w.size == 0:
+        return TestResult(observed, 1.0, "permutation", 1, True)
+    if 2 ** w.size <= resamples:
+        patterns = ((np.arange(2 ** w.size)[:, None] >> np.arange(w.size)) & 1) * -2 + 1  # every sign pattern
+        t = patterns @ w
+        return TestResult(observed, float(_reaches(t, observed).mean()), "permutation", int(t.size), True)
+    rng = rng if rng is not None else rng_for(0)
+    hits = 0
+    for n in _blocks(resamples, w.size):
+        signs = rng.integers(0, 2, size=(n, w.size), dtype=np.int8) * 2 - 1
+        hits += int(_reaches(signs @ w, observed).sum())
+    return TestResult(observed, (1 + hits) / (resamples + 1), "permutation", resamples, False)
+
+
+def _stratified_bootstrap_means(strata: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """``resamples`` macro means, each from one with-replacement resample of every stratum (shape ``(resamples,)``)."""
+    out = np.zeros(resamples)
+    for s in strata:
+        done = 0
+        for n in _blocks(resamples, s.size):
+            idx = rng.integers(0, s.size, size=(n, s.size))
+            out[done:done + n] += s[idx].mean(axis=1)
+            done += n
+    return out / len(strata)
+
+
+def paired_bootstrap_test(a: Any, b: Any, *, resamples: int = 10000, rng: np.random.Generator | None = None) -> TestResult:
+    """Two-sided paired bootstrap test of mean(a - b) = 0 (shift method; stratified when given strata).
+
+    Args and raises as :func:`sign_flip_test`. The differences of each domain are centred on 0, resampled with
+    replacement within the domain; ``p = (1 + #{|T*| >= |T|}) / (resamples + 1)``.
+
+    Source: Efron & Tibshirani 1993 §16.4; checked by ``test_paired_bootstrap_test_matches_a_hand_written_loop``.
+    """
+    diffs = _paired_strata(a, b)
+    observed = float(np.mean([d.mean() for d in diffs]))
+    if all(not d.any() for d in diffs):
+        return TestResult(observed, 1.0, "bootstrap", 0, True)
+    rng = rng if rng is not None else rng_for(0)
+    t = _stratified_bootstrap_means([d - d.mean() for d in diffs], resamples, rng)
+    return TestResult(observed, (1 + int(_reaches(t, observed).sum())) / (resamples + 1), "bootstrap", resamples, False)
+
+
+def paired_test(a: Any, b: Any, *, test: str = "permutation", resamples: int = 10000,
+                rng: np.random.Generator | None = None) -> TestResult:
+    """:func:`sign_flip_test` (``test="permutation"``) or :func:`paired_bootstrap_test` (``"bootstrap"``).
+
+    Raises:
+        ValueError: an unknown test, or as those functions.
+    """
+    if test == "permutation":
+        return sign_flip_test(a, b, resamples=resamples, rng=rng)
+    if test == "bootstrap":
+        return paired_bootstrap_test(a, b, resamples=resamples, rng=rng)
+    raise ValueError(f"unknown test {test!r}; use one of {', '.join(TESTS)}")
+
+
+# --------------------------------------------------------------------------------------------------- intervals
+@dataclass(frozen=True)
+class Interval:
+    """A confidence interval: ``estimate`` (the sample's (macro) mean), ``low``, ``high``, the ``method`` used."""
+
+    estimate: float
+    low: float
+    high: float
+    method: str
+
+
+def _percentile(t: np.ndarray, confidence: float) -> tuple[float, float]:
+    lo, hi = np.quantile(t, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(lo), float(hi)
+
+
+def bootstrap_interval(x: Any, *, confidence: float = 0.95, resamples: int = 10000, method: str = "percentile",
+                       rng: np.random.Generator | None = None) -> Interval:
+    """Bootstrap confidence interval of a mean, or of the macro mean over strata (domains resampled separately).
+
+    Args:
+        x: 1-D array (one domain's per-query values) or a sequence of them (one per domain).
+        confidence: e.g. 0.95.
+        resamples: bootstrap resamples.
+        method: ``percentile`` (own stratified resampler) or ``bca`` (``scipy.stats.bootstrap``; the percentile
+            interval where BCa is undefined: the returned ``method`` says which was used).
+        rng: the random stream (default ``rng_for(0)``).
+
+    Returns:
+        :class:`Interval`. ``low <= estimate <= high`` holds for the percentile interval in all but pathological
+        skewed cases; a constant sample gives ``low == high == estimate``.
+
+    Raises:
+        ValueError: empty strata, non-finite values, an unknown method.
+
+    Source: Efron & Tibshirani §13.3 (percentile), Efron 1987 (BCa); checked against ``scipy.stats.bootstrap`` by
+    ``test_intervals_contain_the_mean_shrink_with_n_and_agree_with_scipy``.
+    """
+    strata = _as_strata(x)
+    est = float(np.mean([s.mean() for s in strata]))
+    rng = rng if rng is not None else rng_for(0)
+    if method == "bca":
+        from scipy import stats
+
+        if all(s.size >= 2 for s in strata) and any(np.ptp(s) > 0 for s in strata):
+
+            def macro(*samples, axis=-1):
+                return np.mean([np.mean(s, axis=axis) for s in samples], axis=0)
+
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ci = stats.bootstrap(tuple(strata), macro, n_resamples=resamples, confidence_level=confidence,
+                                     method="BCa", vectorized=True, rng=rng).confidence_interval
+            if np.isfinite(ci.low) and np.isfinite(ci.high):
+                return Interval(est, float(ci.low), float(ci.high), "bca")
+        method = "percentile"  # BCa undefined here (degenerate or one-query domain)
+    if method != "percentile":
+        raise ValueError(f"unknown interval method {method!r}; use one of {', '.join(INTERVALS)}")
+    lo, hi = _percentile(_stratified_bootstrap_means(strata, resamples, rng), confidence)
+    return Interval(est, lo, hi, "percentile")
+
+
+def _judged_strata(scores: Any) -> list[list[np.ndarray]]:
+    """Domains ``[[answer judgings, ...], ...]`` -> list of domains, each a list of non-empty float arrays (failed
+    judgings (NaN) and answers without a valid judging dropped; domains left without an answer dropped)."""
+    out = []
+    for dom in scores:
+        answers = [np.asarray(a, dtype=np.float64) for a in dom]
+        answers = [a[np.isfinite(a)] for a in answers]
+        answers = [a for a in answers if a.size]
+        if answers:
+            out.append(answers)
+    if not out:
+        raise ValueError("no answer with a valid judging")
+    return out
+
+
+def judged_estimate(scores: Any) -> float:
+    """The score the tables report: mean over domains of (mean over answers of the mean of its valid judgings).
+
+    ``scores``: one list per domain holding, per answer, the 1-D array of its judgings (NaN = a failed judging,
+    ignored); one domain is ``[[...], [...]]`` inside a list. Raises ValueError when no answer has a valid judging.
+    """
+    return float(np.mean([np.mean([a.mean() for a in dom]) for dom in _judged_strata(scores)]))
+
+
+def two_level_replicates(scores: Any, *, resamples: int = 10000, repeats: str = "one",
+                         rng: np.random.Generator | None = None) -> np.ndarray:
+    """The bootstrap replicates behind :func:`two_level_interval`: float64 array of shape ``(resamples,)``.
+
+    Raises:
+        ValueError: no valid judging, an unknown ``repeats``.
+    """
+    if repeats not in ("one", "all"):
+        raise ValueError(f"repeats must be 'one' or 'all', got {repeats!r}")
+    domains = _judged_strata(scores)
+    rng = rng if rng is not None else rng_for(0)
+    total = np.zeros(resamples)
+    for dom in domains:
+        n, rmax = len(dom), max(a.size for a in dom)
+        mat = np.zeros((n, rmax))
+        for i, a in enumerate(dom):
+            mat[i, :a.size] = a
+        r = np.array([a.size for a in dom])
+        done = 0
+        for m in _blocks(resamples, n * (rmax if repeats == "all" else 1)):
+            idx = rng.integers(0, n, size=(m, n))  # answers drawn with replacement
+            if repeats == "one":  # one of the drawn answer's r_i judgings, uniformly
+                vals = mat[idx, np.floor(rng.random((m, n)) * r[idx]).astype(np.int64)]
+            else:  # r_i judgings drawn with replacement, averaged
+                j = np.floor(rng.random((m, n, rmax)) * r[idx][..., None]).astype(np.int64)
+                keep = np.arange(rmax)[None, None, :] < r[idx][..., None]
+                vals = np.where(keep, mat[idx[..., None], j], 0.0).sum(axis=2) / r[idx]
+            total[done:done + m] += vals.mean(axis=1)
+            done += m
+    return total / len(domains)
+
+
+def two_level_interval(scores: Any, *, confidence: float = 0.95, resamples: int = 10000, repeats: str = "one",
+                       rng: np.random.Generator | None = None) -> Interval:
+    """Bootstrap interval of a judged score with answer-to-answer and judge-repeat variance (two-stage bootstrap).
+
+    Estimator: ``estimate`` = :func:`judged_estimate` (per answer the mean of its ``r_i`` valid judgings, answers
+    averaged, domains averaged). One bootstrap replicate, within each domain: draw ``n`` answers with replacement;
+    for each drawn answer ``i`` take one of its ``r_i`` judgings uniformly at random (``repeats="one"``) or the mean
+    of ``r_i`` judgings drawn with replacement (``repeats="all"``); average; then average the domains. The
+    replicate's expectation is the estimate in both cases. Its variance is ``(B + W / r) / n`` per domain for
+    ``all`` (B = between-answer variance of the answer means, W = mean within-answer judge variance, all with the
+    bootstrap's 1/n divisors; equal ``r``): the usual two-stage bootstrap, mirroring how the estimate was made; and
+    ``(B + W) / n`` for ``one``: the variance of a score judged once per answer, so it also covers the judge noise a
+    single-judging rerun would have (conservative when the estimate averages several judgings). With one judging
+    per answer both are the plain percentile bootstrap of the mean. The interval is the percentile interval of
+    :func:`two_level_replicates`.
+
+    Args:
+        scores: see :func:`judged_estimate`.
+        confidence, resamples, rng: as :func:`bootstrap_interval`.
+        repeats: ``one`` or ``all``.
+
+    Raises:
+        ValueError: no valid judging, an unknown ``repeats``.
+
+    Source: Davison & Hinkley 1997 §2.4.2 (two-stage resampling); checked against the exact (enumerated) bootstrap
+    distribution by ``test_two_level_interval_against_brute_force``.
+    """
+    est = judged_estimate(scores)
+    lo, hi = _percentile(two_level_replicates(scores, resamples=resamples, repeats=repeats, rng=rng), confidence)
+    return Interval(est, lo, hi, f"two-level bootstrap ({repeats} judging{'s' if repeats == 'all' else ''} per answer)")
+
+
+# ------------------------------------------------------------------------------------------------- corrections
+def adjust_pvalues(p: Any, method: str = "holm") -> np.ndarray:
+    """Adjusted p-values of one family of tests; NaN entries (no test) stay NaN and are not counted in the family.
+
+    ``holm``: step-down, ``p_(i) -> max_{j<=i} min(1, (m - j + 1) p_(j))`` (Holm 1979); ``bh``: Benjamini-Hochberg
+    (``scipy.stats.false_discovery_control(method="bh")``); ``none``: unchanged. Shape and dtype (float64) of ``p``.
+
+    Raises:
+        ValueError: an unknown method, a p-value outside [0, 1].
+
+    Checked against hand-computed values by ``test_holm_and_bh_against_hand_computed_values``.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    out = p.copy()
+    ok = np.isfinite(p)
+    if np.any((p[ok] < 0) | (p[ok] > 1)):
+        raise ValueError("p-values must lie in [0, 1]")
+    q = p[ok]
+    if method == "none" or q.size == 0:
+        pass
+    elif method == "holm":
+        order = np.argsort(q, kind="stable")
+        m = q.size
+        adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * q[order]))
+        q = np.empty_like(q)
+        q[order] = adj
+    elif method == "bh":
+        from scipy.stats import false_discovery_control
+
+        q = false_discovery_control(q, method="bh")
+    else:
+        raise ValueError(f"unknown correction {method!r}; use one of {', '.join(CORRECTIONS)}")
+    out[ok] = q
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------ tables
+def read_perquery(path: str | Path, measure: str) -> pd.Series:
+    """One measure of a ``qid<TAB>measure<TAB>value`` file (:func:`mmir.evaluation.scoring.score_run`) as a float
+    Series indexed by qid (str), in file order.
+
+    Raises:
+        ValueError: the file lacks the columns or the measure.
+    """
+    df = pd.read_csv(path, sep="\t", dtype={"qid": str, "measure": str}, keep_default_na=False)
+    if not {"qid", "measure", "value"} <= set(df.columns):
+        raise ValueError(f"{path}: expected columns qid, measure, value")
+    sub = df[df["measure"] == measure]
+    if sub.empty and len(df):
+        raise ValueError(f"{path}: no per-query values of {measure!r} (has {', '.join(sorted(set(df['measure'])))})")
+    return pd.Series(sub["value"].astype(float).to_numpy(), index=sub["qid"].to_numpy(), name=measure)
+
+
+COLUMNS = ["system", "column", "n", "mean", "ci_low", "ci_high", "interval", "baseline", "diff", "p", "p_adj",
+           "significant", "test_resamples", "exact"]
+
+
+def _compare(rows: list[str], domains: list[str], settings: Settings, key: Sequence[str], values, interval) -> pd.DataFrame:
+    """The loop both table functions share. ``values(row, domain) -> {qid: value}`` (what is tested, paired by
+    qid; empty when the row lacks the domain); ``interval(row, domains, rng) -> Interval`` of the cell."""
+    s_ = settings
+    base = s_.baseline if s_.baseline in rows else rows[0]
+    out = []
+    for r in rows:
+        have = [d for d in domains if values(r, d)]
+        for col in [*domains, AVG]:
+            row: dict[str, Any] = {"system": r, "column": col, "baseline": base, "n": 0, "mean": np.nan, "ci_low": np.nan,
+                                   "ci_high": np.nan, "interval": "", "diff": np.nan, "p": np.nan, "test_resamples": 0,
+                                   "exact": False}
+            cols = (have if len(have) == len(domains) else []) if col == AVG else ([col] if col in have else [])
+            if cols:
+                ci = interval(r, cols, rng_for(s_.seed, *key, r, col, "interval"))
+                row |= {"n": sum(len(values(r, d)) for d in cols), "mean": ci.estimate, "ci_low": ci.low, "ci_high": ci.high,
+                        "interval": ci.method}
+                pairs = []
+                for d in cols:
+                    a, b = values(r, d), values(base, d)
+                    common = [q for q in a if q in b]
+                    pairs.append((np.array([a[q] for q in common]), np.array([b[q] for q in common])))
+                if r != base and all(len(x) for x, _ in pairs):
+                    t = paired_test([x for x, _ in pairs], [y for _, y in pairs], test=s_.test, resamples=s_.resamples,
+                                    rng=rng_for(s_.seed, *key, r, base, col, s_.test))
+                    row |= {"diff": t.statistic, "p": t.p, "test_resamples": t.resamples, "exact": t.exact}
+            out.append(row)
+    frame = pd.DataFrame(out, columns=[c for c in COLUMNS if c not in ("p_adj", "significant")])
+    frame["p_adj"] = np.nan
+    groups = [frame.index] if s_.family == "table" else [g.index for _, g in frame.groupby("column", sort=False)]
+    for idx in groups:
+        frame.loc[idx, "p_adj"] = adjust_pvalues(frame.loc[idx, "p"].to_numpy(dtype=float), s_.correction)
+    frame["significant"] = frame["p_adj"].lt(s_.alpha) & frame["p_adj"].notna()
+    return frame[COLUMNS]
+
+
+def table_statistics(scores: Mapping[str, Mapping[str, pd.Series]], settings: Settings, key: Sequence[str] = ()) -> pd.DataFrame:
+    """Intervals of every cell and tests of every system against the baseline, for one table (one dataset).
+
+    Args:
+        scores: ``{system: {domain: per-query values (Series indexed by qid)}}``, systems and domains in table
+            order. A system missing a domain has no Avg. (NaN), as in the table.
+        settings: :class:`Settings`; the baseline is ``settings.baseline`` when it is one of the systems, else the
+            first system.
+        key: names prefixed to every cell's seed key (e.g. task and dataset), see :func:`rng_for`.
+
+    Returns:
+        One row per (system, column), columns :data:`COLUMNS`: ``n`` queries, ``mean``, ``ci_low``, ``ci_high``
+        (:func:`bootstrap_interval`), ``interval`` (method used), ``baseline``, ``diff`` (mean of system - baseline),
+        ``p`` (:func:`paired_test`), ``p_adj`` (:func:`adjust_pvalues` within ``settings.family``), ``significant``
+        (``p_adj < alpha``), ``test_resamples``, ``exact``; values on the measure's scale, ``column`` a domain or
+        ``Avg.``. Tests pair queries by qid (those both systems scored); the Avg. interval and test are stratified
+        by domain. The test columns are NaN for the baseline and where a test cannot run.
+    """
+    rows = list(scores)
+    if not rows:
+        return pd.DataFrame(columns=COLUMNS)
+    domains = list(dict.fromkeys(d for r in rows for d in scores[r]))
+    cache: dict[tuple[str, str], dict[str, float]] = {}
+
+    def values(r, d):
+        if (r, d) not in cache:
+            s = scores[r].get(d)
+            cache[r, d] = {} if s is None else dict(zip(map(str, s.index), s.to_numpy(dtype=float)))
+        return cache[r, d]
+
+    def interval(r, cols, rng):
+        return bootstrap_interval([scores[r][d].to_numpy(dtype=float) for d in cols], confidence=settings.confidence,
+                                  resamples=settings.resamples, method=settings.interval, rng=rng)
+
+    return _compare(rows, domains, settings, key, values, interval)
+
+
+def judged_table_statistics(scores: Mapping[str, Mapping[str, Mapping[str, Any]]], settings: Settings,
+                            key: Sequence[str] = ()) -> pd.DataFrame:
+    """:func:`table_statistics` for judged scores (RAG settings; M2RAG / MMDR rows).
+
+    Args:
+        scores: ``{row: {domain: {qid: 1-D array of the answer's judgings (NaN = a failed judging)}}}``; an answer
+            without a valid judging is left out (as the tables' means do).
+
+    Returns:
+        :data:`COLUMNS`; ``mean`` is :func:`judged_estimate`, the interval :func:`two_level_interval`
+        (``settings.repeats``), the tests :func:`paired_test` on per-answer means (mean of valid judgings) of the
+        answers both rows scored, stratified by domain for Avg.
+    """
+    rows = list(scores)
+    if not rows:
+        return pd.DataFrame(columns=COLUMNS)
+    domains = list(dict.fromkeys(d for r in rows for d in scores[r]))
+    cache: dict[tuple[str, str], dict[str, float]] = {}
+
+    def values(r, d):
+        if (r, d) not in cache:
+            means = {}
+            for q, v in scores[r].get(d, {}).items():
+                v = np.asarray(v, dtype=float).ravel()
+                v = v[np.isfinite(v)]
+                if v.size:
+                    means[str(q)] = float(v.mean())
+            cache[r, d] = means
+        return cache[r, d]
+
+    def interval(r, cols, rng):
+        return two_level_interval([list(scores[r][d].values()) for d in cols], confidence=settings.confidence,
+                                  resamples=settings.resamples, repeats=settings.repeats, rng=rng)
+
+    return _compare(rows, domains, settings, key, values, interval)
+
+
+def family_size(stats: pd.DataFrame, settings: Settings) -> int:
+    """Tests in one correction family of a table-statistics frame (the largest one for ``family="column"``)."""
+    tested = stats[stats["p"].notna()]
+    if settings.family == "table" or tested.empty:
+        return int(len(tested))
+    return int(tested.groupby("column").size().max())
+
+
+def finite_or_none(v: Any) -> float | None:
+    """``v`` as a float, or None when it is NaN/None (JSON has no NaN)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
