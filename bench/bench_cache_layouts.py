@@ -92,7 +92,7 @@ def b_segments():
         loc = {}
         for j in range(0, len(ck), 30000):
             sub = ck[j:j + 30000]
-            for k, sg, r in db.execute(f"SELECT key, seg, row FROM idx WHERE key IN ({','.join('?' * len(sub))})", sub):
+            for k, _seg, r in db.execute(f"SELECT key, seg, row FROM idx WHERE key IN ({','.join('?' * len(sub))})", sub):
                 loc[k] = r
         rows = np.fromiter((loc[k] for k in ck), np.int64, len(ck))
         mm = np.memmap(f"{ROOT}/b.seg0", dtype=np.float32, mode="r", shape=(N, D))

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from mmir.data.trec import read_trec_documents
-from mmir.encoders.text import SentenceTransformerEncoder
 from mmir.encoders.cache import EmbeddingCache, content_key, encoder_key
+from mmir.encoders.text import SentenceTransformerEncoder
 
 
 def encode_cached(enc, texts, cache_root, batch_size):

@@ -282,11 +282,11 @@ def step_cache_new_read(work: Path, args) -> dict:
     with EmbeddingCache(work / "cache-new", {"model": "bench"}) as c:
         t0 = time.perf_counter()
         total = 0
-        for vecs, found in c.iter_read(keys, chunk=32768):
+        for _vecs, found in c.iter_read(keys, chunk=32768):
             total += int(found.sum())
         t_seq = time.perf_counter() - t0
         t0 = time.perf_counter()
-        for vecs, found in c.iter_read(shuffled, chunk=32768):
+        for _vecs, found in c.iter_read(shuffled, chunk=32768):
             total += int(found.sum())
         t_rnd = time.perf_counter() - t0
         check = random_unit_vectors(1000, 1010, DIM, seed=3)

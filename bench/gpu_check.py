@@ -51,14 +51,14 @@ def main() -> None:
         enc._load()
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        tv, dt = _time(lambda: enc.encode_documents(docs))
+        tv, dt = _time(lambda enc=enc: enc.encode_documents(docs))
         peak = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else float("nan")
         rows.append(("minilm text", device, len(docs) / dt, peak, tv))
         torch.manual_seed(0)
         clip = build_open_clip("ViT-B-32", None, device=device, batch_size=64)
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        iv, dt = _time(lambda: clip.encode_image_bytes(imgs, num_workers=2))
+        iv, dt = _time(lambda clip=clip: clip.encode_image_bytes(imgs, num_workers=2))
         peak = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else float("nan")
         rows.append(("open_clip ViT-B/32 images", device, len(imgs) / dt, peak, iv))
     print(f"{'encoder':28s} {'device':6s} {'items/s':>10s} {'peak GPU MiB':>13s}")

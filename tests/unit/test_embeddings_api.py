@@ -15,13 +15,13 @@ import hashlib
 import json
 import logging
 import pickle
-from pathlib import Path
 import threading
 import time
 import traceback
 import urllib.request
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,8 @@ import pytest
 
 pytest.importorskip("openai")
 pytest.importorskip("tenacity")
+
+from retrieval_pipeline import run_system  # noqa: E402
 
 from mmir.core.errors import ConfigError  # noqa: E402
 from mmir.encoders.cache import EmbeddingCache, content_key, encoder_key  # noqa: E402
@@ -39,7 +41,6 @@ from mmir.encoders.embeddings_api import (  # noqa: E402
     is_local,
 )
 from mmir.encoders.text import make_text_encoder  # noqa: E402
-from retrieval_pipeline import run_system  # noqa: E402
 from mmir.workflow.validate import validate_config  # noqa: E402
 
 KEY_ENV = "MMIR_TEST_EMBEDDINGS_KEY"

@@ -6,6 +6,7 @@ import io
 import numpy as np
 import pytest
 from PIL import Image
+from retrieval_pipeline import run_system
 from test_multimodal import IMG, ds, mm_root
 
 from mmir.data.images import blank_image
@@ -13,7 +14,6 @@ from mmir.data.multimodal import pair_id
 from mmir.data.prepare import prepare_domain, write_prepared
 from mmir.encoders.multimodal import make_mm_encoder
 from mmir.retrieval.items import ImageText, PairBudget, item_texts, query_texts, task_items, task_queries
-from retrieval_pipeline import run_system
 
 SYSTEM = {"kind": "mm", "encoder": "open_clip:ViT-B-32", "random_init": True, "seed": 0, "image_mode": "first",
           "fusion": "mean", "batch_size": 8, "num_workers": 0, "device": "cpu", "model": None, "revision": None}
@@ -125,7 +125,8 @@ def test_caption_step_writes_image_text_for_corpus_and_query_images(tmp_path):
     from mmir.workflow import steps
 
     cols = ["path", "sha256", "alt", "bytes", "width", "height", "ok"]
-    pd.DataFrame([["d/d_aaaaaaaa_0001/image_1.png", "", "", _rendered_png(), 760, 260, True]], columns=cols).to_parquet(tmp_path / "images.parquet")
+    rows = [["d/d_aaaaaaaa_0001/image_1.png", "", "", _rendered_png(), 760, 260, True]]
+    pd.DataFrame(rows, columns=cols).to_parquet(tmp_path / "images.parquet")
     pd.DataFrame([["d/query_q/image_1.png", "", "", b"", 0, 0, False]], columns=cols).to_parquet(tmp_path / "query_images.parquet")
     out = tmp_path / "ocr.parquet"
     n = steps.caption(tmp_path, "ocr", {"kind": "ocr", "min_score": 0.5}, tmp_path / "cache.sqlite", out)

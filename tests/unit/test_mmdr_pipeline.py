@@ -54,8 +54,10 @@ def make_prepared(root, *, bad_path: bool = False):
     pd.DataFrame(DOCS, columns=["doc_id", "text"]).to_parquet(root / "corpus.parquet", index=False)
     topics = [
         {"qid": "q0", "query": "What is a mean?", "image_paths": [], "gold_answers": []},
-        {"qid": "q1", "query": "What does the pie chart show about the wedges?", "image_paths": ["d/query_q1/image_1.png"], "gold_answers": []},
-        {"qid": "q2", "query": "Read the histogram.", "image_paths": ["d/query_q2/image_1.png", "d/query_q2/image_2.png"], "gold_answers": []},
+        {"qid": "q1", "query": "What does the pie chart show about the wedges?", "image_paths": ["d/query_q1/image_1.png"],
+         "gold_answers": []},
+        {"qid": "q2", "query": "Read the histogram.", "image_paths": ["d/query_q2/image_1.png", "d/query_q2/image_2.png"],
+         "gold_answers": []},
         {"qid": "q3", "query": "Only a broken image.", "image_paths": ["d/query_q3/image_1.png"], "gold_answers": []},
         {"qid": "q4", "query": "Beyond max_tasks.", "image_paths": ["d/query_q4/image_1.png"], "gold_answers": []},
     ]
@@ -351,7 +353,8 @@ def test_stage_end_to_end_with_a_scripted_judge(tmp_path, monkeypatch, prepared)
     assert man["submission_ready"] and man["records_selected"] == 2 and man["provenance"]["judge"]["image_input"] == "text:caption+alt"
     assert "report_baseline_v1" not in man["provenance"]["prompt_sha256"] and "mmdr_vef_v1" in man["provenance"]["prompt_sha256"]
     assert man["provenance"]["judge_replies_cut_at_max_tokens"] == dict.fromkeys(counted, 0)  # scripted replies all "stop"
-    assert man["provenance"]["report_writer"]["prompt"] == "report_baseline_v1" and len(man["provenance"]["report_writer"]["prompt_sha256"]) == 64
+    writer = man["provenance"]["report_writer"]
+    assert writer["prompt"] == "report_baseline_v1" and len(writer["prompt_sha256"]) == 64
     md = (tmp_path / "mmdr.md").read_text()
     assert f"| All‡ | 2 | 2 | {board['Overall']:.2f} | {board['FLAE']:.2f} |" in md
     assert f"{sum(1 for a in audit if a['label'] == 'controller')} / 1 / {counted['controller']}" in md

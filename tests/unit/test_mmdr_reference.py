@@ -164,7 +164,8 @@ def _synthetic_run(rows: list[dict], root: Path) -> Path:
         rep.parent.mkdir(parents=True, exist_ok=True)
         rep.write_text(f"# synthetic report {q}\n", encoding="utf-8")
         if r["MOSAIC Summary Path"]:
-            dims = {k: float(r[c]) / 100.0 for k, c in (("semantic", "Sem."), ("data_accuracy", "Acc."), ("vqa_score", "VQA")) if r[c] != ""}
+            cols = (("semantic", "Sem."), ("data_accuracy", "Acc."), ("vqa_score", "VQA"))
+            dims = {k: float(r[c]) / 100.0 for k, c in cols if r[c] != ""}
             p = root / r["MOSAIC Summary Path"]
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(json.dumps({"summary": {"avg_metric_by_dim": dims}, "items": []}), encoding="utf-8")

@@ -36,7 +36,8 @@ EX_MM = [{"id": "q1", "query": "mean of a sample", "gold_ids": ["d/aaaaaaaa_0.tx
 
 
 def mm_root(tmp_path, doc_images=DOC_IMAGES, ex_mm=EX_MM, query_images=None):
-    root = write_domain(tmp_path / "raw", docs=DOCS, examples=[{k: v for k, v in e.items() if k not in ("positive_images", "negative_images")} for e in ex_mm])
+    plain = [{k: v for k, v in e.items() if k not in ("positive_images", "negative_images")} for e in ex_mm]
+    root = write_domain(tmp_path / "raw", docs=DOCS, examples=plain)
     for sub in ("examples_multimodal", "document_images", "examples_images"):
         (root / sub).mkdir()
     pd.DataFrame(ex_mm).to_parquet(root / "examples_multimodal" / "d.parquet", index=False)

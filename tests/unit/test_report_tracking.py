@@ -96,5 +96,6 @@ def test_parallel_jobs_can_create_the_store_together(tmp_path):
     assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
     import sqlite3
 
-    n = sqlite3.connect(tmp_path / "mlflow.db").execute("SELECT COUNT(*) FROM tags WHERE key='mmir.level' AND value='invocation'").fetchone()[0]
+    sql = "SELECT COUNT(*) FROM tags WHERE key='mmir.level' AND value='invocation'"
+    n = sqlite3.connect(tmp_path / "mlflow.db").execute(sql).fetchone()[0]
     assert n == 2

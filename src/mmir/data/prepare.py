@@ -34,7 +34,8 @@ of the second are prefixed ``mm_``. Integrity rules (each names file, 0-based ro
 | empty query text                     | error   | a blank query cannot be ranked |
 | null where a list is required        | error   | `integrity.null_lists: warn` reads it as [] (counted, with ids) |
 | gold id absent from the corpus       | error   | `integrity.missing_gold: warn` drops it from the qrels |
-| excluded id that is also gold        | warn    | BRIGHT's data has such overlaps; the id stays excluded under `official` (as the released code does) |
+| excluded id that is also gold        | warn    | BRIGHT's data has such overlaps; the id stays excluded under `official`    |
+|                                      |         | (as the released code does)                                                |
 | query without any gold id            | warn    | it cannot be scored and is left out of the qrels |
 | query image not in examples_images   | warn    | `missing_query_images`; dropped from the query's images |
 | positive image not in document_images| warn    | `missing_positive_images`; dropped from the Task 3/4 qrels |

@@ -10,8 +10,8 @@ from typing import Any
 
 from mmir.benchmarks.mmdr.results import TABLE_COLUMNS, model_label
 from mmir.core.io import write_text
-from mmir.reporting.tables import FAILED_MARK
 from mmir.evaluation.significance import Settings, bootstrap_interval, rng_for
+from mmir.reporting.tables import FAILED_MARK
 
 INTERVAL_COLUMNS = ("Overall", "FLAE", "TRACE", "MOSAIC")
 

@@ -63,7 +63,10 @@ def _chunk_pairs(token_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np
     flat = np.fromiter(itertools.chain.from_iterable(token_ids), dtype=np.int64, count=int(lengths.sum()))
     docs = np.repeat(np.arange(len(token_ids), dtype=np.int64), lengths)
     packed, tf = np.unique((docs << 32) | flat, return_counts=True)
-    narrow = (lambda a: a.astype(np.uint16 if a.size == 0 or a.max() <= 0xFFFF else np.uint32))
+
+    def narrow(a):
+        return a.astype(np.uint16 if a.size == 0 or a.max() <= 0xFFFF else np.uint32)
+
     return narrow(packed >> 32), (packed & 0xFFFFFFFF).astype(np.int32), narrow(tf), lengths
 
 

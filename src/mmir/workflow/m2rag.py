@@ -152,7 +152,8 @@ def build_knowledge_bases_step(dataset: str, domain: str, source: str, prepared_
         for im in q.all_images():
             im.ocr = image_text.get(im.cached_image_url, "")
             described.add("images_with_image_text" if im.ocr.strip() else "images_without_image_text")
-            described.add("images_with_alt" if im.alt.strip() else "images_without_alt", example=None if im.alt.strip() else im.cached_image_url)
+            has_alt = bool(im.alt.strip())
+            described.add("images_with_alt" if has_alt else "images_without_alt", example=None if has_alt else im.cached_image_url)
     curation = CurationReport()
     with GenerationCache(generation_cache) as cache:
         scorer = _client(judge, cache, cfg, cfg["judge_max_tokens"], cfg["judge_temperature"])
@@ -243,7 +244,10 @@ def answer_step(dataset: str, domain: str, source: str, strategy: str, kb_jsonl:
         from mmir.encoders.text import make_text_encoder
 
         enc = make_text_encoder(dict(encoder_system))
-        encoder = lambda texts: enc.encode_documents(list(texts))
+
+        def encoder(texts):
+            return enc.encode_documents(list(texts))
+
     t0 = time.perf_counter()
     out = Path(out_dir)
     queries = read_kb(kb_jsonl, prepared_image_bytes(images) if images else None)

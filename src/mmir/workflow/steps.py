@@ -97,7 +97,8 @@ def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cach
     else:
         with OcrCaptioner(cache_path, min_score=captioner["min_score"]) as ocr:
             for role, df in frames:
-                for path, data, ok in tqdm(zip(df["path"], df["bytes"], df["ok"]), total=len(df), desc=f"{captioner_name} {role}", leave=False):
+                for path, data, ok in tqdm(zip(df["path"], df["bytes"], df["ok"]), total=len(df), desc=f"{captioner_name} {role}",
+                                           leave=False):
                     text = ocr.caption(data, source=path) if ok else ""
                     n["skipped_corrupt"] += not ok
                     n["empty"] += not text

@@ -6,7 +6,8 @@ backend's own in this run (a failed or rejected call is retried on the next run)
 **0-10 judges** (fluency, relevance, image coherence, helpfulness, reference; spec §6.1-6.5) are
 :class:`~mmir.llm.judged.JudgedMetric` declarations (:data:`JUDGED`): a prompt file and the
 :data:`~mmir.llm.parsers.LAST_INTEGER` parser -- the reply's last integer (regex ``\\d+``) clamped to [0, 10],
-divided by 10, so ``"8/10"`` reads as 10, as in the released code. **A reply with no integer is a counted failure** (``JudgeScore.error = "unparsable"``,
+divided by 10, so ``"8/10"`` reads as 10, as in the released code. **A reply with no integer is a counted failure**
+(``JudgeScore.error = "unparsable"``,
 value ``None``), and so is a failed call (``"generation_failed: ..."``): neither is ever turned into a
 score. (The released code scores a reply with no integer as 0; ``released_parse=True`` restores that.)
 

@@ -7,7 +7,8 @@ Modules, one job each:
 * :mod:`~mmir.benchmarks.mmdr.judge` -- the prompt files and the judge client (over :mod:`mmir.llm`);
 * :mod:`~mmir.benchmarks.mmdr.controller` -- the task controller (adaptive weights, §4.5);
 * :mod:`~mmir.benchmarks.mmdr.flae` -- FLAE / GEN (§4);
-* :mod:`~mmir.benchmarks.mmdr.claims`, :mod:`~mmir.benchmarks.mmdr.sources`, :mod:`~mmir.benchmarks.mmdr.fetch`, :mod:`~mmir.benchmarks.mmdr.trace`
+* :mod:`~mmir.benchmarks.mmdr.claims`, :mod:`~mmir.benchmarks.mmdr.sources`, :mod:`~mmir.benchmarks.mmdr.fetch`,
+  :mod:`~mmir.benchmarks.mmdr.trace`
   -- claim-URL pairs, source policy, evidence fetching with patience, EVI and TRACE (§5.1-5.4);
 * :mod:`~mmir.benchmarks.mmdr.vef` -- Visual Evidence Fidelity (§5.5);
 * :mod:`~mmir.benchmarks.mmdr.image_resolver`, :mod:`~mmir.benchmarks.mmdr.mm_engines`, :mod:`~mmir.benchmarks.mmdr.mosaic` -- MOSAIC (§6);

@@ -83,7 +83,8 @@ class BuiltTask:
     image_paths: tuple[str, ...] = ()
 
 
-def select_topics(topics: pd.DataFrame, image_ok: dict[str, bool], max_tasks: int | None) -> tuple[list[tuple[int, str, str, list[str]]], dict[str, int]]:
+def select_topics(topics: pd.DataFrame, image_ok: dict[str, bool],
+                  max_tasks: int | None) -> tuple[list[tuple[int, str, str, list[str]]], dict[str, int]]:
     """The first ``max_tasks`` topics (topic order) with at least one usable image.
 
     Returns:

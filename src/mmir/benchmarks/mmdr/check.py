@@ -37,5 +37,6 @@ def evaluator_config(m: Mapping[str, Any], file: str | None = None):
     except ConfigError as e:
         raise ConfigError(e.key, str(e).split(": ", 1)[-1].split("': ", 1)[-1], file) from e
     if "mmir" not in cfg.trace.schemes:
-        raise ConfigError("mmdr.evaluator.trace.schemes", f"must include 'mmir' (reports cite mmir:// URIs), got {list(cfg.trace.schemes)}", file)
+        raise ConfigError("mmdr.evaluator.trace.schemes",
+                          f"must include 'mmir' (reports cite mmir:// URIs), got {list(cfg.trace.schemes)}", file)
     return cfg

@@ -98,7 +98,8 @@ def _vector(obj: Mapping[str, Any], key: str, call: CallRecord | None, clip: flo
     return tuple(out)  # type: ignore[return-value]
 
 
-def parse_controller(obj: Mapping[str, Any] | None, call: CallRecord | None = None, cfg: ControllerConfig = ControllerConfig()) -> ControllerOutput:
+def parse_controller(obj: Mapping[str, Any] | None, call: CallRecord | None = None,
+                     cfg: ControllerConfig = ControllerConfig()) -> ControllerOutput:
     """Controller output from a parsed reply (``None`` = unusable reply -> the all-zero fallback).
 
     Missing or non-numeric v entries become 0 and are recorded on ``call``.

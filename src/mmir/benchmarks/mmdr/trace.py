@@ -293,7 +293,8 @@ def evidence_components(
     """
     profile = normalize_report_type(profile)
     if not audited:
-        return EvidenceScores(0.0, 0.0, 0.0, 0.0, 0.0, _prior_weights(cfg), {"reason": "no_claim_pairs", "n_pairs_total": 0, "n_pairs_text": 0})
+        return EvidenceScores(0.0, 0.0, 0.0, 0.0, 0.0, _prior_weights(cfg),
+                              {"reason": "no_claim_pairs", "n_pairs_total": 0, "n_pairs_text": 0})
     text = [a for a in audited if not a.skip_text_evidence]
     n = len(text)
     if n == 0:

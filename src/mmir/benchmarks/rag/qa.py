@@ -53,7 +53,7 @@ def answer_messages(template, question: str, question_images: list[str], evidenc
     """
     lines = []
     share = max(200, evidence_chars // max(1, len(evidence)))
-    for i, e in enumerate(evidence, 1):
+    for e in evidence:
         kind = "image" if e.image is not None else "document"
         body = e.text[:share] if e.text else ("(see attached image)" if takes_images else "(no description)")
         lines.append(f"[{e.id}] ({kind})\n{body}")

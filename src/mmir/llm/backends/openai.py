@@ -13,10 +13,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mmir.core.errors import ConfigError
 from mmir.core.http import parse_retry_after as _parse_retry_after
 from mmir.core.secrets import Secret as _Secret
 from mmir.core.secrets import scrub as _scrub_secret
-from mmir.core.errors import ConfigError
 from mmir.llm.backends.base import Backend, Generation, is_empty_text
 from mmir.llm.errors import GenerationFailure
 from mmir.llm.messages import Message, image_to_bytes, message_parts
