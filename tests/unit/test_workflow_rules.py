@@ -151,3 +151,62 @@ def test_import_contract_fails_on_a_wrong_import(tmp_path):
     broken = subprocess.run([str(lint)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                             env={"PATH": str(BIN), "PYTHONPATH": str(tmp_path / "src")})
     assert broken.returncode != 0 and "mmir.data.trec -> mmir.retrieval.runs" in broken.stdout, broken.stdout[-3000:]
+
+
+LLM_RULES = {"caption": "{stats}", "reformulate": "{stats}", "rag": "{summary}", "m2rag_kb": "{counts}",
+             "m2rag_answer": "{summary}", "mmdr_reports": "{reports}/summary.json", "mmdr_score": "{run}/summary.json"}
+
+
+def test_llm_stages_carry_a_retry_token_from_their_last_summary(tmp_path):
+    assert {n: r.retry_from for n, r in R.RULES.items() if r.retry_from} == LLM_RULES
+    summary = tmp_path / "summary.json"
+    assert R.retry_token(summary) == "ok"  # not written yet
+    summary.write_text('{"llm_calls": 3, "llm_failures": 0}')
+    assert R.retry_token(summary) == "ok"
+    summary.write_text('{"llm_calls": 3, "llm_failures": 2}')
+    first = R.retry_token(summary)
+    assert first.startswith("failed:2@")
+    import os
+
+    os.utime(summary, ns=(1, 1))  # a rerun rewrites the summary: a new token while calls still fail
+    assert R.retry_token(summary) != first
+    # a job's params are its config slice plus the token of its own summary; a rule without LLM calls has none
+    cfg = _config(write_domain(tmp_path / "raw"))
+    w = {"dataset": "x", "domain": "d", "slug": "none"}
+    assert R.RULES["rag"].slice(cfg, w) == R.RULES["rag"].params(cfg, w) | {"retry": "ok"}
+    assert "retry" not in R.RULES["score"].slice(cfg, {"task": "task1", "dataset": "x", "domain": "d", "system": "bm25"})
+
+
+def test_snakemake_reruns_a_job_whose_calls_failed_until_none_fail(tmp_path):
+    """The rerun trigger for real: Snakemake's params check sees the token change after a run with failed calls,
+    reruns the job (once more after it succeeds, all cache hits), then has nothing to do."""
+    (tmp_path / "Snakefile").write_text(f"""
+import json, sys
+sys.path.insert(0, {str(PROJECT / 'src')!r})
+from mmir.workflow.rules import retry_token
+
+rule all:
+    input: "summary.json"
+
+rule llm:
+    output: "summary.json"
+    params: retry=lambda w: retry_token("summary.json")
+    run:
+        failures = int(open("failures").read())
+        with open(output[0], "w") as f:
+            json.dump({{"llm_calls": 2, "llm_failures": failures}}, f)
+        with open("runs", "a") as f:
+            f.write("run\\n")
+""")
+
+    def run(failures: int) -> int:
+        (tmp_path / "failures").write_text(str(failures))
+        subprocess.run([str(BIN / "snakemake"), "--cores", "1", "--rerun-triggers", "params", "mtime"], cwd=tmp_path,
+                       check=True, capture_output=True, text=True)
+        return len((tmp_path / "runs").read_text().split()) if (tmp_path / "runs").exists() else 0
+
+    assert run(1) == 1  # first run: one call failed
+    assert run(1) == 2  # plain rerun retries; still failing
+    assert run(0) == 3  # retried; now every call succeeded
+    assert run(0) == 4  # the summary changed to "ok": one more (all-cached) run records the clean state
+    assert run(0) == 4  # nothing to do

@@ -30,8 +30,9 @@ def spec_input(name):
 
 
 def spec_params(name):
-    """The config slice the rule's step reads: its only param, so a change reruns exactly the jobs it touches."""
-    return lambda w: R.RULES[name].params(config, dict(w.items()))
+    """The config slice the rule's step reads: its only param, so a change reruns exactly the jobs it touches (plus,
+    for an LLM stage, ``retry``: a job whose last run had failed calls reruns)."""
+    return lambda w: R.RULES[name].slice(config, dict(w.items()))
 
 
 def spec_output(name):

@@ -49,6 +49,8 @@ class Rule:
         params: ``(config, wildcards) -> the config slice`` (JSON-like).
         run: the step, called with the :class:`Job`.
         directories: names in ``output`` that are directories.
+        retry_from: for a stage that calls an LLM, where it writes ``llm_failures`` (a pattern over the output
+            names, e.g. ``"{reports}/summary.json"``): the params then carry :func:`retry_token`.
     """
 
     name: str
@@ -57,25 +59,51 @@ class Rule:
     params: Callable[[dict, W], dict[str, Any]]
     run: Callable[[Job], Any]
     directories: tuple[str, ...] = field(default=())
+    retry_from: str | None = None
+
+    def outputs(self, wildcards: W) -> dict[str, str]:
+        try:
+            return {k: p.format(**wildcards) for k, p in self.output.items()}
+        except KeyError as e:
+            raise ConfigError("<wildcards>", f"rule {self.name} needs the wildcard {e.args[0]!r}") from e
+
+    def slice(self, config: dict, wildcards: W) -> dict[str, Any]:
+        """The params of a job: the config slice, plus ``retry`` for an LLM stage (:func:`retry_token`)."""
+        p = self.params(config, wildcards)
+        if self.retry_from is None:
+            return p
+        return p | {"retry": retry_token(self.retry_from.format(**self.outputs(wildcards)))}
 
     def job(self, config: dict, wildcards: W) -> Job:
         """The job of these wildcards (outputs formatted; inputs and params from the config)."""
         w = dict(wildcards)
-        try:
-            out = {k: p.format(**w) for k, p in self.output.items()}
-        except KeyError as e:
-            raise ConfigError("<wildcards>", f"rule {self.name} needs the wildcard {e.args[0]!r}") from e
-        return Job(self.name, w, self.input(config, w), out, self.params(config, w))
+        return Job(self.name, w, self.input(config, w), self.outputs(w), self.slice(config, w))
+
+
+def retry_token(summary: str | Path) -> str:
+    """``"ok"``, unless the summary JSON an LLM stage wrote last time counts failed calls (``llm_failures > 0``):
+    then ``"failed:<n>@<mtime_ns>"``, which differs from the params Snakemake recorded when that summary was
+    written, so a plain ``snakemake`` reruns the job. The generation cache never stores a failed call as final,
+    so the rerun repeats only the failed calls (the rest are cache hits), until none fail; the one rerun after
+    that finds every call cached."""
+    import json
+
+    f = Path(summary)
+    try:
+        failures = int(json.loads(f.read_text(encoding="utf-8")).get("llm_failures") or 0)
+    except (OSError, ValueError, AttributeError):
+        return "ok"  # not written yet, or unreadable: the job runs anyway
+    return f"failed:{failures}@{f.stat().st_mtime_ns}" if failures else "ok"
 
 
 RULES: dict[str, Rule] = {}
 
 
-def rule(name: str, output: dict[str, str], *, directories: tuple[str, ...] = ()):
+def rule(name: str, output: dict[str, str], *, directories: tuple[str, ...] = (), retry_from: str | None = None):
     """Register ``fn(job)`` as the step of rule ``name``; decorate the input and params functions after it."""
 
     def deco(run):
-        RULES[name] = Rule(name, output, _no_inputs, _no_params, run, directories)
+        RULES[name] = Rule(name, output, _no_inputs, _no_params, run, directories, retry_from)
         return run
 
     return deco
@@ -195,13 +223,13 @@ def _prepare_params(config, w):
     return {"dataset": _without(config["datasets"][w["dataset"]], "domains")}
 
 
-@rule("caption", {"captions": paths.CAPTIONS})
+@rule("caption", {"captions": paths.CAPTIONS, "stats": paths.CAPTIONS_STATS}, retry_from="{stats}")
 def _caption(job: Job):
     from mmir.workflow import steps
 
     p = job.params
     return steps.caption(prepared_dir(job.wildcards), job.wildcards["captioner"], p["captioner"], p["cache"],
-                         job.output["captions"], p["generator"], p["generation_cache"])
+                         job.output["captions"], p["generator"], p["generation_cache"], job.output["stats"])
 
 
 @inputs("caption")
@@ -233,7 +261,7 @@ def _augment_inputs(config, w):
 
 
 @rule("reformulate", {"queries": paths.QUERIES.replace("{variant}", "ref-{source}"),
-                      "stats": paths.QUERIES_STATS.replace("{variant}", "ref-{source}")})
+                      "stats": paths.QUERIES_STATS.replace("{variant}", "ref-{source}")}, retry_from="{stats}")
 def _reformulate(job: Job):
     from mmir.workflow import steps
 
@@ -591,7 +619,7 @@ def rag_unit(config: dict, w: W) -> dict:
 
 
 @rule("rag", {"answers": f"{paths.RAG}/answers.parquet", "judgments": f"{paths.RAG}/judgments.parquet",
-              "summary": f"{paths.RAG}/summary.json"})
+              "summary": f"{paths.RAG}/summary.json"}, retry_from="{summary}")
 def _rag(job: Job):
     from mmir.workflow import steps
 
@@ -652,7 +680,7 @@ M2RAG_ANSWER_ONLY = ("generator", "answer_max_tokens", "context_tokens", "recall
                      "separate_threshold", "released_parse")
 
 
-@rule("m2rag_kb", {"kb": f"{paths.M2RAG_KB}/kb.jsonl", "counts": f"{paths.M2RAG_KB}/kb.json"})
+@rule("m2rag_kb", {"kb": f"{paths.M2RAG_KB}/kb.jsonl", "counts": f"{paths.M2RAG_KB}/kb.json"}, retry_from="{counts}")
 def _m2rag_kb(job: Job):
     from mmir.workflow import m2rag
 
@@ -681,7 +709,7 @@ def _m2rag_kb_params(config, w):
 
 
 @rule("m2rag_answer", {"answers": f"{paths.M2RAG}/answers.jsonl", "evaluations": f"{paths.M2RAG}/evaluations.jsonl",
-                       "summary": f"{paths.M2RAG}/summary.json"})
+                       "summary": f"{paths.M2RAG}/summary.json"}, retry_from="{summary}")
 def _m2rag_answer(job: Job):
     from mmir.workflow import m2rag
 
@@ -763,7 +791,7 @@ def _mmdr_domain_inputs(config, w) -> dict[str, str]:
     return files
 
 
-@rule("mmdr_reports", {"reports": paths.MMDR_REPORTS}, directories=("reports",))
+@rule("mmdr_reports", {"reports": paths.MMDR_REPORTS}, directories=("reports",), retry_from="{reports}/summary.json")
 def _mmdr_reports(job: Job):
     from mmir.workflow import mmdr
 
@@ -786,7 +814,7 @@ def _mmdr_reports_params(config, w):
             "cache": config["paths"]["generation_cache"]}
 
 
-@rule("mmdr_score", {"run": paths.MMDR_RUN}, directories=("run",))
+@rule("mmdr_score", {"run": paths.MMDR_RUN}, directories=("run",), retry_from="{run}/summary.json")
 def _mmdr_score(job: Job):
     from mmir.workflow import mmdr
 

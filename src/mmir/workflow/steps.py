@@ -56,13 +56,14 @@ def prepare(dataset: str, ds: dict, domain: str, out_dir: str | Path, fetched_ma
 
 
 def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cache_path: str | Path,
-            out_parquet: str | Path, generator: dict | None = None, generation_cache: str | Path | None = None) -> dict:
+            out_parquet: str | Path, generator: dict | None = None, generation_cache: str | Path | None = None,
+            out_stats: str | Path | None = None) -> dict:
     """Image text for every corpus and query image of a prepared domain (``path, role, text``).
 
     ``ocr``: rapidocr-onnxruntime, cached by image bytes (:mod:`mmir.encoders.ocr`). ``vlm``: the
     ``generator`` backend with a detailed-description prompt, through the generation cache
     (:mod:`mmir.benchmarks.mmbright.captions`). Corrupt images get "" and are counted. Writes ``out_parquet``
-    atomically and returns counts.
+    atomically, the counts (with ``llm_calls`` / ``llm_failures`` for ``vlm``) to ``out_stats``, and returns them.
     """
     import pandas as pd
     from tqdm.auto import tqdm
@@ -106,6 +107,8 @@ def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cach
             n["engine_calls"] = ocr.calls
     n["images"] = len(rows)
     write_parquet(out_parquet, pd.DataFrame(rows, columns=["path", "role", "text"]))
+    if out_stats is not None:
+        write_json(out_stats, n)
     log.info("read %s images of %s; wrote %s: %d captions (%d empty, %d corrupt images skipped, %d OCR runs, "
              "the rest from the cache)", n["images"], prep, out_parquet, n["images"], n["empty"], n["skipped_corrupt"], n["engine_calls"])
     return n
