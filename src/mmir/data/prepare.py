@@ -69,6 +69,7 @@ from mmir.data.parquet import (
     norm_ref,
     read_config,
 )
+from mmir.data.sample import Sample, cut, kept_items
 
 log = logging.getLogger(__name__)
 
@@ -285,22 +286,53 @@ def _task1(queries: list[dict]):
     return topics, qrels, excluded
 
 
-def load_mmbright_domain(root: str | Path, domain: str, policy: dict, max_pixels: int = 89_478_485) -> Prepared:
+def load_mmbright_domain(root: str | Path, domain: str, policy: dict, max_pixels: int = 89_478_485,
+                         sample: Sample | None = None) -> Prepared:
     """Read one domain in the MM-BRIGHT layout and check it: ``documents`` and ``examples`` (Task 1), and
-    when present ``examples_multimodal``, ``document_images``, ``examples_images`` (Tasks 2–4)."""
+    when present ``examples_multimodal``, ``document_images``, ``examples_images`` (Tasks 2–4). ``sample``
+    (:mod:`mmir.data.sample`) cuts the raw tables to a sample, then loads and checks the cut tables."""
+    frames = {"docs": read_config(root, "documents", domain, ["id", "content"]),
+              "ex": read_config(root, "examples", domain, ["id", "query", "gold_ids"]),
+              "exm": read_config(root, "examples_multimodal", domain, ["id", "query", "gold_ids", "image_paths"],
+                                 required=False)}
+    if frames["exm"] is not None:
+        frames["dimg"] = read_config(root, "document_images", domain, ["path", "bytes"])
+        frames["qimg"] = read_config(root, "examples_images", domain, ["path", "bytes"], required=False)
+    p = _load_mmbright(frames, root, policy, max_pixels)
+    if sample is None:
+        return p
+    qids, docs, images = kept_items(p.topics, p.qrels, p.excluded, p.mm, sample, list(p.corpus["doc_id"]),
+                                    list(p.mm.images["path"]) if p.mm is not None else [])
+    qpaths = {x for t in ([p.topics] + ([p.mm.topics] if p.mm is not None else []))
+              for q, paths_ in zip(t["qid"], t["image_paths"]) if q in qids for x in paths_}
+    cutf = {"docs": cut(frames["docs"], "id", docs, ref=True), "ex": cut(frames["ex"], "id", qids, ref=False),
+            "exm": cut(frames["exm"], "id", qids, ref=False)}
+    if frames["exm"] is not None:
+        cutf |= {"dimg": cut(frames["dimg"], "path", images, ref=True),
+                 "qimg": cut(frames["qimg"], "path", qpaths, ref=True)}
+    return _with_sample_report(_load_mmbright(cutf, root, policy, max_pixels), p, sample)
+
+
+def _with_sample_report(sampled: Prepared, full: Prepared, s: Sample) -> Prepared:
+    sampled.report["sample"] = {
+        "description": s.describe(), "queries": len(sampled.topics), "queries_full": len(full.topics),
+        "documents": len(sampled.corpus), "documents_full": len(full.corpus),
+        "images": len(sampled.mm.images) if sampled.mm is not None else 0,
+        "images_full": len(full.mm.images) if full.mm is not None else 0}
+    return sampled
+
+
+def _load_mmbright(frames: dict, root: str | Path, policy: dict, max_pixels: int) -> Prepared:
     from mmir.data.multimodal import build_multimodal, check_images
 
     checks = _Checks(policy, str(root))
-    docs = read_config(root, "documents", domain, ["id", "content"])
-    ex = read_config(root, "examples", domain, ["id", "query", "gold_ids"])
+    docs, ex, exm = frames["docs"], frames["ex"], frames["exm"]
     corpus = _check_corpus(docs, checks)
     doc_ids = set(corpus["doc_id"])
     sources = set(docs["_file"]) | set(ex["_file"])
-    exm = read_config(root, "examples_multimodal", domain, ["id", "query", "gold_ids", "image_paths"], required=False)
     images = qimages = None
     if exm is not None:
-        dimg = read_config(root, "document_images", domain, ["path", "bytes"])
-        qimg = read_config(root, "examples_images", domain, ["path", "bytes"], required=False)
+        dimg, qimg = frames["dimg"], frames["qimg"]
         images = check_images(dimg, "corpus", max_pixels, checks.counts, checks.examples, str(root))
         qimages = check_images(dimg.iloc[:0] if qimg is None else qimg, "query", max_pixels, checks.counts,
                                checks.examples, str(root))
@@ -317,16 +349,15 @@ def load_mmbright_domain(root: str | Path, domain: str, policy: dict, max_pixels
                      "backslash_refs": normalised}, mm)
 
 
-def load_trec_domain(ds: dict, policy: dict) -> Prepared:
-    """Read a TREC collection (documents, topics, qrels) and check it like an MM-BRIGHT domain."""
+def load_trec_domain(ds: dict, policy: dict, sample: Sample | None = None) -> Prepared:
+    """Read a TREC collection (documents, topics, qrels) and check it like an MM-BRIGHT domain; ``sample`` as
+    :func:`load_mmbright_domain`."""
     from mmir.data.trec import read_qrels, read_trec_documents, read_trec_topics
 
     root = resolve_path(ds["root"])
-    checks = _Checks(policy, str(root))
     corpus_path, topics_path, qrels_path = root / ds["corpus"], root / ds["topics"], root / ds["qrels"]
     docs = [(d, t, str(corpus_path), i) for i, (d, t) in enumerate(read_trec_documents(corpus_path))]
     docs_df = pd.DataFrame(docs, columns=["id", "content", "_file", "_row"])
-    corpus = _check_corpus(docs_df, checks)
     raw_qrels = {q: {norm_ref(d): r for d, r in v.items()} for q, v in read_qrels(qrels_path).items()}
     rows = []
     for i, (qid, text) in enumerate(read_trec_topics(topics_path, ds["topic_field"])):
@@ -334,23 +365,36 @@ def load_trec_domain(ds: dict, policy: dict) -> Prepared:
         rows.append({"id": qid, "query": text, "gold_ids": [d for d, r in rel.items() if r > 0], "negative_ids": [],
                      "image_paths": [], "_file": str(topics_path), "_row": i})
     ex = pd.DataFrame(rows, columns=["id", "query", "gold_ids", "negative_ids", "image_paths", "_file", "_row"])
+    sources = [str(corpus_path), str(topics_path), str(qrels_path)]
+    p = _load_trec(docs_df, ex, raw_qrels, sources, root, policy)
+    if sample is None:
+        return p
+    qids, keep, _ = kept_items(p.topics, p.qrels, p.excluded, None, sample, list(p.corpus["doc_id"]), [])
+    sampled = _load_trec(cut(docs_df, "id", keep, ref=True), cut(ex, "id", qids, ref=False), raw_qrels, sources, root,
+                         policy)
+    return _with_sample_report(sampled, p, sample)
+
+
+def _load_trec(docs_df, ex, raw_qrels, sources, root, policy) -> Prepared:
+    checks = _Checks(policy, str(root))
+    corpus = _check_corpus(docs_df, checks)
     topics, qrels, excluded = _task1(read_queries(ex, "examples", set(corpus["doc_id"]), checks))
     # keep graded judgments (rel > 0) exactly as in the source qrels
     qrels = {q: {d: raw_qrels[q][d] for d in docs_} for q, docs_ in qrels.items()}
     normalised = checks.counts.pop("backslash_refs", 0)
-    return Prepared(corpus, topics, qrels, excluded, {"sources": [str(corpus_path), str(topics_path), str(qrels_path)],
-                                                      "problems": checks.counts, "examples": checks.examples,
-                                                      "backslash_refs": normalised})
+    return Prepared(corpus, topics, qrels, excluded, {"sources": sources, "problems": checks.counts,
+                                                      "examples": checks.examples, "backslash_refs": normalised})
 
 
 def prepare_domain(dataset: str, ds: dict, domain: str, raw_root: str | Path | None = None) -> Prepared:
     """Load and check one domain of a validated dataset entry. ``raw_root`` overrides ``ds['root']``
-    (the fetched copy of an ``hf`` dataset)."""
+    (the fetched copy of an ``hf`` dataset); ``ds['sample']`` cuts it to a sample (:mod:`mmir.data.sample`)."""
     policy = ds.get("integrity", {})
+    sample = Sample.from_config(ds.get("sample"))
     if ds["source"] == "trec":
-        return load_trec_domain(ds, policy)
+        return load_trec_domain(ds, policy, sample)
     root = Path(raw_root) if raw_root is not None else resolve_path(ds["root"])
-    return load_mmbright_domain(root, domain, policy)
+    return load_mmbright_domain(root, domain, policy, sample=sample)
 
 
 def write_prepared(p: Prepared, out_dir: str | Path, meta: dict | None = None) -> dict:

@@ -13,7 +13,8 @@ Each entry (``defaults`` filled in first): ``benchmark`` (a label grouping entri
 ``caption_ablation``, ``reformulation_ablation``, ``rag``), ``system``, ``dataset``, ``domain`` (a domain or
 ``Avg.``), ``measure``, ``value`` (the tables' scale: ×100 for retrieval measures, 0-100 judge scores),
 ``tolerance`` (> 0), ``source`` (table/figure of the paper or README); optional ``repo_id``, ``domains``,
-``variant``, ``note``.
+``variant``, ``note``, ``sample`` (the ``datasets.<name>.sample`` the value was measured on; absent = the whole
+data, so a published value is "not run" on a sampled dataset).
 
 Matching an entry to this run (:func:`check`):
 
@@ -46,12 +47,13 @@ import pandas as pd
 import yaml
 
 from mmir.data.domains import MM_BRIGHT_DOMAINS
+from mmir.data.sample import Sample
 
 AVG = "Avg."
 STATUSES = ("OK", "OKish", "FAIL", "not run")
 TASKS = ("task1", "task2", "task3", "task4", "caption_ablation", "reformulation_ablation", "rag")
 REQUIRED = ("benchmark", "task", "system", "dataset", "domain", "measure", "value", "tolerance", "source")
-OPTIONAL = ("repo_id", "domains", "variant", "note")
+OPTIONAL = ("repo_id", "domains", "variant", "note", "sample")
 UNTRAINED = " (untrained)"  # the task tables' label of random-weight systems
 
 
@@ -72,6 +74,7 @@ class Expected:
     domains: tuple[str, ...] | None = None
     variant: str | None = None
     note: str | None = None
+    sample: Sample | None = None
     file: str = ""
     index: int = 0
 
@@ -131,8 +134,14 @@ def load_expected(files: Iterable[str | Path]) -> list[Expected]:
                 doms = tuple(doms)
             out.append(Expected(str(e["benchmark"]), e["task"], str(e["system"]), str(e["dataset"]), str(e["domain"]),
                                 str(e["measure"]), value, tol, str(e["source"]), e.get("repo_id"), doms, e.get("variant"),
-                                e.get("note"), str(f), i))
+                                e.get("note"), _sample(e.get("sample"), where), str(f), i))
     return out
+
+
+def _sample(raw, where: str) -> Sample | None:
+    if raw is not None and not isinstance(raw, dict):
+        raise ValueError(f"{where}: sample must be a mapping like datasets.<name>.sample, or null")
+    return Sample.from_config(raw)
 
 
 # ----------------------------------------------------------------------------------------------- observations
@@ -214,7 +223,8 @@ CHECK_COLUMNS = ["benchmark", "task", "dataset", "system", "run_dataset", "run_s
 
 
 def check(expected: Iterable[Expected], observations: Iterable[Observation], presets: Mapping[str, str | None],
-          datasets: Mapping[str, str | None], tasks_run: Iterable[str]) -> pd.DataFrame:
+          datasets: Mapping[str, str | None], tasks_run: Iterable[str],
+          samples: Mapping[str, Mapping[str, Any] | None] | None = None) -> pd.DataFrame:
     """Compare every expected value with this run.
 
     Args:
@@ -223,6 +233,7 @@ def check(expected: Iterable[Expected], observations: Iterable[Observation], pre
         presets: ``{run system: its preset name or None}`` (the config's systems).
         datasets: ``{run dataset: its repo_id or None}`` (the config's datasets).
         tasks_run: the tasks / tables this run produced (``task1``, ..., ``caption_ablation``, ``rag``).
+        samples: ``{run dataset: its sample config or None}``; an entry only matches a dataset sampled the same way.
 
     Returns:
         One row per (entry, matching run system and dataset), or one ``not run`` row for an entry without a match;
@@ -247,6 +258,13 @@ def check(expected: Iterable[Expected], observations: Iterable[Observation], pre
         if not run_ds:
             not_run(f"dataset {e.dataset} not in this run")
             continue
+        same = [d for d in run_ds if Sample.from_config((samples or {}).get(d)) == e.sample]
+        if not same:
+            ran = Sample.from_config((samples or {}).get(run_ds[0]))
+            not_run(f"{run_ds[0]} ran as a {ran.describe()}" if ran else f"{run_ds[0]} ran in full; this value is for a "
+                    f"{e.sample.describe()}")
+            continue
+        run_ds = same
         if e.task == "rag":
             cands = [o for o in obs if o.task == "rag" and o.dataset in run_ds and _rag_matches(e.system, o.system, presets)]
         else:

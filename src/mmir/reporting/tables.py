@@ -10,6 +10,7 @@ markdown, and the numbers in the CSV and ``<task>.significance.json``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -202,3 +203,14 @@ def _cell_json(r) -> dict:
             for k in ("mean", "ci_low", "ci_high", "diff")}
     return {**x100, "n": int(r.n), "interval": r.interval, "p": finite_or_none(r.p), "p_adj": finite_or_none(r.p_adj),
             "significant": bool(r.significant), "test_resamples": int(r.test_resamples), "exact": bool(r.exact)}
+
+
+def add_caption(md_path: str | Path, lines: Sequence[str]) -> None:
+    """Put ``lines`` (e.g. the run's sample) under the first heading of a markdown table file, rewritten
+    atomically; nothing to do without lines."""
+    if not lines:
+        return
+    path = Path(md_path)
+    text = path.read_text(encoding="utf-8").split("\n")
+    at = next((i + 1 for i, line in enumerate(text) if line.startswith("#")), 0)
+    write_text(path, "\n".join([*text[:at], "", *(f"*{line}*" for line in lines), *text[at:]]))

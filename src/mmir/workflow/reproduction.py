@@ -53,7 +53,8 @@ def reproduction_step(config: Mapping[str, Any], expected_files: Sequence[str | 
 
     Args:
         config: the rule's slice: ``expected`` (the files as configured), ``presets`` ({system: preset or None}),
-            ``datasets`` ({dataset: repo_id or None}), ``measure`` (the ablation grids' measure), ``mlflow``.
+            ``datasets`` ({dataset: repo_id or None}), ``samples`` ({dataset: its sample or None}),
+            ``measure`` (the ablation grids' measure), ``mlflow``.
         expected_files: the resolved expected files.
         tables: ``results/tables/<task>.metrics.json`` of the configured tasks.
         ablations: ``{grid: results/tables/<grid>_ablation.csv}``.
@@ -67,7 +68,7 @@ def reproduction_step(config: Mapping[str, Any], expected_files: Sequence[str | 
 
     entries = load_expected(expected_files)
     obs, ran = observations(tables, ablations, rag, config["measure"])
-    frame = check(entries, obs, config["presets"], config["datasets"], ran)
+    frame = check(entries, obs, config["presets"], config["datasets"], ran, config["samples"])
     counts = write_reproduction(frame, [str(f) for f in config["expected"]], out_md, out_csv)
     log.info("read %d expected values from %s and %d numbers of this run (%s); wrote %s, %s: %s", len(entries),
              ", ".join(map(str, expected_files)), len(obs), ", ".join(sorted(ran)) or "nothing", out_md, out_csv,

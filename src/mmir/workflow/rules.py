@@ -168,6 +168,27 @@ def image_text_captions(config: dict, w: W) -> str:
     return paths.CAPTIONS.format(dataset=w["dataset"], domain=w["domain"], captioner=config["evaluation"]["image_text"])
 
 
+def sample_notes(config: dict) -> list[str]:
+    """One caption line per sampled dataset (``datasets.<name>.sample``), for every table of the run."""
+    from mmir.data.sample import Sample
+
+    return [f"`{d}` {Sample.from_config(ds['sample']).describe()}." for d, ds in config["datasets"].items()
+            if ds.get("sample")]
+
+
+def _captioned(run: Callable[[Job], Any]) -> Callable[[Job], Any]:
+    """A report step whose markdown table then gets the job's ``samples`` lines under its title."""
+
+    def step(job: Job):
+        from mmir.reporting.tables import add_caption
+
+        out = run(job)
+        add_caption(job.output["md"], job.params.get("samples", []))
+        return out
+
+    return step
+
+
 def _without(d: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k not in keys}
 
@@ -503,13 +524,14 @@ def _reproduction_params(config, w):
     return {"expected": list(config["expected"]), "grids": grids(config),
             "presets": {n: s.get("preset") for n, s in config["systems"].items()},
             "datasets": {n: d.get("repo_id") for n, d in config["datasets"].items()},
+            "samples": {n: d.get("sample") for n, d in config["datasets"].items()},
             "measure": config["evaluation"]["primary_measure"], "mlflow": config["mlflow"]}
 
 
 def table_notes(config: dict, task: str) -> list[str]:
     """What a task table says about its inputs: the image text of text systems, how ties were scored."""
     ev = config["evaluation"]
-    notes = []
+    notes = sample_notes(config)
     if task != "task1":
         notes.append(f"Text systems (bm25, dense) see images as their `{ev['image_text']}` image text"
                      + (" plus the dataset's alt text for corpus images." if ev["alt_text"] else
@@ -567,6 +589,7 @@ def _track_params(config, w):
 
 @rule("ablation_report", {"md": paths.ABLATION_MD, "csv": paths.ABLATION_CSV, "plot": paths.ABLATION_PLOT,
                           "plot_data": paths.ABLATION_PLOT_DATA})
+@_captioned
 def _ablation_report(job: Job):
     from mmir.workflow import steps
 
@@ -587,7 +610,7 @@ def _ablation_report_inputs(config, w):
 @params("ablation_report")
 def _ablation_report_params(config, w):
     derived = {n: d for n, d in U.ablation_systems(config).items() if d["grid"] == w["grid"]}
-    return {"measure": config["evaluation"]["primary_measure"], "derived": derived}
+    return {"measure": config["evaluation"]["primary_measure"], "derived": derived, "samples": sample_notes(config)}
 
 
 @rule("track_ablation", {"tracking": paths.TRACKING.replace("{task}", "{grid}_ablation")})
@@ -652,6 +675,7 @@ def _rag_params(config, w):
 
 @rule("rag_report", {"md": paths.RAG_TABLE_MD, "csv": paths.RAG_TABLE_CSV,
                      "tracking": paths.TRACKING.replace("{task}", "rag")})
+@_captioned
 def _rag_report(job: Job):
     from mmir.workflow import steps
 
@@ -671,7 +695,8 @@ def _rag_report_inputs(config, w):
 def _rag_report_params(config, w):
     rag = config["rag"]
     gens = {g: config["generators"][g] for g in (rag["generator"], rag["judge"])}
-    return {"config": {"rag": rag, "generators": gens, "mlflow": config["mlflow"], "significance": config["significance"]}}
+    return {"config": {"rag": rag, "generators": gens, "mlflow": config["mlflow"], "significance": config["significance"]},
+            "samples": sample_notes(config)}
 
 
 # -------------------------------------------------------------------------------------------------- M2RAG
@@ -740,6 +765,7 @@ def _m2rag_answer_params(config, w):
 
 @rule("m2rag_report", {"md": paths.M2RAG_TABLE_MD, "csv": paths.M2RAG_TABLE_CSV,
                        "tracking": paths.TRACKING.replace("{task}", "m2rag")})
+@_captioned
 def _m2rag_report(job: Job):
     from mmir.workflow import m2rag
 
@@ -756,7 +782,7 @@ def _m2rag_report_inputs(config, w):
 def _m2rag_report_params(config, w):
     m = config["m2rag"]
     gens = {g: config["generators"][g] for g in (m["generator"], m["judge"])}
-    return {"config": {"m2rag": m, "generators": gens, "mlflow": config["mlflow"]}}
+    return {"config": {"m2rag": m, "generators": gens, "mlflow": config["mlflow"]}, "samples": sample_notes(config)}
 
 
 # --------------------------------------------------------------------------------------------------- MMDR
@@ -837,6 +863,7 @@ def _mmdr_score_params(config, w):
 
 @rule("mmdr_report", {"export": paths.MMDR_EXPORT, "md": paths.MMDR_TABLE_MD, "csv": paths.MMDR_TABLE_CSV,
                       "tracking": paths.TRACKING.replace("{task}", "mmdr")}, directories=("export",))
+@_captioned
 def _mmdr_report(job: Job):
     from mmir.workflow import mmdr
 
@@ -855,7 +882,8 @@ def _mmdr_report_inputs(config, w):
 def _mmdr_report_params(config, w):
     m = config["mmdr"]
     gens = {g: config["generators"][g] for g in (m["generator"], m["judge"])}
-    return {"config": {"mmdr": m, "generators": gens, "mlflow": config["mlflow"], "significance": config["significance"]}}
+    return {"config": {"mmdr": m, "generators": gens, "mlflow": config["mlflow"], "significance": config["significance"]},
+            "samples": sample_notes(config)}
 
 
 def rule_names() -> list[str]:

@@ -1,0 +1,79 @@
+"""A deterministic sample of a domain for fast runs (config ``datasets.<name>.sample``).
+
+``queries``: the first N topics of each domain (topic order). ``corpus``: ``all`` keeps the whole corpus;
+``judged`` keeps the documents and images those topics judge (gold and hard negatives, positive and negative
+images) plus ``distractors`` others of each, drawn with ``seed`` -- a pooled corpus, so scores are higher than on
+the full corpus and are labelled as a sample in every table (:func:`Sample.describe`).
+
+The sample is cut from the raw tables, then the domain is loaded and checked again from the cut tables, so every
+prepared artifact (qrels of all tasks, exclusions, pairs, images) follows from one definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mmir.data.parquet import as_id, norm_ref
+
+
+@dataclass(frozen=True)
+class Sample:
+    queries: int | None = None
+    corpus: str = "all"
+    distractors: int = 0
+    seed: int = 0
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> Sample | None:
+        """``None`` for no sample (config ``null`` or absent)."""
+        return None if not cfg else cls(cfg.get("queries"), cfg.get("corpus", "all"), int(cfg.get("distractors", 0)),
+                                        int(cfg.get("seed", 0)))
+
+    def describe(self) -> str:
+        """One line for table captions, e.g. ``first 8 queries per domain; corpus: their judged items + 200 others``."""
+        q = f"first {self.queries} queries per domain" if self.queries else "all queries"
+        if self.corpus == "all":
+            return f"sample: {q}; full corpus"
+        return (f"sample: {q}; corpus: the items they judge (documents, images) + {self.distractors} others of each kind "
+                f"(seed {self.seed})")
+
+
+def kept_items(topics: pd.DataFrame, qrels: Mapping, excluded: Mapping, mm, s: Sample,
+               corpus_ids: list[str], image_paths: list[str]) -> tuple[set[str], set[str] | None, set[str] | None]:
+    """``(qids, doc ids, image paths)`` the sample keeps; ``None`` = keep all. ``topics``/``qrels``/``excluded``
+    and ``mm`` (:class:`~mmir.data.multimodal.MultimodalPrepared` or None) are a fully loaded domain's."""
+    qids = list(topics["qid"])[: s.queries] if s.queries else list(topics["qid"])
+    if s.corpus == "all":
+        return set(qids), None, None
+    rng = np.random.default_rng(s.seed)
+    docs = {d for q in qids for d in [*qrels.get(q, {}), *excluded.get(q, [])]}
+    images: set[str] = set()
+    if mm is not None:
+        t = mm.topics.set_index("qid")
+        for q in qids:
+            if q in t.index:
+                docs |= {d for task in ("task2",) for d in [*mm.qrels[task].get(q, {}), *mm.excluded[task].get(q, [])]}
+                images |= set(t.at[q, "positive_images"]) | set(t.at[q, "negative_images"])
+    return set(qids), _with_distractors(docs, corpus_ids, s.distractors, rng), \
+        _with_distractors(images, image_paths, s.distractors, rng) if mm is not None else None
+
+
+def _with_distractors(judged: set[str], universe: list[str], n: int, rng: np.random.Generator) -> set[str]:
+    rest = [x for x in universe if x not in judged]
+    pick = rng.choice(len(rest), size=min(n, len(rest)), replace=False) if rest and n else []
+    return judged | {rest[i] for i in pick}
+
+
+def cut(frame: pd.DataFrame | None, column: str, keep: set[str] | None, *, ref: bool) -> pd.DataFrame | None:
+    """The rows of a raw table whose ``column`` (an id, normalised like the loader does when ``ref``) is in
+    ``keep``; the table itself when ``keep`` is None."""
+    if frame is None or keep is None:
+        return frame
+    ids = [as_id(v, str(f), int(r), column) for v, f, r in zip(frame[column], frame["_file"], frame["_row"])]
+    mask = [i is not None and (norm_ref(i) if ref else i) in keep for i in ids]
+    return frame[mask]
