@@ -5,6 +5,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mmir.config import PROJECT_ROOT
 from mmir.core.errors import ConfigError
@@ -119,12 +120,13 @@ def test_ablation_systems_and_units(tmp_path):
 
 def test_overlays_merge_key_by_key_like_snakemake_configfile(tmp_path):
     over = tmp_path / "over.yaml"
-    over.write_text("datasets:\n  openstax: {domains: [statistics]}\nsystems:\n  bm25: {k1: 1.2}\nm2rag: {max_queries: 1}\n")
+    over.write_text("datasets:\n  openstax: {domains: [statistics]}\nsystems:\n  bm25: {k1: 1.2}\nm2rag: {max_queries: 3}\n")
     cfg = load_config(PROJECT_ROOT / "params.yaml", [over])
     assert cfg["datasets"]["openstax"]["domains"] == ["statistics"]
     assert cfg["datasets"]["openstax"]["source"] == "local"        # untouched keys of a merged mapping stay
     assert cfg["systems"]["bm25"]["k1"] == 1.2 and cfg["systems"]["bm25"]["b"] == 0.4
-    assert "minilm" in cfg["systems"] and cfg["m2rag"]["max_queries"] == 1 and cfg["m2rag"]["sources"] == ["bm25", "minilm"]
+    default = yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text())["m2rag"]
+    assert "minilm" in cfg["systems"] and cfg["m2rag"]["max_queries"] == 3 and cfg["m2rag"]["sources"] == default["sources"]
     bad = tmp_path / "bad.yaml"
     bad.write_text("m2rag: {judge: nope}\n")
     with pytest.raises(ConfigError, match=r"params.yaml \+ .*bad.yaml.*m2rag.judge"):

@@ -129,6 +129,7 @@ def test_the_shipped_files_load_and_the_step_writes_the_table(tmp_path):
     assert len(paper) == 29 and all(e.source for e in entries)
     m = _metrics(tmp_path)
     cfg = {"expected": [str(f) for f in files], "presets": {"bm25": None, "dense": None}, "datasets": {"os": None},
+           "samples": {"os": None},
            "measure": "nDCG@10", "mlflow": {"experiment": "t"}}
     counts = reproduction_step(cfg, files, [m], {}, None, tmp_path / "r.md", tmp_path / "r.csv")
     md = (tmp_path / "r.md").read_text()
@@ -148,6 +149,7 @@ def test_fixture_metrics_regression_ok_then_a_changed_bm25_fails(tmp_path, monke
                                                      ("dense", {"stat": 30.0, "calc": 5.0, "Avg.": 17.5}))
                                     for d, v in cells.items()], {k: v for k, v in REG.items() if k != "domains"})
     cfg = {"expected": [str(exp)], "presets": {"bm25": None, "dense": None}, "datasets": {"os": None},
+           "samples": {"os": None},
            "measure": "nDCG@10", "mlflow": {"experiment": "t"}}
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
     monkeypatch.chdir(tmp_path)
@@ -165,3 +167,19 @@ def test_fixture_metrics_regression_ok_then_a_changed_bm25_fails(tmp_path, monke
     run = mlflow.tracking.MlflowClient().get_run(ids["children"][0])
     assert run.data.metrics["regression/task1/os/bm25/Avg_/nDCG_at_10/diff"] == pytest.approx(-2.45)
     assert run.data.tags["regression/task1/os/bm25/Avg./nDCG_at_10/status"] == "FAIL" and run.data.metrics["checks_FAIL"] == 3
+
+
+def test_a_value_only_matches_a_dataset_sampled_the_way_it_was_measured(tmp_path):
+    """An entry without ``sample`` (a published value, a full-data regression value) is "not run" on a sampled
+    dataset, and says how the run was sampled; an entry carrying the run's sample is checked."""
+    sample = {"queries": 6, "corpus": "judged", "distractors": 40, "seed": 0}
+    exp = _expected_file(tmp_path, [{"task": "task1", "system": "bm25", "value": 15.0},
+                                    {"task": "task1", "system": "bm25", "value": 15.0, "sample": sample}], REG)
+    obs = E.observations_from_task_metrics(_metrics(tmp_path))
+    frame = E.check(E.load_expected([exp]), obs, {"bm25": None}, {"os": None}, {"task1"}, {"os": sample})
+    assert frame["status"].tolist() == ["not run", "OK"]
+    assert "os ran as a sample: first 6 queries per domain" in frame["note"].iloc[0]
+    full = E.check(E.load_expected([exp]), obs, {"bm25": None}, {"os": None}, {"task1"}, {"os": None})
+    assert full["status"].tolist() == ["OK", "not run"] and "ran in full" in full["note"].iloc[1]
+    with pytest.raises(ValueError, match=r"entries\[0\]: sample must be a mapping"):
+        E.load_expected([_expected_file(tmp_path, [{"task": "task1", "system": "x", "value": 1, "sample": 6}], REG)])
