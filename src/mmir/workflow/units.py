@@ -84,7 +84,8 @@ def task_units(config: dict, task: str) -> list[dict]:
     for name, dom in units(config):
         if task == "task1" or has_multimodal(config["datasets"][name], dom):
             out += [{"dataset": name, "domain": dom, "system": s} for s, sys_ in config["systems"].items()
-                    if (task != "task1" or sys_["kind"] != "mm") and (sys_.get("tasks") is None or task in sys_["tasks"])]
+                    if (task != "task1" or sys_["kind"] != "mm") and (sys_.get("tasks") is None or task in sys_["tasks"])
+                    and (sys_.get("datasets") is None or name in sys_["datasets"])]
     return out
 
 
