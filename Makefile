@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CORES ?= all
 
-.PHONY: setup run test lint repro bench mlflow-ui clean
+.PHONY: setup run reproduce test lint repro bench mlflow-ui clean
 
 setup: $(VENV)/.installed
 
@@ -18,8 +18,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 
+# the first run: every stage on a sample of ../shared/data (params.yaml), under 20 minutes cold on 2 cores
 run: setup
 	$(VENV)/bin/snakemake --cores $(CORES)
+
+# the full offline reproduction: every query and the whole corpus (workflow/configs/offline-full.yaml)
+reproduce: setup
+	$(VENV)/bin/snakemake --cores $(CORES) --configfile workflow/configs/offline-full.yaml
 
 test: setup lint
 	$(PY) -m pytest

