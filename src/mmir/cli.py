@@ -6,6 +6,7 @@ family for DVC; it derives nothing itself (``mmir.workflow.rules`` and ``mmir.wo
                                                   domain=statistics system=bm25 (inputs must exist)
     mmir targets FAMILY [--dataset D] [--task T]  the files that complete a stage family
     mmir snakemake FAMILY [...] [-- SNAKEMAKE ARGS]  snakemake on those files (the DVC stages' command)
+    mmir expected OUT.yaml [--tolerance T]         this run's Task 1-4 tables as expected values (regression guard)
 """
 
 from __future__ import annotations
@@ -86,6 +87,25 @@ def cmd_snakemake(config, args) -> int:
     return subprocess.call(cmd)
 
 
+def cmd_expected(config, args) -> int:
+    import yaml
+
+    from mmir.core import paths
+    from mmir.core.gitinfo import commit_label
+    from mmir.core.io import write_text
+    from mmir.evaluation.expected import freeze, observations_from_task_metrics
+
+    obs = [o for t in config["tasks"] if Path(paths.TABLE_METRICS.format(task=t)).exists()
+           for o in observations_from_task_metrics(paths.TABLE_METRICS.format(task=t))]
+    if not obs:
+        raise ConfigError("tasks", "no results/tables/<task>.metrics.json of this config's tasks yet: run the workflow first")
+    doc = freeze(obs, {n: d.get("sample") for n, d in config["datasets"].items()}, benchmark=args.benchmark,
+                 source=f"mmir run at commit {commit_label()}", tolerance=args.tolerance)
+    write_text(args.out, yaml.safe_dump(doc, sort_keys=False, width=140))
+    print(f"wrote {args.out}: {len(doc['entries'])} expected values; add it to the config's `expected` list")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for a bad config or data, with the error on stderr)."""
     parser = argparse.ArgumentParser(prog="mmir", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -102,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("family")
         p.add_argument("--dataset")
         p.add_argument("--task")
+    p = sub.add_parser("expected", help="freeze this run's task tables as expected values")
+    p.add_argument("out")
+    p.add_argument("--tolerance", type=float, default=0.1)
+    p.add_argument("--benchmark", default="mmir-regression")
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []  # passed to snakemake as they are
     args = parser.parse_args(argv[: len(argv) - len(extra) - (1 if "--" in argv else 0)])

@@ -183,3 +183,23 @@ def test_a_value_only_matches_a_dataset_sampled_the_way_it_was_measured(tmp_path
     assert full["status"].tolist() == ["OK", "not run"] and "ran in full" in full["note"].iloc[1]
     with pytest.raises(ValueError, match=r"entries\[0\]: sample must be a mapping"):
         E.load_expected([_expected_file(tmp_path, [{"task": "task1", "system": "x", "value": 1, "sample": 6}], REG)])
+
+
+def test_frozen_values_check_ok_against_the_run_they_came_from(tmp_path):
+    """``mmir expected`` (:func:`~mmir.evaluation.expected.freeze`): this run's numbers as an expected file, with
+    the datasets' sample; checked against the same run every row is OK, against a moved BM25 its rows FAIL."""
+    sample = {"queries": 6, "corpus": "judged", "distractors": 40, "seed": 0}
+    obs = E.observations_from_task_metrics(_metrics(tmp_path))
+    f = tmp_path / "frozen.yaml"
+    f.write_text(yaml.safe_dump(E.freeze(obs, {"os": sample}, benchmark="reg", source="test", tolerance=0.1)))
+    entries = E.load_expected([f])
+    assert len(entries) == len(obs) == 9 and all(e.sample == E.Sample.from_config(sample) for e in entries)
+    ok = E.check(entries, obs, {"bm25": None, "dense": None, "clip-untrained": None}, {"os": None}, {"task1"}, {"os": sample})
+    assert set(ok["status"]) == {"OK"}
+    moved = E.observations_from_task_metrics(_metrics(tmp_path, cells={"bm25": {"stat": 25.0, "calc": 10.0, "Avg.": 17.5}}))
+    bad = E.check(entries, moved, {"bm25": None}, {"os": None}, {"task1"}, {"os": sample})
+    bm25 = bad[bad["system"] == "bm25"].set_index("domain")["status"]
+    assert bm25.to_dict() == {"stat": "FAIL", "calc": "OK", "Avg.": "FAIL"}
+    assert set(bad[bad["system"] != "bm25"]["status"]) == {"not run"}
+    with pytest.raises(ValueError, match="tolerance"):
+        E.freeze(obs, {}, benchmark="reg", source="test", tolerance=0)

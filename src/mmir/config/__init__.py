@@ -63,7 +63,7 @@ def drop_nulls(config: dict) -> dict:
     for key in OPTIONAL_SECTIONS:
         if key in config and config[key] is None:
             del config[key]
-    if "ablations" in config:  # ``ablations: null`` or ``ablations: {caption: null}``: that grid has no system
+    if "ablations" in config:  # ablations: null, or ablations: {caption: null}: no system in that grid
         grids = config["ablations"] if config["ablations"] is not None else {"caption": None, "reformulation": None}
         config["ablations"] = {g: ({"systems": []} if v is None else v) for g, v in grids.items()}
     for key in REMOVABLE_ENTRIES:

@@ -144,6 +144,30 @@ def _sample(raw, where: str) -> Sample | None:
     return Sample.from_config(raw)
 
 
+def freeze(observations: Iterable[Observation], samples: Mapping[str, Mapping[str, Any] | None], *, benchmark: str,
+           source: str, tolerance: float) -> dict[str, Any]:
+    """An expected file (``{defaults, entries}``, the format :func:`load_expected` reads) holding this run's numbers:
+    one entry per observation, with its dataset's ``sample``, so a later run checks for regressions against it.
+
+    Raises:
+        ValueError: ``tolerance <= 0``.
+    """
+    if not tolerance > 0:
+        raise ValueError(f"tolerance must be > 0, got {tolerance}")
+    entries = []
+    for o in observations:
+        e = {"task": o.task, "dataset": o.dataset, "system": o.system, "domain": o.domain, "measure": o.measure,
+             "value": round(o.value, 4)}
+        if o.domain == AVG and o.domains is not None:
+            e["domains"] = list(o.domains)
+        if o.variant is not None:
+            e["variant"] = o.variant
+        if samples.get(o.dataset):
+            e["sample"] = dict(samples[o.dataset])
+        entries.append(e)
+    return {"defaults": {"benchmark": benchmark, "tolerance": tolerance, "source": source}, "entries": entries}
+
+
 # ----------------------------------------------------------------------------------------------- observations
 def observations_from_task_metrics(path: str | Path) -> list[Observation]:
     """The numbers of a ``results/tables/<task>.metrics.json`` (``{measure, protocol, <task>: {dataset: {system:
