@@ -59,7 +59,8 @@ REMOVABLE_ENTRIES = ("datasets", "systems", "captioners", "generators", "reformu
 
 def drop_nulls(config: dict) -> dict:
     """Apply an overlay's removals in place: ``rag: null`` (likewise ``m2rag``, ``mmdr``, ``ablations`` or one of
-    its grids) switches the stage off, ``datasets: {vaswani: null}`` (likewise systems, captioners, generators, reformulators) removes that entry."""
+    its grids) switches the stage off, ``datasets: {vaswani: null}`` (likewise systems, captioners, generators,
+    reformulators) removes that entry."""
     for key in OPTIONAL_SECTIONS:
         if key in config and config[key] is None:
             del config[key]
