@@ -62,6 +62,7 @@ class Rule:
     retry_from: str | None = None
 
     def outputs(self, wildcards: W) -> dict[str, str]:
+        """The output paths of these wildcards (ConfigError naming a missing wildcard)."""
         try:
             return {k: p.format(**wildcards) for k, p in self.output.items()}
         except KeyError as e:
