@@ -86,7 +86,8 @@ TOPICS = pd.DataFrame({"qid": ["a", "b", "c", "d"], "query": ["What is the media
                                                                 "Compute the mean of 2, 4, 6.", "Find the derivative.",
                                                                 "Is this graph skewed?"],
                        "image_paths": [["a1", "a2"], ["b1"], ["c1"], []]})
-IMAGES = pd.DataFrame({"path": ["a1", "a2", "b1", "c1"], "alt": ["A histogram of exam scores", "ALT-A2 spreadsheet", "ALT-B1 company logo", None],
+ALTS = ["A histogram of exam scores", "ALT-A2 spreadsheet", "ALT-B1 company logo", None]
+IMAGES = pd.DataFrame({"path": ["a1", "a2", "b1", "c1"], "alt": ALTS,
                        "bytes": [png(), png((1, 1, 1)), png((2, 2, 2)), png((3, 3, 3))], "ok": [True] * 4})
 OCR = {"a1": "10 20 30 frequency", "b1": "ACME", "c1": ""}
 
@@ -291,7 +292,8 @@ EX = [{"id": f"q{i}", "query": f"question {i} about the mean", "gold_ids": ["d/a
 def _prepared(tmp_path) -> tuple[Path, Path]:
     if (tmp_path / "prep" / "prepare.json").is_file():
         return tmp_path / "raw", tmp_path / "prep"
-    root = write_domain(tmp_path / "raw", docs=DOCS, examples=[{k: v for k, v in e.items() if k not in ("positive_images", "negative_images")} for e in EX])
+    plain = [{k: v for k, v in e.items() if k not in ("positive_images", "negative_images")} for e in EX]
+    root = write_domain(tmp_path / "raw", docs=DOCS, examples=plain)
     for sub in ("examples_multimodal", "document_images", "examples_images"):
         (root / sub).mkdir()
     pd.DataFrame(EX).to_parquet(root / "examples_multimodal" / "d.parquet", index=False)
