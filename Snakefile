@@ -14,6 +14,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/rag.smk"
 include: "workflow/rules/m2rag.smk"
 include: "workflow/rules/mmdr.smk"
+include: "workflow/rules/essentiality.smk"
 
 
 wildcard_constraints:

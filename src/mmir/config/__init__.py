@@ -53,14 +53,14 @@ def load_schema() -> dict:
 
 
 #: sections an overlay switches off with ``null``, and mappings whose ``null`` entries an overlay removes
-OPTIONAL_SECTIONS = ("rag", "m2rag", "mmdr")
+OPTIONAL_SECTIONS = ("rag", "m2rag", "mmdr", "essentiality")
 REMOVABLE_ENTRIES = ("datasets", "systems", "captioners", "generators", "reformulators")
 
 
 def drop_nulls(config: dict) -> dict:
-    """Apply an overlay's removals in place: ``rag: null`` (likewise ``m2rag``, ``mmdr``, ``ablations`` or one of
-    its grids) switches the stage off, ``datasets: {vaswani: null}`` (likewise systems, captioners, generators,
-    reformulators) removes that entry."""
+    """Apply an overlay's removals in place: ``rag: null`` (likewise ``m2rag``, ``mmdr``, ``essentiality``,
+    ``ablations`` or one of its grids) switches the stage off, ``datasets: {vaswani: null}`` (likewise systems,
+    captioners, generators, reformulators) removes that entry."""
     for key in OPTIONAL_SECTIONS:
         if key in config and config[key] is None:
             del config[key]

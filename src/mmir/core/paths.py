@@ -17,6 +17,8 @@ use these functions, so the layout is defined once.
     results/mmdr/<dataset>/<domain>/{tasks,reports,run}/  MMDR tasks, baseline reports, the scored run
     results/tables/mmdr/                              MMDR leaderboard export (task scores, leaderboard, manifest)
     results/tracking/<task>.json                      MLflow run ids of the last invocation
+    results/essentiality/<dataset>/<domain>/labels.{parquet,json}   image essentiality and type labels (+ counts)
+    results/tables/essentiality.{md,csv}, results/plots/essentiality.{png,csv}   scores by essentiality / image type
 
 Systems come before domains so that one system's outputs form one directory (a DVC output per system).
 """
@@ -66,6 +68,13 @@ TABLE_SIGNIFICANCE = "results/tables/{task}.significance.json"
 REPRODUCTION_MD = "results/tables/reproduction.md"
 REPRODUCTION_CSV = "results/tables/reproduction.csv"
 TRACKING = "results/tracking/{task}.json"
+ESSENTIALITY = "results/essentiality/{dataset}/{domain}"
+ESSENTIALITY_LABELS = "results/essentiality/{dataset}/{domain}/labels.parquet"
+ESSENTIALITY_STATS = "results/essentiality/{dataset}/{domain}/labels.json"
+ESSENTIALITY_MD = "results/tables/essentiality.md"
+ESSENTIALITY_CSV = "results/tables/essentiality.csv"
+ESSENTIALITY_PLOT = "results/plots/essentiality.png"
+ESSENTIALITY_PLOT_DATA = "results/plots/essentiality.csv"
 
 
 def prepared(dataset: str, domain: str, name: str) -> str:

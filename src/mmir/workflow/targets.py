@@ -2,7 +2,8 @@
 asks Snakemake for (``python -m mmir snakemake <family>``).
 
 Families: ``prepare`` (per dataset), ``captions``, ``task`` (per task: runs, metrics, table, MLflow),
-``ablations``, ``rag``, ``m2rag``, ``mmdr``, ``reproduction`` (expected scores vs this run's tables).
+``ablations``, ``rag``, ``m2rag``, ``mmdr``, ``essentiality`` (image essentiality and types, scores by class),
+``reproduction`` (expected scores vs this run's tables).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from mmir.core import paths
 from mmir.data.domains import has_multimodal, has_query_images
 from mmir.workflow import units as U
 
-FAMILIES = ("prepare", "captions", "task", "ablations", "rag", "m2rag", "mmdr", "reproduction")
+FAMILIES = ("prepare", "captions", "task", "ablations", "rag", "m2rag", "mmdr", "essentiality", "reproduction")
 
 #: What DVC tracks of each family (dvc.yaml's outs, metrics and plots; a test keeps the two equal). ``{dataset}`` /
 #: ``{task}`` are the family's foreach key. When a config has no unit of a family these are still created (empty
@@ -32,6 +33,8 @@ FAMILY_OUTPUTS = {
     "m2rag": ["results/m2rag", "results/tables/m2rag.md", "results/tables/m2rag.csv", "results/tracking/m2rag.json"],
     "mmdr": ["results/mmdr", "results/tables/mmdr", "results/tables/mmdr.md", "results/tables/mmdr.csv",
              "results/tracking/mmdr.json"],
+    "essentiality": ["results/essentiality", "results/tables/essentiality.md", "results/tables/essentiality.csv",
+                     "results/tracking/essentiality.json", "results/plots/essentiality.csv", "results/plots/essentiality.png"],
     "reproduction": ["results/tables/reproduction.md", "results/tables/reproduction.csv", "results/tracking/reproduction.json"],
 }
 
@@ -80,7 +83,9 @@ def used_captioners(config: dict) -> list[str]:
     (``evaluation.image_text``), the caption grid, the reformulators' image text, M2RAG's."""
     out = []
     text_systems = any(s["kind"] != "mm" for s in config["systems"].values())
-    if (text_systems and any(t != "task1" for t in config["tasks"])) or U.rag_units(config) or U.mmdr_units(config):
+    e = config.get("essentiality")
+    if ((text_systems and any(t != "task1" for t in config["tasks"])) or U.rag_units(config) or U.mmdr_units(config)
+            or (U.essentiality_units(config) and not e["labels"])):
         out.append(config["evaluation"]["image_text"])
     if config["ablations"]["caption"]["systems"]:
         out += config["ablations"]["caption"]["captioners"]
@@ -120,6 +125,9 @@ def family_targets(config: dict, family: str, *, dataset: str | None = None, tas
     if family == "reproduction":
         return [paths.REPRODUCTION_MD, paths.REPRODUCTION_CSV, paths.TRACKING.format(task="reproduction")] \
             if config["expected"] else []
+    if family == "essentiality":
+        return [paths.ESSENTIALITY_MD, paths.ESSENTIALITY_CSV, paths.ESSENTIALITY_PLOT, paths.ESSENTIALITY_PLOT_DATA,
+                paths.TRACKING.format(task="essentiality")] if U.essentiality_units(config) else []
     if family == "mmdr":
         return [paths.MMDR_TABLE_MD, paths.MMDR_TABLE_CSV, paths.TRACKING.format(task="mmdr")] \
             if U.mmdr_units(config) else []
@@ -128,4 +136,4 @@ def family_targets(config: dict, family: str, *, dataset: str | None = None, tas
 
 def all_targets(config: dict) -> list[str]:
     """Every table and MLflow record the config asks for (Snakemake's default target)."""
-    return [t for f in ("task", "ablations", "rag", "m2rag", "mmdr", "reproduction") for t in family_targets(config, f)]
+    return [t for f in ("task", "ablations", "rag", "m2rag", "mmdr", "essentiality", "reproduction") for t in family_targets(config, f)]

@@ -68,6 +68,50 @@ def ablation_systems(config: dict) -> dict[str, dict]:
     return out
 
 
+def essentiality_systems(config: dict, dataset: str) -> list[str]:
+    """The systems whose ``essentiality.task`` per-query scores the essentiality table breaks down on ``dataset``:
+    the task's systems (``essentiality.systems``: null = all of them, else those listed), in config order."""
+    e = config.get("essentiality")
+    if not e:
+        return []
+    wanted = e["systems"]
+    present = dict.fromkeys(u["system"] for u in task_units(config, e["task"]) if u["dataset"] == dataset)
+    return [s for s in present if wanted is None or s in wanted]
+
+
+def essentiality_units(config: dict) -> list[dict]:
+    """``{dataset, domain}`` of the essentiality stage (MM-BRIGHT §3.4): every domain of ``essentiality.datasets``
+    (null = all datasets) whose queries have images and where ``essentiality.task`` runs at least one chosen system.
+    None when the section is absent or its ``systems`` list is empty (the stage is off)."""
+    e = config.get("essentiality")
+    if not e or e["task"] not in config["tasks"]:
+        return []
+    wanted = e["datasets"] or list(config["datasets"])
+    return [{"dataset": d, "domain": dom} for d, dom in units(config)
+            if d in wanted and has_query_images(config["datasets"][d], dom) and has_multimodal(config["datasets"][d], dom)
+            and essentiality_systems(config, d)]
+
+
+def essentiality_skipped(config: dict) -> list[str]:
+    """``"<dataset>/<domain>: why"`` for each domain of the chosen datasets that the essentiality stage leaves out."""
+    e = config.get("essentiality")
+    if not e:
+        return []
+    wanted = e["datasets"] or list(config["datasets"])
+    out = []
+    for d, dom in units(config):
+        if d not in wanted:
+            continue
+        ds = config["datasets"][d]
+        if not has_query_images(ds, dom):
+            out.append(f"{d}/{dom}: its queries have no images")
+        elif not has_multimodal(ds, dom):
+            out.append(f"{d}/{dom}: no {e['task']} data (examples_multimodal)")
+        elif not essentiality_systems(config, d):
+            out.append(f"{d}/{dom}: no chosen system runs {e['task']}")
+    return out
+
+
 def units(config: dict) -> list[tuple[str, str]]:
     """Every (dataset, domain) pair of the config, in config order."""
     return [(name, dom) for name, ds in config["datasets"].items() for dom in dataset_domains(name, ds)]

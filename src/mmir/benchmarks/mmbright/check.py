@@ -1,4 +1,4 @@
-"""Config checks of the MM-BRIGHT generative ablations (captioners, reformulators, grids)."""
+"""Config checks of the MM-BRIGHT generative ablations (captioners, reformulators, grids) and of the essentiality stage."""
 
 from __future__ import annotations
 
@@ -28,3 +28,46 @@ def check(config: dict, file: str | None = None) -> None:
         for i, v in enumerate(ab[key]):
             if v not in pool:
                 raise ConfigError(f"ablations.{grid}.{key}.{i}", f"{v!r} is not a key of {key}", file)
+    check_essentiality(config, file)
+
+
+def check_essentiality(config: dict, file: str | None = None) -> None:
+    """Cross-references of the ``essentiality`` section (MM-BRIGHT §3.4): a classifier among the generators unless a
+    labels file is given (which must exist and be .csv/.tsv/.parquet), ``task`` in ``tasks``, datasets and systems
+    that exist, prompt files that exist.
+
+    Raises:
+        ConfigError: naming ``essentiality.<key>`` (``essentiality.systems.<i>`` for an unknown system).
+    """
+    from mmir.benchmarks.mmbright import MMBRIGHT_PROMPTS
+    from mmir.config import check_references
+    from mmir.core.paths import resolve_path
+
+    e = config.get("essentiality")
+    if not e:
+        return
+    if e["task"] not in config["tasks"]:
+        raise ConfigError("essentiality.task", f"{e['task']!r} is not in tasks (its per-query scores are broken down; "
+                          "add it, or switch the stage off with essentiality: null)", file)
+    if e["labels"]:
+        path = resolve_path(e["labels"])
+        if not path.is_file():
+            raise ConfigError("essentiality.labels", f"labels file {e['labels']!r} not found ({path})", file)
+        if path.suffix not in (".csv", ".tsv", ".parquet"):
+            raise ConfigError("essentiality.labels", f"{e['labels']!r}: a labels file is .csv, .tsv or .parquet", file)
+    elif e["classifier"] is None:
+        raise ConfigError("essentiality.classifier", "set a key of generators, or a labels file (essentiality.labels), "
+                          "or switch the stage off with essentiality: null", file)
+    else:
+        check_references(config, "essentiality", file, classifier="generators")
+    for i, d in enumerate(e["datasets"] or []):
+        if d not in config["datasets"]:
+            raise ConfigError(f"essentiality.datasets.{i}", f"{d!r} is not a key of datasets", file)
+    for i, s in enumerate(e["systems"] or []):
+        if s not in config["systems"]:
+            raise ConfigError(f"essentiality.systems.{i}", f"{s!r} is not a key of systems", file)
+    for key in ("prompt", "type_prompt"):
+        try:
+            MMBRIGHT_PROMPTS.get(e[key])
+        except (FileNotFoundError, ValueError) as exc:
+            raise ConfigError(f"essentiality.{key}", str(exc), file) from exc
