@@ -392,7 +392,7 @@ def test_config_units_params_and_switches(tmp_path):
     # choosing systems changes the report only; a sampling setting changes the labelling jobs
     fewer = copy.deepcopy(cfg)
     fewer["essentiality"]["systems"] = ["bm25"]
-    assert R.RULES["essentiality"].params(fewer, w) == job.params
+    assert R.RULES["essentiality"].slice(fewer, w) == job.params
     assert R.RULES["essentiality_report"].params(fewer, {}) != rep.params
     hot = copy.deepcopy(cfg)
     hot["essentiality"]["temperature"] = 0.7
