@@ -1,12 +1,7 @@
 """MLflow run hierarchy: one parent run per workflow invocation, one child per (task, dataset, domain, system).
 
-Store: ``MLFLOW_TRACKING_URI`` when set, else ``mlflow.tracking_uri`` of params.yaml, else an embedded SQLite
-file ``mlflow.db`` in the project (artifacts in ``mlartifacts/``). Open it with
-``mlflow ui --backend-store-uri sqlite:///mlflow.db``.
-
-Child runs carry: params = the validated config slice the step read (flattened), metrics by measure name,
-tags = git commit, rule, wildcards, dataset revision, model revision; artifacts = the run file and the
-per-query metrics. Nothing from the environment is logged, so API keys never reach the store.
+Store: ``MLFLOW_TRACKING_URI``, else ``mlflow.tracking_uri`` of params.yaml, else ``mlflow.db`` (SQLite).
+Nothing from the environment is logged, so API keys never reach the store. README: "Outputs and tracking".
 """
 
 from __future__ import annotations
@@ -112,12 +107,7 @@ def log_units(config: dict, stage: str, params: dict, units: list[dict], project
     """A parent run for a generative stage (``rag``, ``m2rag``, ``mmdr``) and one child per unit.
 
     Args:
-        config: the validated config (for the store and experiment).
-        stage: run name and ``mmir.task`` tag of the parent.
-        params: nested settings logged (flattened) on the parent and every child -- never anything from the
-            environment, so API keys stay out.
-        units: ``{"name", "tags": {...}, "metrics": {...}, "artifacts": [files], "artifact_dirs": {path in
-            the run: folder}}``; ``None``/NaN metrics are left out (MLflow has no missing value).
+        units: ``{"name", "tags", "metrics", "artifacts", "artifact_dirs"}``; ``None``/NaN metrics are left out.
 
     Returns:
         ``{"parent": run id, "children": [run ids]}``.
@@ -174,12 +164,7 @@ def log_rag(config: dict, summaries: list[dict], artifacts: list[list[str]], pro
 
 def log_invocation(config: dict, task: str, entries: list[dict], project_dir: str | Path = ".",
                    run_name: str | None = None, parent_metrics: dict[str, float] | None = None) -> dict:
-    """Log a parent run for this invocation and a child per entry. Returns ``{"parent", "children"}`` ids.
-
-    Each entry: ``dataset, domain, system, metrics_json, run_file, perquery, params`` (config slice),
-    ``tags`` (extra tags such as dataset/model revision) and optional ``extra_metrics`` (counts, intervals,
-    p-values). ``parent_metrics`` go on the parent run (e.g. the Avg. intervals and tests of the table).
-    """
+    """Log a parent run for this invocation and a child per entry; returns ``{"parent", "children"}`` ids."""
     # holds the store lock (see _store_lock)
     with _store_lock(Path(project_dir).resolve()):
         return _log_invocation(config, task, entries, project_dir, run_name, parent_metrics)

@@ -1,13 +1,8 @@
 """params.yaml: read, merge overlays, expand system presets, validate against
 workflow/schemas/params.schema.yaml, fill defaults.
 
-This layer knows the schema and generic cross-references only; each benchmark and the LLM layer check their
-own sections (``mmir.workflow.validate`` runs every check once, before any job starts). An error names the
-offending key as a dotted path. Every default lives in the schema, so the validated dict is complete.
-
-System presets (``src/mmir/config/presets.yaml``, :func:`load_presets`): ``systems: {e5: {preset: e5-mistral}}``
-is replaced by the preset's system keys, with any key given next to ``preset`` overriding the preset's, before
-the schema check (:func:`expand_presets`); the ``preset`` key stays, naming where the keys came from.
+Generic cross-references only; each benchmark checks its own section (``mmir.workflow.validate``). Errors name
+the dotted key. Presets: ``src/mmir/config/presets.yaml`` (:func:`load_presets`, :func:`expand_presets`).
 """
 
 from __future__ import annotations
@@ -105,9 +100,7 @@ def load_presets() -> dict:
 
 
 def expand_presets(config: dict, file: str | None = None) -> dict:
-    """Replace each ``systems.<name>`` that names a ``preset`` by the preset's system keys overlaid with the
-    keys given next to ``preset`` (those win); ``preset`` is kept. In place; returns ``config``.
-    Idempotent (an expanded system expands to itself).
+    """Replace each ``systems.<name>`` naming a ``preset`` by the preset's keys overlaid with its own (in place, idempotent).
 
     Raises:
         ConfigError: ``systems.<name>.preset`` is not a string or not a preset (the message lists them).
@@ -184,8 +177,7 @@ def validate_config(config: dict, file: str | None = None) -> dict:
 
 
 def check_references(config: dict, section: str, file: str | None, **pools: str) -> None:
-    """Cross-references of a stage section: for each ``key=pool``, ``config[section][key]`` must be a key of
-    ``config[pool]``; the section's ``task`` must be in ``tasks`` and each of its ``datasets`` a dataset.
+    """Cross-references of a stage section: each ``key=pool`` value a key of ``config[pool]``; ``task``/``datasets`` known.
 
     Raises:
         ConfigError: naming ``<section>.<key>`` (``<section>.datasets.<i>`` for a dataset).
@@ -237,10 +229,10 @@ def merge_overlay(base: dict, overlay: dict) -> dict:
 
 
 def read_config(path: str | os.PathLike = "params.yaml", overlays: list[str | os.PathLike] | None = None) -> tuple[dict, str]:
-    """Read ``path`` and merge each overlay file into it as ``snakemake --configfile`` does (not validated).
+    """Read ``path`` and merge each overlay as ``snakemake --configfile`` does (not validated).
 
     Returns:
-        ``(raw config, "<file> + <overlay> ...")`` -- the second names the files for error messages.
+        ``(raw config, "<file> + <overlay> ...")``.
 
     Raises:
         ConfigError: bad YAML (named, with the file); OSError: a file cannot be read.

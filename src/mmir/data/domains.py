@@ -1,9 +1,7 @@
-"""Which domains a dataset has, and which of them carry Task 2–4 data or query images.
+"""Which domains a dataset has (``domains: all``), and which carry Task 2–4 data or query images.
 
-``domains: all`` resolves here: a local copy lists its ``documents/*.parquet`` (hub shards
-``<domain>-00000-of-0000N.parquet`` count once), a TREC collection is one domain named after the dataset,
-and a hub dataset is listed from the repository, falling back to :data:`MM_BRIGHT_DOMAINS` offline (so dry
-runs and ``validate`` work without network).
+Local copies list ``documents/*.parquet``, a TREC collection is one domain, hub datasets are listed from the
+repository (:data:`MM_BRIGHT_DOMAINS` offline).
 """
 
 from __future__ import annotations
@@ -53,10 +51,7 @@ def dataset_domains(name: str, ds: dict) -> list[str]:
 
 
 def check_dataset(name: str, ds: dict, file: str | None = None) -> None:
-    """What :func:`mmir.workflow.validate.validate_config` checks of a dataset entry before any job: a
-    ``local``/``trec`` root exists (a local one with a ``documents/`` folder), and each domain listed
-    explicitly is in the data (local: a ``documents`` file; hub: the repository's listing, or
-    :data:`MM_BRIGHT_DOMAINS` offline). A TREC collection is one domain, named freely.
+    """Check a dataset entry before any job: a ``local``/``trec`` root exists, and each listed domain is in the data.
 
     Raises:
         ConfigError: naming ``datasets.<name>.root`` or ``datasets.<name>.domains.<i>``.

@@ -1,38 +1,14 @@
 """Safe image decoding for every image that enters the pipeline (query images, corpus images, OCR input).
 
-Every image is decoded by :func:`decode_image`, which returns a fully loaded 8-bit RGB
-:class:`PIL.Image.Image` whatever the source format and mode:
+:func:`decode_image` returns a loaded 8-bit RGB image whatever the format: transparency composited on white;
+other modes converted (16-bit greyscale ``value / 257``, float data in [0, 1] x 255); EXIF orientation
+applied; first frame of an animation. Failures name the source: :class:`CorruptImage`, :class:`ImageTooLarge`
+(more than ``max_pixels``, default Pillow's 89,478,485, checked from the header).
 
-* transparency (``RGBA``, ``LA``, ``PA``, ``P`` or ``L``/``RGB`` with a ``tRNS`` transparency entry) is
-  composited on white, so a transparent diagram background reads as white paper, not black;
-* ``CMYK`` (and ``YCbCr``, ``LAB``, ``HSV``, ``1``, ``L``, ``P``) are converted to RGB;
-* 16-bit and 32-bit integer greyscale (``I;16*``, ``I``) are scaled to 8 bit (``value / 257`` for 16-bit data,
-  i.e. 65535 -> 255); floating-point (``F``) data in [0, 1] is scaled by 255, otherwise clipped to [0, 255];
-* the EXIF orientation tag is applied (:func:`PIL.ImageOps.exif_transpose`), so a phone photo stored sideways
-  is seen upright;
-* an animated image (GIF, WebP, APNG) gives its first frame;
-* every format Pillow reads is accepted (PNG, JPEG, WebP, GIF, BMP, TIFF, ...).
-
-Failures raise a :class:`~mmir.core.errors.DataError` subclass that names the source:
-
-* :class:`CorruptImage`: bytes that are empty, not an image, truncated or otherwise undecodable;
-* :class:`ImageTooLarge`: a decompression bomb, i.e. more pixels than ``max_pixels`` (checked from the header,
-  before any pixel is decoded). The default limit, 89,478,485 pixels, is Pillow's own
-  ``Image.MAX_IMAGE_PIXELS`` (about 0.25 GiB of 24-bit pixels).
-
-**Rule for bad images** (applied by :func:`load_image_for_role`, counted by :class:`ImageTally`):
-
-* a corrupt or too-large **corpus** image (Task 3/4 image corpus, MM-BRIGHT §3.1) is **dropped** from
-  what is encoded and ranked: it can never be retrieved, and the drop is counted per domain with the failing
-  source named (the prepare step keeps its row with ``ok=False`` so that the queries that judged it relevant
-  keep that judgment, as the released code does; :mod:`mmir.data.multimodal`);
-* a corrupt or too-large **query** image is **replaced by the blank image** (:func:`blank_image`, white
-  224x224 RGB) and counted: the query stays in the evaluation, exactly like a query without an image, which the
-  paper's protocol (§4.1) also encodes with a blank image. Dropping a query would change the query set and
-  make scores incomparable across systems.
-
-:func:`resolve_inside` guards file paths read from data files (``image_paths`` columns, manifests): it rejects
-absolute paths and anything that leaves the root after ``..`` and symlinks are resolved.
+Rule for bad images (:func:`load_image_for_role`, counted by :class:`ImageTally`): a bad corpus image (MM-BRIGHT
+§3.1) is dropped from what is encoded and ranked (its judgments stay: :mod:`mmir.data.multimodal`); a bad query
+image is replaced by the blank image (:func:`blank_image`, white 224x224), as the paper (§4.1) encodes a query
+without an image, so the query set never changes. :func:`resolve_inside` guards file paths read from data.
 """
 
 from __future__ import annotations
@@ -156,16 +132,14 @@ def image_size(data: bytes, *, source: str) -> tuple[int, int]:
 
 
 def decode_image(data: bytes, *, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
-    """Decode image bytes into a loaded 8-bit RGB image (see the module docstring for every mode rule).
+    """Decode image bytes into a loaded 8-bit RGB image (mode rules in the module docstring).
 
     Args:
-        data: the encoded image file (PNG, JPEG, WebP, GIF, BMP, TIFF, ... bytes).
         source: where the bytes come from (file, parquet row, image path); named in every error.
-        max_pixels: decompression-bomb limit on width x height, in pixels, checked before decoding.
+        max_pixels: decompression-bomb limit on width x height, checked before decoding.
 
     Returns:
-        An RGB :class:`PIL.Image.Image` (mode ``"RGB"``, pixels loaded, no file handle kept), upright per its
-        EXIF orientation; the first frame of an animation.
+        An RGB :class:`PIL.Image.Image` (pixels loaded, no file handle kept).
 
     Raises:
         CorruptImage: empty, unidentifiable, truncated or otherwise undecodable bytes.
@@ -252,13 +226,7 @@ def _pixels_from_bomb_message(msg: str) -> int:
 
 @dataclass
 class ImageTally:
-    """Counts of decoded / corrupt / too-large images per domain, with examples of failing sources.
-
-    ``counts[domain]`` has the keys ``ok``, ``corrupt``, ``too_large`` (decode outcomes) and ``dropped``
-    (corpus images left out) and ``blank_substituted`` (query images replaced by the blank image), see the rule
-    in the module docstring. ``examples[domain]`` lists up to ``max_examples`` ``(source, message)`` pairs of
-    failures per domain, for run reports.
-    """
+    """Per-domain counts ``ok``, ``corrupt``, ``too_large``, ``dropped``, ``blank_substituted``, with failing examples."""
 
     max_examples: int = 5
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -323,12 +291,7 @@ def load_image_for_role(
     tally: ImageTally | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> Image.Image | None:
-    """Decode one image applying the bad-image rule of the module docstring.
-
-    Returns:
-        The RGB image; for a corrupt/too-large image: ``None`` when ``role == "corpus"`` (drop it) and
-        :func:`blank_image` when ``role == "query"``. The outcome is counted in ``tally`` (if given) and a
-        failure is logged as a warning naming the source.
+    """Decode one image under the bad-image rule: a bad one gives ``None`` (corpus) or :func:`blank_image` (query).
 
     Raises:
         ValueError: ``role`` is not ``"corpus"`` or ``"query"``.
@@ -353,11 +316,7 @@ def load_image_for_role(
 # ---------------------------------------------------------------------------------------------------------
 
 def check_relative(rel_path: str, root: str | os.PathLike) -> str:
-    """Check, without touching the file system, that a path read from data stays inside the dataset.
-
-    ``root`` is only named in messages (the dataset folder, or the hub repository): image paths of the
-    MM-BRIGHT layout are keys of the image tables, not files, so nothing is resolved on disk. Returns the
-    path unchanged.
+    """Check, without touching the file system, that a path read from data stays inside the dataset; returns it.
 
     Raises:
         DataError: empty path, a NUL byte, an absolute path (POSIX ``/x``, Windows ``C:\\x`` or
@@ -376,12 +335,10 @@ def check_relative(rel_path: str, root: str | os.PathLike) -> str:
 
 
 def resolve_inside(root: str | os.PathLike, rel_path: str | os.PathLike) -> Path:
-    """Join a relative path read from data onto ``root`` and make sure the result stays inside ``root``.
-
-    Symlinks are resolved (the target must still lie inside ``root``); the file need not exist.
+    """Join a relative path read from data onto ``root`` (symlinks resolved) and check it stays inside ``root``.
 
     Returns:
-        The resolved absolute :class:`~pathlib.Path`.
+        The resolved absolute :class:`~pathlib.Path` (the file need not exist).
 
     Raises:
         DataError: ``rel_path`` is empty, contains a NUL byte, is absolute (POSIX ``/x``, Windows ``C:\\x``
@@ -407,11 +364,7 @@ def iter_decoded(
     tally: ImageTally,
     max_pixels: int = DEFAULT_MAX_PIXELS,
 ):
-    """Yield ``(source, image_or_None)`` for ``(source, bytes)`` pairs under the bad-image rule.
-
-    Corpus images that fail give ``None`` (the caller leaves them out); query images that fail give the blank
-    image. Counts go to ``tally``.
-    """
+    """Yield ``(source, image_or_None)`` for ``(source, bytes)`` pairs under the bad-image rule."""
     for source, data in items:
         yield source, load_image_for_role(
             data, source=source, role=role, domain=domain, tally=tally, max_pixels=max_pixels

@@ -2,32 +2,14 @@
 
 - Task 2: query text + image → text documents; qrels = the query's gold_ids (binary).
 - Task 3: query text + image → corpus images (``document_images``); qrels = its ``positive_images`` (binary).
-- Task 4: query → (document, image) pairs. Every document gives one text-only pair plus one pair per
-  decodable image of the same page (page key = the hex key in ``<domain>/<key>_<n>.txt`` and in
-  ``<domain>/<domain>_<key>_<NNNN>/image_<k>.<ext>``), exactly the pairs the released code builds. Two label
-  sets, one file each:
+- Task 4: query → (document, image) pairs: per document one text-only pair plus one per decodable image of
+  its page, as the released code builds them. ``qrels.task4.txt`` (``task4_protocol: paper``, §4.1): 2 for a
+  gold passage with a positive image of its page, 1 for a gold passage with no image, 0 otherwise; pairs with
+  a negative image are excluded (``excluded.task4.always.tsv``). ``qrels.task4.official.txt`` (the released
+  ``task4_pair.py``): every pair of a gold passage is 1, and nothing is excluded.
 
-  * ``qrels.task4.txt`` (``evaluation.task4_protocol: paper``, §4.1): 2 for a gold passage paired with a
-    positive image of its page, 1 for a gold passage with no image, 0 otherwise (including a gold passage
-    with an image that is present but not annotated positive). An image annotated both positive and negative
-    counts as positive. Exclusions: pairs whose image is annotated negative for the query
-    (``excluded.task4.always.tsv``, every ``evaluation.protocol``) and, under ``protocol: official``, every
-    pair of a ``negative_ids`` document (``excluded.task4.tsv``).
-  * ``qrels.task4.official.txt`` (``task4_protocol: official``, the released ``task4_pair.py``): every pair
-    of a gold passage is relevant (1), whatever its image. The released script passes the documents'
-    ``negative_ids`` as exclusions, which never equal a ``doc|||image`` pair id, so under this protocol no
-    Task 4 item is excluded (:func:`mmir.retrieval.exclusions.exclusions`).
-
-Exclusions by ``negative_ids`` (``evaluation.protocol: official``) apply to Task 2 documents; Task 3 has
-none (the released code passes document ids, which never match an image).
-
-Undecodable images (SVG bytes under a ``.png`` name, zero bytes, truncated files; :mod:`mmir.data.images`):
-a corpus image stays in ``images.parquet`` with ``ok=False``: it is never encoded, ranked or paired, but a
-query that judged it relevant keeps that judgment (Task 3 and paper Task 4 qrels), as in the released code,
-so it counts as a miss; ``prepare.json → unretrievable`` counts such judged items per task. A query image
-that cannot be used (absent from ``examples_images`` or undecodable) is left out of the query's
-``image_paths``, as the released loader does, so the first *usable* image stands for the query (blank when
-none is left).
+Undecodable corpus images stay in ``images.parquet`` with ``ok=False`` (never ranked, still judged: a miss);
+unusable query images are left out of ``image_paths``. README: "Tasks 2–4 (multimodal)".
 """
 
 from __future__ import annotations
@@ -82,14 +64,10 @@ def _note(counts: dict, examples: dict, kind: str, message: str) -> None:
 
 def check_images(frame: pd.DataFrame, role: str, max_pixels: int, counts: dict[str, int],
                  examples: dict[str, list[str]], root: str = "the dataset") -> pd.DataFrame:
-    """Validate an image table (``path``, ``bytes``, optional ``alt``, plus ``_file``/``_row``).
+    """Validate an image table (``path``, ``bytes``, optional ``alt``, ``_file``/``_row``); returns :data:`IMAGE_COLUMNS`.
 
-    Paths are normalised (:func:`~mmir.data.parquet.norm_ref`) and must be relative and stay inside the
-    dataset (DataError naming file, row, field ``path``). A path given twice with identical bytes is kept
-    once and counted (``duplicate_images_identical``); with different bytes it is an error (field
-    ``bytes``). Every image is decoded: a corrupt or too-large one is counted (``<role>_images_corrupt``,
-    up to 5 messages in ``examples``) and kept with ``ok=False`` (never encoded; a query drops it from its
-    images). Returns the columns :data:`IMAGE_COLUMNS`.
+    Paths must be relative and inside the dataset; a path repeated with identical bytes is kept once, with
+    different bytes an error; a corrupt or too-large image is counted and kept with ``ok=False``.
     """
     rows, seen = [], {}
     for rec in frame.to_dict("records"):
@@ -144,12 +122,7 @@ class MultimodalPrepared:
 
 def build_multimodal(corpus: pd.DataFrame, queries: list[dict], images: pd.DataFrame,
                      query_images: pd.DataFrame, counts: dict) -> MultimodalPrepared:
-    """Topics, pairs, qrels and exclusions of Tasks 2–4 from checked tables.
-
-    ``queries`` are the checked ``examples_multimodal`` records (:func:`mmir.data.prepare.read_queries`):
-    ``qid, query, gold`` (in the corpus), ``negatives`` (in the corpus), ``image_paths`` (usable ones),
-    ``positive_images`` (present in ``images``, decodable or not), ``negative_images``.
-    """
+    """Topics, pairs, qrels and exclusions of Tasks 2–4 from checked ``examples_multimodal`` records and tables."""
     pair_ok = {p for p, ok in zip(images["path"], images["ok"]) if ok}
     docs_by_key: dict[str, list[str]] = {}
     for d in corpus["doc_id"]:

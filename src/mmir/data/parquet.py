@@ -1,18 +1,8 @@
-"""Reading the MM-BRIGHT parquet layout: ``<root>/<config>/<domain>.parquet`` or hub shards, and turning its
-cells into typed Python values.
+"""Reading the MM-BRIGHT parquet layout (``<root>/<config>/<domain>.parquet`` or hub shards) into typed values.
 
-The hub data comes in several shapes that all mean the same thing, and every reader here accepts them:
-
-- list cells are numpy arrays (pandas' reading of parquet lists) or lists; ``positive_images`` /
-  ``negative_images`` hold either strings or ``{"image_path": ...}`` structs;
-- ids may be strings or integers (``int64`` columns; a null in an integer column turns it into ``float64``);
-- paths may use Windows separators (``a\\b.png``): every path and id *reference* is normalised with
-  :func:`norm_ref` on both sides (the image tables' ``path`` and every list that points at it), as the
-  released code does for ``positive_images``; free text (``gold_answers``, ``query``) is never rewritten;
-- ``gold_answers`` is a list of strings or one string (BRIGHT's own format);
-- text cells may arrive as bytes; they must be valid UTF-8.
-
-Columns that a config does not declare are ignored.
+Accepted shapes: list cells as numpy arrays or lists, images as strings or ``{"image_path": ...}`` structs; ids
+as strings or integers; Windows separators in references (normalised by :func:`norm_ref`, free text never);
+``gold_answers`` as a list or one string; text as UTF-8 bytes. Undeclared columns are ignored.
 """
 
 from __future__ import annotations
@@ -75,10 +65,9 @@ def _row_id(table, row: int):
 
 
 def read_config(root: str | Path, config: str, domain: str, columns: list[str], required: bool = True) -> pd.DataFrame | None:
-    """Read one config of one domain, checking that ``columns`` exist.
+    """Read one config of one domain, checking that ``columns`` exist; ``None`` when absent and not required.
 
-    Returns a DataFrame with a ``_file`` and ``_row`` column (source file, 0-based row within it) so later
-    checks can name the exact place of a problem. Returns None when the files are absent and not required.
+    Adds ``_file`` and ``_row`` columns so later checks can name the place of a problem.
 
     Raises:
         DataError: files missing (when required), unreadable/corrupt parquet, a string cell that is not
@@ -153,9 +142,7 @@ def as_text(value, file: str, row: int, field: str, what: str) -> str | None:
 
 
 def as_id(value, file: str, row: int, field: str) -> str | None:
-    """An id cell as ``str``: strings as they are, integers (``int64`` columns, or ``5.0`` from an integer
-    column with nulls) as their decimal digits. None for a null or blank cell (the caller says why that is
-    an error). Document and image ids are references: pass the result through :func:`norm_ref`.
+    """An id cell as ``str`` (integers, or ``5.0`` from a column with nulls, as digits); None for null or blank.
 
     Raises:
         DataError: a boolean, a non-integer float, or any other type.
@@ -176,11 +163,7 @@ def as_id(value, file: str, row: int, field: str) -> str | None:
 
 
 def as_ref_list(value, file: str, row: int, field: str, counts: dict | None = None) -> list[str] | None:
-    """A list-of-references cell (``gold_ids``, ``negative_ids``, ``image_paths``, ``positive_images``,
-    ``negative_images``) as a list of normalised strings, or None for a null cell (the caller applies the
-    ``null_lists`` policy). ``{"image_path": ...}`` structs give their path; integer ids their digits;
-    BRIGHT's ``'N/A'`` placeholder entries are dropped; backslashes become ``/`` (counted in
-    ``counts["backslash_refs"]``).
+    """A list-of-references cell as normalised strings (None for null); ``'N/A'`` dropped, backslashes counted.
 
     Raises:
         DataError: the cell is a string or a scalar, or holds an entry that is not a string, integer or struct.
@@ -215,9 +198,7 @@ def as_ref_list(value, file: str, row: int, field: str, counts: dict | None = No
 
 
 def as_answers(value, file: str, row: int, field: str = "gold_answers") -> list[str]:
-    """``gold_answers`` as a list of strings, never rewritten (``$\\frac{1}{n}$`` stays as it is): a list
-    cell as its strings, one string (BRIGHT's format) as a one-element list; a null cell, ``''`` or the
-    ``'N/A'`` placeholder as no answer.
+    """``gold_answers`` as a list of strings, never rewritten; null, ``''`` or ``'N/A'`` as no answer.
 
     Raises:
         DataError: an entry that is not text.

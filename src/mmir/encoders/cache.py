@@ -1,32 +1,13 @@
 """Content-addressed, on-disk embedding cache shared by every task and stage.
 
-A vector is stored under ``sha256(encoder_key || kind || content)`` where ``encoder_key`` names the model,
-its revision (or file hash) and every preprocessing choice that changes the vector (instruction template,
-max length, normalisation, image preprocessing). So a query, document or image encoded once is reused by any
-later run, task or system with the same encoder, and nothing stale is ever returned after a change.
+A vector is stored under ``sha256(encoder_key || kind || content)``, ``encoder_key`` naming the model, its
+revision and every preprocessing choice that changes the vector. Storage: an SQLite index (WAL) maps each key
+to ``(segment, row)`` of float32 segment files ``.seg/<segment>.f32`` (≤ 1 GiB); layout chosen by
+``bench/bench_cache_layouts.py``. A database of the old layout (table ``vec``) is still read.
 
-Storage (one cache per encoder key, ``<root>/<slug>-<hash12>``): an SQLite index ``.sqlite`` (WAL) maps each
-key (32 raw bytes) to ``(segment, row)``; the vectors are float32 rows appended to raw segment files
-``.seg/<segment>.f32`` of at most 1 GiB. Chosen by measurement over 338,291 x 1,024 vectors in batches of
-1,024 (``bench/bench_cache_layouts.py``): one SQLite row of float32 bytes per vector, the previous layout, wrote
-1.9x slower and read by key 2.7x slower than this layout's prototype (4 KiB blobs spill into overflow pages;
-its file is 15 % larger), and a FAISS ``IndexIDMap2`` holds every vector in RAM (2.1 GB peak there, 10 GB for
-2.5 M) and is only durable by rewriting the whole index after each batch (2.1 s a batch at that size).
-``bench/bench_fullsize.py`` (e) compares this implementation (with its per-batch fsync) to the previous one.
-A database written by the previous layout (table ``vec``) is still read: its vectors are found as before, new
-ones go to segments.
-
-Guarantees:
-
-- a killed run keeps every finished batch: a batch's bytes are written (and fsynced) into the segment before
-  the index rows that point at them are committed; bytes of an uncommitted batch are overwritten by the next
-  write, so a reader never sees a key without its vector;
-- several processes may write one cache at once: every write holds a file lock (``.lock``, :mod:`filelock`)
-  while it appends and commits; readers take no lock (SQLite WAL, append-only segments). A key written by two
-  processes is kept once (the first write wins: content-addressed vectors of one encoder are the same);
-- memory: :meth:`EmbeddingCache.read_into` and :meth:`EmbeddingCache.encode_to` work in chunks, so millions of
-  vectors are read or written with a resident set of one chunk (rows are read with positional reads, not a
-  mapping).
+Guarantees: a killed run keeps every finished batch (bytes fsynced before the index rows commit); several
+processes may write at once (file lock ``.lock``; first write of a key wins); :meth:`EmbeddingCache.read_into`
+and :meth:`EmbeddingCache.encode_to` work in chunks (bounded memory).
 """
 
 from __future__ import annotations
@@ -79,7 +60,6 @@ class EmbeddingCache:
     """Float32 vectors by content key, for one encoder.
 
     Args:
-        root: cache directory (created).
         spec: dict describing the encoder and its preprocessing; see :func:`encoder_key`.
         fsync: flush segment bytes to disk before committing their index rows (crash-safe, not only kill-safe).
     """
@@ -189,9 +169,7 @@ class EmbeddingCache:
                 out[o : o + b - a] = dest
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        """Vectors present in the cache for ``keys`` (absent keys are left out): ``{key: float32 (dim,)}``.
-
-        Holds every returned vector in memory; for millions of keys use :meth:`read_into` or :meth:`iter_read`."""
+        """``{key: float32 (dim,)}`` of the cached ``keys`` (absent ones left out); for millions use :meth:`read_into`."""
         uniq = list(dict.fromkeys(keys))
         locs = self._locate(uniq)
         hit = [k for k in uniq if k in locs]
@@ -208,11 +186,7 @@ class EmbeddingCache:
         return int(d)
 
     def read_into(self, keys: Sequence[str], out: np.ndarray, chunk: int = 65536) -> np.ndarray:
-        """Write the cached vector of ``keys[i]`` into ``out[i]`` for every key present, ``chunk`` keys at a time.
-
-        Args:
-            keys: content keys (repeats allowed).
-            out: ``(len(keys), dim)`` float32 array (or ``np.memmap``); rows of absent keys are left untouched.
+        """Write the cached vector of ``keys[i]`` into ``out[i]`` (``(len(keys), dim)`` float32); absent rows untouched.
 
         Returns:
             Boolean ``(len(keys),)`` mask of the keys found.
@@ -258,10 +232,7 @@ class EmbeddingCache:
             self.put_matrix(list(items), np.stack([np.asarray(v, dtype=np.float32).ravel() for v in items.values()]))
 
     def put_matrix(self, keys: Sequence[str], vectors: np.ndarray) -> int:
-        """Store ``vectors[i]`` (float ``(len(keys), dim)``, cast to float32) under ``keys[i]`` in one commit.
-
-        Appends to the current segment under the cache's file lock, then commits the index rows. Returns the
-        number of vectors added (keys already present, and repeats, are skipped).
+        """Store ``vectors[i]`` (``(len(keys), dim)``, cast to float32) under ``keys[i]`` in one commit; returns the count added.
 
         Raises:
             DataError: a dim different from the cache's, or NaN/inf values.
@@ -325,16 +296,11 @@ class EmbeddingCache:
         """Vectors for ``items``, computing only the ones missing from the cache.
 
         Args:
-            items: the inputs (texts, images, ...) in order; ``keys[i]`` is the content key of ``items[i]``.
-            encode_fn: maps a list of missing items to a float array of shape ``(len(list), dim)``.
+            encode_fn: maps a list of missing items to a float ``(len(list), dim)`` array.
             batch_size: items per ``encode_fn`` call; each batch is committed before the next starts.
-            progress: tqdm description, or None for no bar.
 
         Returns:
-            ``(matrix, stats)``: ``matrix`` float32 of shape ``(len(items), dim)`` in input order;
-            ``stats`` = ``{"hits", "misses", "model_calls"}`` counts (of distinct keys; calls of ``encode_fn``).
-
-        Memory: the returned matrix plus one batch (cached rows are read straight into it).
+            ``(matrix, stats)``: float32 ``(len(items), dim)`` in input order; ``{"hits", "misses", "model_calls"}``.
         """
         from tqdm.auto import tqdm
 
@@ -379,20 +345,14 @@ class EmbeddingCache:
         progress: str | None = None,
         seal: bool = True,
     ) -> dict:
-        """Encode straight into a vector-store shard, batch by batch, without materialising the whole matrix.
+        """Encode straight into a vector-store shard batch by batch (memory: one batch); written batches are skipped.
 
         Args:
-            writer: a :class:`~mmir.encoders.store.ShardWriter` with ``rows == len(items)``; its batches are the
-                unit of work: a batch already written (a resumed shard) is skipped without any lookup.
-            items, keys: the shard's inputs and their content keys, in row order.
-            encode_fn: as in :meth:`encode`; called on the cache misses of a batch, ``model_batch_size`` at a time.
-            ids: the shard's row ids (for :meth:`~mmir.encoders.store.ShardWriter.seal`).
-            seal: seal the shard when every batch is written.
+            writer: a :class:`~mmir.encoders.store.ShardWriter` with ``rows == len(items)``.
+            encode_fn: as in :meth:`encode`; called on a batch's misses, ``model_batch_size`` at a time.
 
         Returns:
-            ``{"hits", "misses", "model_calls", "batches_total", "batches_skipped", "batches_computed", "sha256"}``
-            where hits/misses count the rows of the computed batches served from the cache / by the model.
-            Memory: one shard batch of float32 vectors.
+            ``{"hits", "misses", "model_calls", "batches_total", "batches_skipped", "batches_computed", "sha256"}``.
 
         Raises:
             ValueError: lengths differ from ``writer.rows``; DataError / ShardMismatchError from the cache or writer.

@@ -1,22 +1,12 @@
 """Dense text encoder over any OpenAI-compatible ``/v1/embeddings`` endpoint (``kind: dense, backend: openai``).
 
-OpenAI (``text-embedding-3-large``, one of MM-BRIGHT's Table 3 retrievers), vLLM, Hugging Face TEI, Infinity
-and llama.cpp's servers speak the same API. Requests go through the official ``openai`` SDK with the SDK's
-own retries disabled; :mod:`tenacity` retries timeouts, connection errors, unparsable (truncated) bodies,
-HTTP 429 (honouring ``Retry-After`` / ``retry-after-ms``) and 5xx with exponential back-off and jitter. Other
-4xx answers and well-formed but wrong responses (no vectors, a wrong count, per-token vectors, a wrong
-dimension, non-finite or zero vectors) fail at once: retrying would give the same answer.
+:mod:`tenacity` retries timeouts, connection errors, unparsable bodies, HTTP 429 (honouring ``Retry-After`` /
+``retry-after-ms``) and 5xx with exponential back-off and jitter; other 4xx and well-formed but wrong answers
+fail at once. Vectors come back in input order, L2-normalised float32.
 
-Texts are formatted with ``query_template`` / ``doc_template``, cut at ``max_chars`` characters (counted),
-split into batches of ``batch_size`` and sent concurrently (at most ``max_concurrency`` requests in flight);
-the vectors come back in input order, L2-normalised float32.
-
-The API key: only the NAME of an environment variable (``api_key_env``) is configured; the value is read
-once, held in a :class:`~mmir.core.secrets.Secret` and scrubbed from every error text, so it never reaches
-logs, reprs, exceptions, MLflow or the embedding cache. Rule for a missing key (:func:`resolve_api_key`):
-``api_key_env: null`` sends no key; a set variable is used; an unset or empty variable is an error, except
-when ``base_url`` is a loopback server (``localhost``, ``127.0.0.0/8``, ``::1``), which gets a placeholder key
-(a local server that does check keys then answers 401, which fails at once).
+API key rule (:func:`resolve_api_key`): ``api_key_env: null`` sends no key; a set variable is used; an unset or
+empty one is an error, except for a loopback ``base_url`` (placeholder key). The value is held in a
+:class:`~mmir.core.secrets.Secret` and scrubbed from every error text.
 """
 
 from __future__ import annotations
@@ -57,12 +47,10 @@ DEFAULTS: dict[str, Any] = {
 
 # ------------------------------------------------------------------------------------------- endpoint
 def endpoint_id(base_url: str) -> str:
-    """The endpoint as it enters cache keys and messages: ``host[:port]/path`` (host lower-case, default port,
-    scheme, query and fragment left out), e.g. ``api.openai.com/v1`` or ``127.0.0.1:8080/v1``.
+    """The endpoint as it enters cache keys and messages: ``host[:port]/path``, e.g. ``api.openai.com/v1``.
 
     Raises:
-        ConfigError (key ``base_url``): not an http(s) URL with a host, a bad port, or credentials in the URL
-            (``user:password@``; the message does not repeat the URL).
+        ConfigError (key ``base_url``): not an http(s) URL with a host, a bad port, or credentials in the URL.
     """
     try:
         parts = urlsplit(base_url)
@@ -94,11 +82,10 @@ def is_local(base_url: str) -> bool:
 
 
 def resolve_api_key(api_key_env: str | None, base_url: str) -> Secret | None:
-    """The key to send, read from the environment (see the module docstring for the rule).
+    """The key to send, read from the environment (rule in the module docstring).
 
     Returns:
-        a :class:`Secret`, or ``None`` when no key is to be sent (``api_key_env`` is null, or a loopback
-        ``base_url`` and the variable is unset).
+        a :class:`Secret`, or ``None`` when no key is to be sent.
 
     Raises:
         ConfigError (key ``api_key_env``): the variable is unset or empty and the endpoint is not local.
@@ -117,8 +104,7 @@ def resolve_api_key(api_key_env: str | None, base_url: str) -> Secret | None:
 
 
 def check_dense_api_systems(config: Mapping[str, Any], file: str | None = None) -> None:
-    """Check every ``systems.<name>`` of ``kind: dense, backend: openai`` before any job runs: the base URL,
-    the API key's environment variable (:func:`resolve_api_key`) and the templates. Sends no request.
+    """Check every ``systems.<name>`` of ``kind: dense, backend: openai`` (URL, key variable, templates); no request.
 
     Raises:
         ConfigError: naming the full key, e.g. ``systems.te3-large.api_key_env``.
@@ -151,13 +137,8 @@ class EmbeddingAPIError(MmirError):
         kind: ``"timeout"``, ``"connection"``, ``"rate_limited"``, ``"server_error"``, ``"http_error"``,
             ``"malformed_response"``, ``"empty_response"``, ``"count_mismatch"``, ``"bad_vector"``,
             ``"dimension_mismatch"`` or ``"client_error"``.
-        role: ``"query"`` or ``"document"``.
-        batch: 0-based index of the batch within the encode call; ``n_batches`` batches in that call.
-        start, stop: the batch's texts are ``texts[start:stop]`` of the encode call.
-        status_code: HTTP status of the last attempt, if any.
-        retries: attempts beyond the first.
+        batch: 0-based batch index of ``n_batches``; its texts are ``texts[start:stop]``.
         history: outcome of each attempt, in order (``["http 429", "timeout", "http 500"]``).
-        detail: the cause (never holds the API key).
     """
 
     def __init__(self, kind: str, detail: str, *, model: str, endpoint: str, role: str, batch: int, n_batches: int,
@@ -193,28 +174,16 @@ class OpenAIEmbeddingEncoder(TextEncoder):
     """Text encoder over an OpenAI-compatible embeddings endpoint.
 
     Args:
-        model: model name at the endpoint (``text-embedding-3-large``; for a local server, the name it serves).
-        base_url: the endpoint, ``.../v1`` (default OpenAI's). Its ``host[:port]/path`` is part of the cache key.
-        api_key_env: NAME of the environment variable holding the key (``None``: no key); see
-            :func:`resolve_api_key`. The value never leaves this object except in the request header.
-        revision: free-form model version for the cache key (endpoints do not report one); bump it when
-            the model behind a name changes.
-        dimensions: output size requested from the endpoint (``text-embedding-3-*`` support it); ``None``
-            = the model's. The returned size is checked against it.
-        batch_size: texts per request.
-        max_concurrency: most requests in flight at once (a thread pool; one encoder-wide limit).
-        timeout_s: per-attempt timeout.
-        max_retries: retries after the first attempt, for the retryable failures of the module docstring.
-        backoff_base_s, backoff_max_s: exponential back-off ``min(max, base * 2**k)`` plus up to ``base``
-            of jitter, when the server gives no ``Retry-After``.
+        base_url: the endpoint, ``.../v1`` (default OpenAI's); its ``host[:port]/path`` is in the cache key.
+        api_key_env: NAME of the environment variable holding the key (``None``: no key).
+        revision: free-form model version for the cache key; bump it when the model behind a name changes.
+        dimensions: output size requested (``text-embedding-3-*``); ``None`` = the model's. Checked on return.
+        max_concurrency: most requests in flight at once (encoder-wide).
+        backoff_base_s, backoff_max_s: back-off ``min(max, base * 2**k)`` plus up to ``base`` of jitter.
         max_retry_after_s: longest ``Retry-After`` honoured; a longer one fails the batch at once.
         query_template, doc_template: ``str.format`` templates with a ``{text}`` field.
-        max_chars: texts (after the template) longer than this are cut to it before sending; counted in
-            ``usage["truncated"]``. ``None`` = no cut (the endpoint rejects inputs beyond its token limit).
-        encoding_format: ``"float"`` (JSON numbers, every server) or ``"base64"`` (float32 bytes; smaller
-            answers, supported by OpenAI and most servers). Same vectors either way, so not in the cache key.
-
-    ``calls`` counts the batches answered; ``usage`` the requests, retries, failures and cuts.
+        max_chars: cut texts (after the template) to this many characters; ``None`` = no cut.
+        encoding_format: ``"float"`` or ``"base64"``; same vectors, so not in the cache key.
 
     Raises:
         ConfigError: a bad setting (key named), or the key's variable is unset for a non-local endpoint.
@@ -280,10 +249,9 @@ class OpenAIEmbeddingEncoder(TextEncoder):
 
     @property
     def usage(self) -> dict[str, float]:
-        """Counters since construction: ``requests`` (attempts sent, retries included), ``retries``,
-        ``failures`` (batches that got no vectors), ``texts`` (embedded), ``truncated`` (cut at
-        ``max_chars``), ``empty_inputs`` (sent as one space: endpoints reject empty strings),
-        ``prompt_tokens`` (as reported), ``wait_s`` (back-off slept)."""
+        """Counters: ``requests``, ``retries``, ``failures``, ``texts``, ``truncated``, ``empty_inputs``,
+        ``prompt_tokens``, ``wait_s``.
+        """
         with self._lock:
             return dict(self._usage)
 

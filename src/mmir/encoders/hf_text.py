@@ -3,29 +3,16 @@
 One class, :class:`HFTextEncoder`, three poolings chosen by the system's ``backend``:
 
 ``hf-last-token``
-    The final hidden state of each sequence's last real token, left or right padding alike (the
-    ``last_token_pool`` of the e5-mistral / SFR-Embedding-Mistral / gte-Qwen2 model cards and of the released
-    MM-BRIGHT ``src/utils.py``). For e5-mistral, SFR-Embedding-Mistral, gte-Qwen2, DiVeR, Rader.
+    Final hidden state of each sequence's last real token (``last_token_pool`` of the e5-mistral /
+    SFR-Embedding-Mistral / gte-Qwen2 model cards and of MM-BRIGHT ``src/utils.py``).
 ``hf-mean``
-    The attention-masked mean of the final hidden states (Contriever's ``mean_pooling`` in the released
-    ``src/retrievers/task1_text.py``).
+    Attention-masked mean of the final hidden states (Contriever, MM-BRIGHT ``src/retrievers/task1_text.py``).
 ``gritlm``
-    GritLM's embedding mode (GritLM-7B model card, ``gritlm`` package): input ``instruction + text``, where the
-    instruction is the template before ``{text}`` (``"<|user|>\\n{instruction}\\n<|embed|>\\n"`` for a query,
-    ``"<|embed|>\\n"`` for a document); bidirectional attention; the mean over the tokens after the instruction
-    (the first ``len(tokenizer(instruction))`` tokens, special tokens included, are masked out; none when the
-    instruction is empty, as the ``gritlm`` package); right padding. For GritLM-7B and ReasonIR-8B (whose card documents the same
-    ``encode(text, instruction=...)`` recipe on a bidirectional Llama).
+    GritLM's embedding mode (GritLM-7B model card, ``gritlm`` package; also ReasonIR-8B): bidirectional
+    attention, mean over the tokens after the instruction (the template before ``{text}``), right padding.
 
-Every text is cut at ``max_chars`` characters (default ``8 * max_length``; :mod:`mmir.encoders.truncation`),
-templated, tokenised without special tokens, truncated to ``max_length`` minus the tokenizer's own special
-tokens (so the result equals ``tokenizer(..., truncation=True, max_length=max_length)``), optionally given a
-final EOS (``append_eos``: e5-mistral's and SFR's ``tokenizer_config.json`` ask for ``add_eos_token``, which
-transformers 5 no longer honours; see the MTEB model meta of e5-mistral), padded, and run through
-``AutoModel.from_pretrained`` in ``dtype`` on CUDA (float32 on CPU). Vectors are L2-normalised float32.
-
-Decoder models run causally unless ``bidirectional`` (default: true for ``gritlm`` only), which sets
-``config.is_causal = False`` and each attention module's ``is_causal`` (transformers' own bidirectional mask).
+Token truncation equals ``tokenizer(..., truncation=True, max_length=max_length)``; ``append_eos`` adds the EOS
+that e5-mistral's ``add_eos_token`` asks for (transformers 5 no longer honours it). Vectors: L2-normalised float32.
 """
 
 from __future__ import annotations
@@ -53,9 +40,7 @@ _REAL_LIMIT = 1_000_000
 
 
 def special_frame(tokenizer, probe: str = "hello world") -> tuple[list[int], list[int]]:
-    """The special tokens a tokenizer puts before and after a single sequence (``[CLS]``/``[SEP]``, ``<s>``...).
-
-    Found by tokenising ``probe`` with and without special tokens.
+    """The special tokens a tokenizer puts before and after a single sequence, found by tokenising ``probe``.
 
     Raises:
         ValueError: the content tokens do not appear contiguously inside the special-token version.
@@ -70,11 +55,7 @@ def special_frame(tokenizer, probe: str = "hello world") -> tuple[list[int], lis
 
 
 def last_token_pool(hidden, mask):
-    """``(b, d)`` hidden state of each row's last attended position (left or right padding).
-
-    Args:
-        hidden: ``(b, L, d)`` final hidden states; mask: ``(b, L)`` 0/1 attention mask.
-    """
+    """``(b, d)`` hidden state of each row's last attended position; ``hidden`` ``(b, L, d)``, ``mask`` ``(b, L)`` 0/1."""
     import torch
 
     last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
@@ -88,25 +69,19 @@ def mean_pool(hidden, mask):
 
 
 class HFTextEncoder(TextEncoder):
-    """A transformers ``AutoModel`` text embedder (see the module docstring for the poolings).
+    """A transformers ``AutoModel`` text embedder (poolings in the module docstring).
 
     Args:
         model: hub id, local directory, or ``pypi:<package>``.
-        backend: ``hf-last-token``, ``hf-mean`` or ``gritlm``.
-        revision: hub revision; pin a 40-hex commit (an unpinned one is resolved to its commit for the cache
-            key, :func:`~mmir.encoders.text.hub_commit`).
+        revision: hub revision; pin a 40-hex commit (an unpinned one is resolved for the cache key).
         query_template, doc_template: ``{text}`` once, optionally ``{domain}``.
         max_length: token limit including special tokens; None = the tokenizer's ``model_max_length``.
         query_max_length: the limit for queries (GritLM's released setting: 256); None = ``max_length``.
         max_chars: character budget per text before tokenisation; None = 8 per token of the role's limit.
-        batch_size: sequences per forward pass (sorted by length within a call).
-        device: ``cuda``/``cpu``/..., None = CUDA when present.
         dtype: ``auto`` (float16), ``float32``, ``float16`` or ``bfloat16`` on CUDA; CPU runs float32.
         append_eos: end every sequence with the tokenizer's EOS (added only when the tokenizer does not).
         bidirectional: non-causal attention (default: ``backend == "gritlm"``).
         padding_side: ``left``/``right``; None = the tokenizer's (``gritlm``: right).
-        trust_remote_code: passed to ``from_pretrained`` (the model's own code from the hub).
-        domain: fills ``{domain}`` in the templates.
 
     Raises:
         ValueError: unknown backend or dtype, bad template, ``{domain}`` without a domain.
@@ -201,11 +176,7 @@ class HFTextEncoder(TextEncoder):
 
     # --- tokenisation ------------------------------------------------------------------------------------
     def tokenize(self, texts: list[str], role: str) -> tuple[list[list[int]], int]:
-        """Token ids of each (character-cut, templated) text, truncated to the token limit, and the number of
-        leading tokens the ``gritlm`` pooling leaves out (special tokens + instruction; 0 otherwise).
-
-        Records the call's truncations in :attr:`truncations`.
-        """
+        """Truncated token ids of each text and the leading tokens ``gritlm`` pooling skips (0 otherwise)."""
         self._load()
         tok = self._tokenizer
         limit = self._limits[role]

@@ -1,32 +1,10 @@
-"""Multimodal (image + text) encoders behind one interface, and the MM-BRIGHT query-vector protocol.
+"""Multimodal (image + text) encoders behind one interface (:class:`MultimodalEncoder`), and the MM-BRIGHT
+query-vector protocol (§4.1, :func:`build_query_vectors`, :func:`pair_vectors`).
 
-Interface (:class:`MultimodalEncoder`):
-
-* ``encode_text(texts) -> (n, d) float32``, ``encode_images(images) -> (n, d) float32``: L2-normalised rows;
-* ``encode_image_bytes(list[bytes], batch_size, num_workers)``: decoding (:func:`mmir.data.images.decode_image`)
-  and preprocessing run in a :class:`torch.utils.data.DataLoader` (worker processes when ``num_workers > 0``)
-  while the model encodes batches; :meth:`MultimodalEncoder.encode_corpus_image_bytes` applies the corpus
-  rule for broken images (drop), ``encode_image_bytes(on_error="blank")`` the query rule (blank image);
-* ``dim`` and ``cache_spec`` (model id, resolved revision, preprocessing, dtype) for
-  :class:`mmir.encoders.cache.EmbeddingCache`; use ``content_key(encoder_key(enc.cache_spec),
-  enc.cache_kind("image", role), image_bytes)``.
-
-Texts longer than the model's limit are truncated, never an error (CLIP: 77 tokens, SigLIP: 64, GME: 1800
-tokens of prompt). Before tokenising, each text is cut at ``max_chars`` characters (default 8 per token of that
-limit, :mod:`mmir.encoders.truncation`; settable on the encoder), and ``truncations`` counts the character and
-token cuts. On CUDA, batches run under ``torch.autocast(float16)``; on CPU in float32.
-
-Implementations: transformers CLIP (``CLIPModel``), SigLIP (``SiglipModel``), open_clip, GME (Qwen2-VL,
-last-token pooling, following the ``gme_inference.py`` of its model card), and the ``trust_remote_code``
-models Jina-CLIP, Nomic Embed Vision and BGE-VL (their model-card calls). :data:`MM_MODELS` maps the paper's
-model names (MM-BRIGHT §4.1) to builders and says how far each was tested here: no weights are reachable
-offline, so CLIP, SigLIP, open_clip and GME were exercised with randomly initialised models of the real
-architecture; the remote-code models are untested offline.
-
-Query protocol (MM-BRIGHT §4.1): a query is encoded with its FIRST image only (a blank white 224x224 image when
-it has none), and the query vector is the L2-normalised mean of its text vector and that image vector
-(:func:`build_query_vectors`). A Task-4 corpus item (passage, optional image) is the normalised mean of its
-two vectors, or the passage vector alone (:func:`pair_vectors`).
+Outputs are ``(n, d)`` float32 L2-normalised rows. Texts are cut at ``max_chars``, then truncated at the
+model's token limit (CLIP 77, SigLIP 64, GME 1800), never an error (:mod:`mmir.encoders.truncation`).
+:data:`MM_MODELS` maps the paper's model names (MM-BRIGHT §4.1) to builders and their offline test status.
+See the README, "Tasks 2–4 (multimodal)".
 """
 
 from __future__ import annotations
@@ -96,11 +74,7 @@ def default_device() -> str:
 
 
 def features_tensor(out: Any) -> torch.Tensor:
-    """The embedding tensor of a ``get_text_features``/``get_image_features`` result.
-
-    transformers 5 returns a ``BaseModelOutputWithPooling`` whose ``pooler_output`` holds the projected
-    features; older versions returned the tensor itself.
-    """
+    """The embedding tensor of a ``get_text_features``/``get_image_features`` result (tensor or ``pooler_output``)."""
     if isinstance(out, torch.Tensor):
         return out
     for name in ("pooler_output", "text_embeds", "image_embeds"):
@@ -201,8 +175,7 @@ class MultimodalEncoder(abc.ABC):
     """Text and image encoder into one joint space; every output row is L2-normalised float32.
 
     Subclasses implement ``dim``, ``_encode_text_batch``, ``_encode_image_batch`` and, for DataLoader
-    preprocessing, ``image_transform``/``collate_items``. ``role`` (``"query"`` / ``"document"``) only matters
-    for encoders with role-specific prompts (GME instructions, Nomic prefixes); see :meth:`cache_kind`.
+    preprocessing, ``image_transform``/``collate_items``.
     """
 
     family: str = "abstract"
@@ -323,12 +296,7 @@ class MultimodalEncoder(abc.ABC):
 
     # --- public encoding -------------------------------------------------------------------------------
     def encode_text(self, texts: Sequence[str], *, role: Role = "document") -> np.ndarray:
-        """Encode texts.
-
-        Args:
-            texts: strings; cut at :attr:`max_chars` characters, then truncated at the model's token limit
-                (never an error); both cuts are counted in :attr:`truncations`.
-            role: ``"query"`` or ``"document"`` (matters only for role-sensitive encoders).
+        """Encode texts (cut at :attr:`max_chars`, then at the token limit; counted in :attr:`truncations`).
 
         Returns:
             ``(len(texts), dim)`` float32, L2-normalised rows.
@@ -407,13 +375,10 @@ class MultimodalEncoder(abc.ABC):
         """Decode, preprocess and encode encoded image files with a DataLoader.
 
         Args:
-            datas: encoded image bytes.
-            batch_size: images per model call (default: the encoder's ``batch_size``).
             num_workers: DataLoader worker processes for decoding/preprocessing (0: in this process).
             sources: names for error messages (default ``image[i]``).
-            role: ``"query"``/``"document"`` (role-sensitive encoders only).
-            on_error: ``"raise"`` (default) or ``"blank"``: the query rule of :mod:`mmir.data.images` - a broken
-                image is encoded as the blank image and counted in ``tally`` under ``domain``.
+            on_error: ``"raise"`` or ``"blank"`` (query rule of :mod:`mmir.data.images`: encode the blank image,
+                count it in ``tally`` under ``domain``).
             max_pixels: decompression-bomb limit per image.
 
         Returns:
@@ -454,8 +419,8 @@ class MultimodalEncoder(abc.ABC):
         """Encode corpus images, dropping broken ones (corpus rule of :mod:`mmir.data.images`).
 
         Returns:
-            ``(vectors, kept)``: ``vectors`` float32 ``(m, dim)`` for the ``m`` images that decoded, ``kept`` int64
-            ``(m,)`` their positions in ``datas`` (ascending). Dropped images are counted in ``tally``.
+            ``(vectors, kept)``: float32 ``(m, dim)`` for the ``m`` images that decoded, int64 ``(m,)`` their
+            ascending positions in ``datas``.
         """
         if not len(datas):
             return self._empty(), np.zeros(0, dtype=np.int64)
@@ -480,12 +445,9 @@ class HFDualEncoder(MultimodalEncoder):
     """A transformers dual encoder with ``get_text_features`` / ``get_image_features`` (CLIP, SigLIP).
 
     Args:
-        model: ``CLIPModel`` / ``SiglipModel`` (or any model with the two methods), moved to ``device``.
-        processor: the matching processor (``.tokenizer`` and ``.image_processor``).
         text_padding: ``"longest"`` (CLIP) or ``"max_length"`` (SigLIP, as trained).
-        pass_attention_mask: give the text tower the attention mask (CLIP); SigLIP's tokenizer returns none
-            and the model was trained without one.
-        max_text_tokens: truncation length; default ``text_config.max_position_embeddings`` (CLIP 77, SigLIP 64).
+        pass_attention_mask: give the text tower the attention mask (CLIP; SigLIP was trained without one).
+        max_text_tokens: default ``text_config.max_position_embeddings`` (CLIP 77, SigLIP 64).
     """
 
     family = "hf-dual"
@@ -556,11 +518,7 @@ class HFDualEncoder(MultimodalEncoder):
 
 def build_clip(model_id: str = DEFAULT_CLIP, revision: str | None = "main", *, model=None, processor=None,
                device: str | None = None, batch_size: int = 32, half: bool = True, **load_kwargs) -> HFDualEncoder:
-    """transformers CLIP (default ``openai/clip-vit-large-patch14``; MM-BRIGHT §4.1 "CLIP").
-
-    ``model_id`` may be a hub id or a local directory. Pass ``model`` + ``processor`` to use a prebuilt pair
-    (nothing is downloaded; ``model_id``/``revision`` then only label the cache spec).
-    """
+    """transformers CLIP (MM-BRIGHT §4.1 "CLIP"); a prebuilt ``model`` + ``processor`` skips loading."""
     if model is None or processor is None:
         from transformers import CLIPModel, CLIPProcessor
 
@@ -575,11 +533,7 @@ def build_clip(model_id: str = DEFAULT_CLIP, revision: str | None = "main", *, m
 def build_siglip(model_id: str = DEFAULT_SIGLIP, revision: str | None = "main", *, model=None, processor=None,
                  device: str | None = None, batch_size: int = 32, half: bool = True,
                  **load_kwargs) -> HFDualEncoder:
-    """transformers SigLIP (default ``google/siglip-so400m-patch14-384``; MM-BRIGHT §4.1 "SigLIP").
-
-    Text is padded to ``max_length`` (64) as in training and as its model card says; the real tokenizer is a
-    SentencePiece one (needs the ``sentencepiece`` package when loaded from the hub).
-    """
+    """transformers SigLIP (MM-BRIGHT §4.1 "SigLIP"); text padded to ``max_length`` (64) as in training."""
     if model is None or processor is None:
         from transformers import AutoProcessor, SiglipModel
 
@@ -596,10 +550,7 @@ def build_siglip(model_id: str = DEFAULT_SIGLIP, revision: str | None = "main", 
 # ---------------------------------------------------------------------------------------------------------
 
 class OpenClipEncoder(MultimodalEncoder):
-    """An open_clip model (``model.encode_text`` / ``model.encode_image``) with its transform and tokenizer.
-
-    The open_clip tokenizer truncates to the model's context length (77 for CLIP architectures).
-    """
+    """An open_clip model with its transform and tokenizer (truncates to the context length, 77 for CLIP)."""
 
     family = "open_clip"
 
@@ -658,11 +609,8 @@ def build_open_clip(arch: str = "ViT-B-32", pretrained: str | None = "openai", *
     """open_clip ``create_model_and_transforms(arch, pretrained=tag_or_checkpoint)``.
 
     Args:
-        arch: open_clip model name (``ViT-B-32``, ``ViT-L-14``, ...).
-        pretrained: a pretrained tag (``openai``, ``laion2b_s34b_b79k``; downloaded from the hub), a local
-            checkpoint file (recorded by sha256 in the cache spec), or ``None`` for random weights (the cache
-            spec then says ``random-init``: such vectors are not reproducible across processes).
-        model, preprocess, tokenizer: a prebuilt triple (nothing is loaded).
+        pretrained: a pretrained tag, a local checkpoint file (sha256 in the cache spec), or ``None`` for random
+            weights (cache spec ``random-init``: not reproducible across processes).
     """
     import open_clip
 
@@ -729,13 +677,9 @@ def gme_fetch_image(img: Image.Image) -> Image.Image:
 class GmeEncoder(MultimodalEncoder):
     """GME-Qwen2-VL (Zhang et al. 2024) following the ``gme_inference.py`` of its model card.
 
-    Each input becomes ``<|im_start|>system\\n{instruction}<|im_end|>\\n<|im_start|>user\\n{image tokens}{text}
-    <|im_end|>\\n<|im_start|>assistant\\n<|endoftext|>``; queries use ``query_instruction`` (when set), documents
-    and images always the default instruction ``"You are a helpful assistant."``. The image is resized by
-    :func:`gme_fetch_image`, processed with ``min/max_image_tokens * 28 * 28`` pixels, its visual tokens are
-    written into the token embeddings, the Qwen2 decoder runs with sequential positions (the model card calls the
-    text decoder with ``position_ids=None``) and the final hidden state of the last non-padding token (right
-    padding) is the embedding. Prompts longer than ``max_length`` (1800) tokens are truncated.
+    Prompt ``<|im_start|>system\\n{instruction}<|im_end|>\\n<|im_start|>user\\n{image tokens}{text}<|im_end|>...``;
+    queries use ``query_instruction``, documents the default ``"You are a helpful assistant."``. Embedding: final
+    hidden state of the last non-padding token; prompts truncated at ``max_length`` (1800) tokens.
     """
 
     family = "gme"
@@ -823,11 +767,7 @@ class GmeEncoder(MultimodalEncoder):
         return self._embed([None] * len(batch), batch, role)
 
     def encode_fused(self, texts: Sequence[str], images: Sequence[Image.Image], *, role: Role = "query") -> np.ndarray:
-        """GME's fused embedding of (text, image) pairs (image tokens then text in one prompt).
-
-        Not the MM-BRIGHT protocol (which averages separate text and image vectors, §4.1); offered for ablations.
-        Returns ``(n, dim)`` float32, L2-normalised.
-        """
+        """GME's fused ``(n, dim)`` embedding of (text, image) pairs; not the MM-BRIGHT §4.1 protocol (ablations only)."""
         if len(texts) != len(images):
             raise ValueError(f"{len(texts)} texts but {len(images)} images")
         out = []
@@ -842,11 +782,9 @@ def build_gme(model_id: str = DEFAULT_GME_2B, revision: str | None = "main", *, 
               device: str | None = None, batch_size: int = 8, half: bool = True, query_instruction: str | None = None,
               min_image_tokens: int = 256, max_image_tokens: int = 1280, max_length: int = 1800,
               **load_kwargs) -> GmeEncoder:
-    """GME-Qwen2-VL 2B/7B via transformers ``Qwen2VLForConditionalGeneration`` + ``AutoProcessor``.
+    """GME-Qwen2-VL 2B/7B via transformers (float16 on CUDA as the model card, float32 on CPU).
 
-    Loaded in float16 on CUDA (as the model card) and float32 on CPU; the processor gets the model card's
-    ``min_pixels = min_image_tokens * 28 * 28`` and ``max_pixels = max_image_tokens * 28 * 28`` as transformers 5's
-    ``size={"shortest_edge": min_pixels, "longest_edge": max_pixels}`` (the same resizing).
+    Pixels: ``min/max_image_tokens * 28 * 28`` as in the model card.
     """
     if model is None or processor is None:
         from transformers import AutoProcessor, Qwen2VLForConditionalGeneration
@@ -909,11 +847,9 @@ def build_jina_clip(model_id: str = DEFAULT_JINA_CLIP, revision: str | None = "m
 
 
 class NomicVisionEncoder(MultimodalEncoder):
-    """Nomic Embed Vision v1.5 + Nomic Embed Text v1.5 (Nussbaum et al. 2024), model card recipe.
+    """Nomic Embed Vision v1.5 + Nomic Embed Text v1.5 (Nussbaum et al. 2024), model card recipe; untested offline.
 
-    Images: ``vision_model(**processor(image)).last_hidden_state[:, 0]``, L2-normalised. Texts: prefix
-    ``search_query: `` (queries) / ``search_document: `` (documents), mean pooling over the attention mask,
-    ``layer_norm``, L2 normalisation; truncated by the tokenizer (``truncation=True``). Untested offline.
+    Texts get the ``search_query: `` / ``search_document: `` prefix, mean pooling, ``layer_norm``.
     """
 
     family = "nomic-vision"
@@ -986,9 +922,7 @@ def build_nomic_vision(model_id: str = DEFAULT_NOMIC_VISION, revision: str | Non
 
 
 class BgeVlEncoder(MultimodalEncoder):
-    """BGE-VL (MegaPairs, Zhou et al. 2024), model card: ``model.set_processor(id)``, ``model.encode(text=...)``,
-    ``model.encode(images=[paths])``. Images are passed as temporary PNG files because the card documents file
-    paths. Untested offline."""
+    """BGE-VL (MegaPairs, Zhou et al. 2024), model card calls; images go as temporary PNG files. Untested offline."""
 
     family = "bge-vl"
 
@@ -1099,17 +1033,14 @@ def build_query_vectors(
 ) -> np.ndarray:
     """Query vectors from text vectors and per-query image vectors.
 
-    Paper protocol (MM-BRIGHT §4.1, the default): ``image_mode="first"``, ``fusion="mean"``: only the query's
-    FIRST image is used (``blank_vec``, the encoder's vector of :func:`~mmir.data.images.blank_image`, when the
-    query has no image) and the query vector is ``normalise((t + i) / 2)`` of the L2-normalised text vector ``t``
-    and image vector ``i``.
+    Paper protocol (MM-BRIGHT §4.1, the default ``image_mode="first"``, ``fusion="mean"``): the query's FIRST
+    image (``blank_vec`` when it has none), query vector ``normalise((t + i) / 2)``.
 
     Args:
         text_vecs: ``(q, d)`` text vectors.
-        image_vecs_per_query: ``q`` entries, each ``(m_i, d)`` (images in query order; ``m_i`` may be 0) or None.
-        image_mode: ``"first"`` (paper), ``"mean"`` (normalised mean of all the query's images; an extension),
-            ``"none"`` (ignore images: text only).
-        fusion: ``"mean"`` (paper), ``"text"`` (text vector only), ``"image"`` (image vector only).
+        image_vecs_per_query: ``q`` entries, each ``(m_i, d)`` (``m_i`` may be 0) or None.
+        image_mode: ``"first"`` (paper), ``"mean"`` (all images; an extension), ``"none"`` (text only).
+        fusion: ``"mean"`` (paper), ``"text"``, ``"image"``.
         blank_vec: ``(d,)``; required when some query has no image and images are used.
 
     Returns:
@@ -1149,12 +1080,11 @@ def build_query_vectors(
 
 
 def pair_vectors(text_vecs: np.ndarray, image_vecs: np.ndarray | Sequence[np.ndarray | None] | None) -> np.ndarray:
-    """Vectors of (passage, image) pairs for Task 4: ``normalise((t + i) / 2)``; a pair without image (a row of
-    ``image_vecs`` that is None, or ``image_vecs=None``) is its normalised text vector.
+    """Task-4 (passage, image) vectors ``normalise((t + i) / 2)``; a pair without image is its normalised text vector.
 
     Args:
         text_vecs: ``(n, d)``.
-        image_vecs: ``(n, d)`` array, a length-``n`` sequence of ``(d,)`` vectors or None, or None.
+        image_vecs: ``(n, d)``, a length-``n`` sequence of ``(d,)`` vectors or None, or None.
 
     Returns:
         ``(n, d)`` float32, L2-normalised.

@@ -1,15 +1,8 @@
-"""``ocr`` captioner: the text printed in an image, read with RapidOCR (PP-OCRv4 ONNX, runs offline on CPU).
+"""``ocr`` captioner: the text printed in an image, read with RapidOCR (PP-OCRv4 ONNX, offline on CPU).
 
-An image becomes its recognised text lines in reading order: lines are grouped into rows (boxes whose vertical
-centres lie within half a line height of the row's centre), rows go top to bottom, lines within a row left to
-right; items of a row are joined with a space, rows with a newline. Lines scored below ``min_score`` are left
-out. An image with no text gives ``""``.
-
-Results are cached in SQLite under ``sha256(engine_version || image bytes)``, where the engine version names the
-rapidocr-onnxruntime release, its text-score threshold and this module's layout rule, so a rerun (or another
-task captioning the same image) costs nothing and a change of engine never returns a stale caption. Images are
-decoded with :func:`mmir.data.images.decode_image` (RGB, EXIF-upright, transparency on white) and given to
-RapidOCR as BGR arrays (its convention for ndarray input).
+Lines in reading order (:func:`reading_order`): rows top to bottom joined with newlines, lines left to right
+joined with spaces; lines below ``min_score`` dropped. Cached in SQLite under ``sha256(engine_version || image
+bytes)``, the engine version naming the rapidocr release, threshold and layout rule.
 """
 
 from __future__ import annotations
@@ -56,11 +49,7 @@ class OcrLine:
 
 
 def reading_order(lines: Sequence[OcrLine]) -> list[list[OcrLine]]:
-    """Group lines into rows (top to bottom), each row sorted left to right.
-
-    A line joins the current row when its vertical centre is within half of the row's median line height of the
-    row's mean centre; otherwise it opens a new row.
-    """
+    """Group lines into rows (top to bottom, within half the row's median line height), each sorted left to right."""
     rows: list[list[OcrLine]] = []
     for ln in sorted(lines, key=lambda l: (l.cy, l.left)):
         if rows:
@@ -80,13 +69,10 @@ def lines_to_text(lines: Sequence[OcrLine]) -> str:
 
 
 class OcrCaptioner:
-    """Image -> text with RapidOCR, cached in SQLite.
+    """Image -> text with RapidOCR, cached in SQLite (``cache_path=None`` disables caching).
 
     Args:
-        cache_path: SQLite file (created with its parent directory); ``None`` disables caching.
-        min_score: lines recognised with a lower score are dropped (RapidOCR's own default threshold is 0.5).
-        engine: a prebuilt ``rapidocr_onnxruntime.RapidOCR()`` (built lazily otherwise).
-        max_pixels: decompression-bomb limit passed to :func:`~mmir.data.images.decode_image`.
+        min_score: lines recognised with a lower score are dropped (RapidOCR's default is 0.5).
 
     Raises (on first use):
         ImportError: rapidocr-onnxruntime is not installed (``pip install rapidocr-onnxruntime==1.4.4``).
@@ -136,10 +122,7 @@ class OcrCaptioner:
         return self._engine
 
     def read_lines(self, data: bytes, *, source: str = "image") -> list[OcrLine]:
-        """Run OCR on encoded image bytes (no cache).
-
-        Returns:
-            The recognised lines with ``score >= min_score``, unordered.
+        """Recognised lines with ``score >= min_score``, unordered (no cache).
 
         Raises:
             CorruptImage, ImageTooLarge: from :func:`~mmir.data.images.decode_image`, naming ``source``.

@@ -1,8 +1,6 @@
-"""Read side of the vector store: a list of ``(rows_i, d)`` .npy shards seen as one ``(n, d)`` matrix.
+"""Read side of the vector store: ``(rows_i, d)`` .npy shards seen as one ``(n, d)`` matrix, and the store's errors.
 
-:class:`ShardedMatrix` reads rows with positional reads (``os.preadv``) into caller-owned buffers instead of a
-memory mapping: scanning a 5 GB store keeps the resident set at one chunk, whereas every page a mapping touches
-counts in the process's RSS until it is unmapped. Also the store's error types (see :mod:`mmir.encoders.store`).
+Rows are read with positional reads (``os.preadv``), not a memory mapping, so RSS stays at one chunk.
 """
 
 from __future__ import annotations
@@ -62,13 +60,9 @@ def _pread_into(fd: int, buf: np.ndarray, offset: int, where: str) -> None:
 class ShardedMatrix:
     """Several ``(rows_i, d)`` .npy shards presented as one ``(n, d)`` read-only matrix, without loading them.
 
-    Supports ``shape``, ``ndim``, ``dtype``, ``len()``, ``nbytes`` and row indexing: ``m[i]`` (one row),
-    ``m[a:b]`` (a contiguous copy across shard borders) and ``m[array_of_ints]`` (a gather); each returns a
-    new ndarray of :attr:`dtype`. :meth:`read_rows` casts straight into a caller's buffer (what the chunked
-    top-k uses). Rows are read with positional reads, so only the rows asked for occupy memory.
+    Supports ``shape``, ``dtype``, ``len()``, ``nbytes``, ``m[i]``, ``m[a:b]`` and ``m[int_array]`` (each a new ndarray).
 
     Args:
-        paths: the shard files in row order.
         source: what error messages name (the store directory).
         names: per-shard labels for error messages (default: the file names).
     """
@@ -166,14 +160,7 @@ class ShardedMatrix:
         np.copyto(out, tmp, casting="unsafe")
 
     def read_rows(self, start: int, stop: int, out: np.ndarray | None = None, dtype=None) -> np.ndarray:
-        """Rows ``start..stop-1`` as an ndarray ``(stop - start, d)``, across shard borders.
-
-        Args:
-            out: optional destination (its dtype wins; e.g. a reused float32 buffer for the top-k scan).
-            dtype: dtype of a new result when ``out`` is None (default: the store's dtype).
-
-        A float16 store read into float32 goes through one scratch buffer of the chunk's size (reused).
-        """
+        """Rows ``start..stop-1`` as ``(stop - start, d)``, into ``out`` when given (its dtype wins)."""
         if not 0 <= start <= stop <= self.shape[0]:
             raise IndexError(f"rows {start}..{stop} out of range for {self.shape[0]} rows")
         if out is None:

@@ -8,15 +8,9 @@ Layout of a store directory::
     shard-00000.sealed.json    written last, atomically, when the shard is complete (rows, sha256, ...)
     shard-00000.progress       only while a shard is being written: a JSON header line, then one finished batch a line
 
-A shard is a contiguous range of the store's rows; the workflow runs one job per shard. :class:`ShardWriter`
-preallocates the shard's ``.npy`` (``numpy.lib.format.open_memmap``), writes batches of rows into it with
-positional writes, and appends the batch number to the progress file only after the batch's bytes are written
-(and, by default, flushed to disk). A process killed at any moment (SIGKILL, OOM) therefore loses at most the
-batch it was writing; a rerun computes only the batches missing from the progress file and reports how many it
-skipped and computed. :meth:`ShardWriter.seal` hashes the finished file and writes the sealed marker atomically.
-:func:`finalize_store` gathers the sealed shards into ``manifest.json``; :func:`open_store` checks the manifest
-(encoder key, dtype, dim, each shard's rows, size and sha256) and presents all shards as one ``(n, dim)``
-:class:`~mmir.encoders.sharded.ShardedMatrix` without loading or concatenating them.
+A kill loses at most the batch being written (a batch is recorded in ``.progress`` only after its bytes).
+:func:`open_store` checks the manifest and presents the shards as one ``(n, dim)``
+:class:`~mmir.encoders.sharded.ShardedMatrix`. See the README, "Full size".
 """
 
 from __future__ import annotations
@@ -108,18 +102,14 @@ class ShardWriter:
     """Writes one shard of a store batch by batch, resumable after a kill.
 
     Args:
-        store_dir: the store directory (created).
-        shard: shard number (``>= 0``); the shard is the store's ``shard``-th contiguous row range.
-        rows: rows of this shard (``>= 0``).
-        dim: vector dimension (``>= 1``).
-        encoder_key: the caller's string naming the encoder and its preprocessing (recorded, checked on reopen).
+        shard: shard number (``>= 0``), the store's ``shard``-th contiguous row range.
+        encoder_key: names the encoder and its preprocessing (recorded, checked on reopen).
         dtype: ``float16`` (default) or ``float32`` on disk.
         batch_size: rows per batch: the unit of work, of resumption and of loss on a kill.
-        fsync: flush each batch's bytes to disk before recording it (survives a machine crash too, not only a
-            killed process).
+        fsync: flush each batch's bytes before recording it (survives a machine crash too).
 
-    A writer reopened on a partly written shard with the same parameters resumes it; with different parameters
-    (or over a sealed shard written with different ones) it raises :class:`ShardMismatchError`.
+    Raises:
+        ShardMismatchError: reopened over a shard written with different parameters.
     """
 
     def __init__(self, store_dir: str | Path, shard: int, *, rows: int, dim: int, encoder_key: str,
@@ -210,7 +200,7 @@ class ShardWriter:
 
     # -- writing --------------------------------------------------------------------------------------------
     def write_batch(self, batch: int, vectors: np.ndarray) -> None:
-        """Write batch ``batch``: ``vectors`` float array of shape ``(stop - start, dim)`` (cast to the store dtype).
+        """Write batch ``batch``: float ``(stop - start, dim)`` (cast to the store dtype).
 
         Raises:
             ShardMismatchError: wrong shape, a sealed shard, or a non-finite value (NaN, inf, or a float16 overflow).
@@ -247,9 +237,6 @@ class ShardWriter:
     def seal(self, ids: Sequence[str]) -> dict:
         """Hash the complete shard and write its ids and sealed marker (atomically, marker last).
 
-        Args:
-            ids: the ``rows`` ids of the shard's rows, in row order (strings).
-
         Returns:
             The marker: ``{format, encoder_key, dtype, dim, rows, bytes, sha256, ids_sha256}``.
 
@@ -280,10 +267,7 @@ class ShardWriter:
 def write_shard(store_dir: str | Path, shard: int, ids: Sequence[str], compute: Callable[[int, int], np.ndarray], *,
                 dim: int, encoder_key: str, dtype: str = "float16", batch_size: int = 4096, fsync: bool = True,
                 progress: str | None = None) -> ShardWriteStats:
-    """Write (or resume) and seal one shard: ``len(ids)`` rows, ``compute(start, stop)`` gives rows start..stop-1.
-
-    Returns the :class:`ShardWriteStats` of this call (a sealed shard written with the same parameters is
-    skipped whole). Raises :class:`ShardMismatchError` as :class:`ShardWriter` does."""
+    """Write (or resume) and seal one shard; ``compute(start, stop)`` gives rows start..stop-1. Returns :class:`ShardWriteStats`."""
     with ShardWriter(store_dir, shard, rows=len(ids), dim=dim, encoder_key=encoder_key, dtype=dtype,
                      batch_size=batch_size, fsync=fsync) as w:
         stats = w.run(compute, progress=progress)
@@ -293,10 +277,11 @@ def write_shard(store_dir: str | Path, shard: int, ids: Sequence[str], compute: 
 
 
 def finalize_store(store_dir: str | Path, encoder_key: str, n_shards: int | None = None) -> dict:
-    """Gather the sealed shards ``0..n_shards-1`` (all present ones when None) into ``manifest.json`` (atomic).
+    """Gather the sealed shards ``0..n_shards-1`` (all present when None) into ``manifest.json`` (atomic); returns it.
 
-    Returns the manifest. Raises :class:`MissingShardError` (a shard not sealed), :class:`EncoderKeyMismatchError`
-    (a shard of another encoder) or :class:`ShardMismatchError` (shards of different dtype or dim)."""
+    Raises:
+        MissingShardError, EncoderKeyMismatchError, ShardMismatchError (different dtype or dim).
+    """
     store_dir = Path(store_dir)
     if n_shards is None:
         found = sorted(int(m.group(1)) for p in store_dir.glob("shard-*.sealed.json")
@@ -390,10 +375,7 @@ def open_store(store_dir: str | Path, encoder_key: str, *, verify: str = "hash")
     """Open a finalised store for reading, checking it against its manifest.
 
     Args:
-        store_dir: the store directory (with ``manifest.json``).
-        encoder_key: the key the caller expects; a store written by another encoder is refused.
-        verify: ``hash`` (default: recompute every shard's sha256, reading each byte once), or ``size``
-            (header rows/dim/dtype and byte size only: cheap, misses a same-size corruption).
+        verify: ``hash`` (default: recompute every shard's sha256) or ``size`` (header and byte size only).
 
     Returns:
         A :class:`VectorStore` whose ``matrix`` is ``(total_rows, dim)`` of the manifest's dtype.

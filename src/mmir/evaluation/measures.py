@@ -1,13 +1,9 @@
 """Retrieval measures by name, computed with pytrec_eval (the trec_eval C code).
 
-Names follow ir_measures: ``nDCG@k`` (Järvelin & Kekäläinen 2002, trec_eval ``ndcg_cut``; gain = graded
-rel, log2 discount), ``Recall@k``/``R@k`` (``recall``), ``P@k`` (``P``), ``MAP`` (``map``, to the run depth),
-``MRR`` (``recip_rank``). Relevance >= 1 counts as relevant for the binary measures.
-
-Queries: every query with judgments is scored. A query with judgments but no retrieved document scores 0
-on every measure and counts in the mean (ir_measures / ranx convention). The MM-BRIGHT code instead averages
-over the queries present in its run, so an empty ranking there vanishes from the mean and raises it. Run
-queries without judgments are ignored (they cannot be scored).
+Names follow ir_measures: ``nDCG@k`` (Järvelin & Kekäläinen 2002, trec_eval ``ndcg_cut``), ``Recall@k``,
+``P@k``, ``MAP``, ``MRR``; rel >= 1 is relevant for the binary measures. Every judged query is scored; one with
+no retrieved document scores 0 and counts in the mean (ir_measures / ranx convention; MM-BRIGHT's code drops
+it). README: "Evaluation protocol and measures".
 """
 
 from __future__ import annotations
@@ -20,11 +16,10 @@ _TREC = {"nDCG": "ndcg_cut", "R": "recall", "P": "P", "AP": "map", "RR": "recip_
 
 
 def trec_measure(name: str) -> tuple[str, str]:
-    """``(pytrec_eval family, result key)`` for a measure name, parsed by :func:`ir_measures.parse_measure`
-    (``nDCG@10``, ``Recall@100`` = ``R@100``, ``P@5``, ``MAP`` = ``AP``, ``MRR`` = ``RR``).
+    """``(pytrec_eval family, result key)`` for a measure name (``nDCG@10``, ``R@100``, ``P@5``, ``MAP``, ``MRR``).
 
     Raises:
-        ValueError: a name ir_measures cannot parse, or a measure other than those (or with other parameters).
+        ValueError: a name ir_measures cannot parse, or a measure other than those.
     """
     try:
         m = ir_measures.parse_measure(name)
@@ -40,15 +35,13 @@ def trec_measure(name: str) -> tuple[str, str]:
 
 def evaluate(qrels: dict[str, dict[str, int]], run: dict[str, list[tuple[str, float]]],
              measures: list[str], tie_order: str = "run") -> dict[str, dict[str, float]]:
-    """Per-query values ``{qid: {measure: value}}`` for every judged query (see module docstring).
+    """Per-query values ``{qid: {measure: value}}`` for every judged query.
 
     Args:
         qrels: ``{qid: {doc_id: rel}}`` (int rel; 0 = judged non-relevant).
         run: ``{qid: [(doc_id, score), ...]}`` in rank order.
-        measures: names such as ``nDCG@10``.
-        tie_order: ``run`` (default) scores the ranking in the run's own order: items with equal scores keep their
-            ranks; ``pytrec_eval`` hands the scores to trec_eval, which re-sorts equal scores by document id (the
-            released scripts' behaviour, for exact reproduction).
+        tie_order: ``run`` (default: equal scores keep their run ranks) or ``pytrec_eval`` (trec_eval re-sorts
+            ties by document id, as the released scripts).
 
     Raises:
         ValueError: an unknown ``tie_order``.

@@ -12,12 +12,10 @@ from mmir.retrieval.runs import read_run
 
 def score_run(run_path: str | Path, qrels_path: str | Path, measures: list[str], out_json: str | Path,
               out_perquery: str | Path, meta: dict | None = None, binary: bool = False, tie_order: str = "run") -> dict:
-    """Evaluate ``run_path`` and write ``out_json`` (means + counts + meta) and ``out_perquery``
-    (``qid<TAB>measure<TAB>value`` rows). ``binary`` turns graded labels into rel > 0 → 1; ``tie_order`` see
-    :func:`mmir.evaluation.measures.evaluate`. Returns the JSON dict.
+    """Evaluate ``run_path``; write ``out_json`` (means, counts, meta) and ``out_perquery`` (``qid<TAB>measure<TAB>value``).
 
-    Counts: ``queries`` judged, ``queries_without_results`` (scored 0, see
-    :mod:`mmir.evaluation.measures`), ``run_queries_without_qrels`` (ignored).
+    ``binary``: rel > 0 → 1. Returns the JSON dict; its counts: ``queries``, ``queries_without_results`` (scored 0),
+    ``run_queries_without_qrels`` (ignored).
     """
     qrels = read_qrels(qrels_path)
     if binary:

@@ -1,44 +1,20 @@
 """Paired significance tests, bootstrap confidence intervals and multiple-comparison corrections for the tables.
 
-Everything here is a pure function of numbers (no file is written): the reporting layer turns the results into
-table cells. Values are on the measure's own scale (nDCG@10 in [0, 1]; judge scores 0-100).
+Pure functions of numbers on the measure's own scale (nDCG@10 in [0, 1]; judge scores 0-100). Sources:
 
-Statistics and their sources:
+- :func:`sign_flip_test`: Fisher's paired randomization test (Fisher 1935; Smucker, Allan & Carterette, CIKM
+  2007). Exact enumeration when ``2**N <= resamples``, else ``p = (1 + #{|T*| >= |T|}) / (resamples + 1)``
+  (Phipson & Smyth 2010); equals ``scipy.stats.permutation_test(permutation_type="samples")``.
+- :func:`paired_bootstrap_test`: shift method (Efron & Tibshirani 1993 §16.4; Sakai, SIGIR 2006).
+- Stratified macro versions (the paper's Avg. = mean of the domain means): resampling within each domain
+  (Davison & Hinkley 1997 §3.7).
+- :func:`bootstrap_interval`: percentile bootstrap (Efron & Tibshirani §13.3) or BCa (Efron 1987,
+  ``scipy.stats.bootstrap``), stratified by domain.
+- :func:`two_level_interval`: two-stage bootstrap of judged scores (Davison & Hinkley §2.4.2; Field & Welsh 2007).
+- :func:`adjust_pvalues`: Holm 1979 (FWER) and Benjamini-Hochberg 1995 (FDR).
 
-- **Paired randomization test** (:func:`sign_flip_test`): Fisher's randomization test on paired differences
-  ``d_i = a_i - b_i`` (Fisher 1935; Smucker, Allan & Carterette, CIKM 2007, "A comparison of statistical
-  significance tests for information retrieval evaluation"). Under H0 the two systems' scores of a query are
-  exchangeable, so each ``d_i`` keeps or flips its sign with probability 1/2. Statistic: the (macro) mean
-  difference; two-sided p-value = share of sign patterns whose |statistic| reaches the observed one. When
-  ``2**N <= resamples`` (``N`` = non-zero differences) all patterns are enumerated (exact p, no Monte-Carlo
-  error); otherwise ``resamples`` random patterns with ``p = (1 + #{|T*| >= |T|}) / (resamples + 1)`` (Phipson &
-  Smyth 2010, "Permutation p-values should never be zero"). This is the test of ``scipy.stats.permutation_test``
-  with ``permutation_type="samples"`` (swapping the two scores within a pair is a sign flip of their difference);
-  it is re-implemented here as one matrix product so that the per-domain and the stratified macro test share one
-  engine and one random stream (checked against scipy and a hand-written loop in
-  ``tests/unit/test_significance.py``).
-- **Paired bootstrap test** (:func:`paired_bootstrap_test`): the shift method of Efron & Tibshirani (1993, An
-  Introduction to the Bootstrap, §16.4; Sakai, SIGIR 2006, "Evaluating evaluation metrics based on the
-  bootstrap"): the differences are centred on 0 (H0), resampled with replacement, and
-  ``p = (1 + #{|T*| >= |T|}) / (resamples + 1)``.
-- **Stratified macro versions** (the paper's Avg. = mean over domains of the domain means): signs are flipped,
-  or queries resampled, *within* each domain, then the domain means are averaged, so every domain keeps its size
-  and weight (a stratified randomization / bootstrap, Davison & Hinkley 1997, Bootstrap Methods and their
-  Application, §3.7).
-- **Confidence intervals of a mean** (:func:`bootstrap_interval`): the percentile bootstrap (Efron & Tibshirani
-  §13.3), stratified by domain for the macro average; ``method="bca"`` uses ``scipy.stats.bootstrap`` (BCa, Efron
-  1987; its multi-sample form resamples each domain separately, i.e. the same stratification) and falls back to the
-  percentile interval where BCa is undefined (a domain with one query, all values equal).
-- **Judged scores** (:func:`two_level_interval`): a two-stage (hierarchical) bootstrap (Davison & Hinkley §2.4.2,
-  "more complicated data structures"; Field & Welsh 2007): resample answers with replacement, then for each
-  resampled answer draw one of its valid judgings (``repeats="one"``, the default) or resample its judgings with
-  replacement (``repeats="all"``). See that function for the estimator.
-- **Corrections** (:func:`adjust_pvalues`): Holm's step-down (Holm 1979, family-wise error rate) and
-  Benjamini-Hochberg (1995, false discovery rate, ``scipy.stats.false_discovery_control``).
-
-Every random draw comes from :func:`rng_for` (numpy PCG64 seeded by the configured seed and the cell's name), so
-a cell's result does not depend on which other systems or domains share its table, and a rerun gives the same
-numbers.
+Every random draw comes from :func:`rng_for` (PCG64 seeded by the seed and the cell's name), so a cell's result
+does not depend on its table's other cells. README: "Significance and the reproduction check".
 """
 
 from __future__ import annotations
@@ -64,19 +40,16 @@ _MAX_CELLS = 4_000_000  # floats per resampling block (bounds memory: ~32 MB)
 
 @dataclass(frozen=True)
 class Settings:
-    """The ``significance`` config section (defaults = the schema's, ``workflow/schemas/params.schema.yaml``).
+    """The ``significance`` config section (defaults = ``workflow/schemas/params.schema.yaml``).
 
     Attributes:
         baseline: system every other row is tested against; None = the first system of each table.
-        test: ``permutation`` (paired randomization, sign flips) or ``bootstrap`` (paired, shift method).
+        test: ``permutation`` (sign flips) or ``bootstrap`` (shift method).
         correction: ``holm`` (FWER), ``bh`` (Benjamini-Hochberg FDR) or ``none``.
         alpha: significance level of the markers (corrected p < alpha).
         resamples: random sign patterns / bootstrap resamples per test and interval.
-        seed: base seed (with each cell's name, see :func:`rng_for`).
-        confidence: level of the intervals.
         interval: ``percentile`` or ``bca``.
-        family: the comparisons one correction covers: ``column`` (the systems compared with the baseline in one
-            domain or Avg. column) or ``table`` (every such comparison of one dataset's table).
+        family: what one correction covers: ``column`` (one domain or Avg. column) or ``table`` (one dataset's table).
         repeats: judged scores: ``one`` judging drawn per resampled answer, or ``all`` (judgings resampled).
     """
 
@@ -106,7 +79,7 @@ class Settings:
         """Settings from a config slice (unknown keys ignored, missing keys at their defaults).
 
         Raises:
-            ValueError: a value outside its allowed set (see the attributes).
+            ValueError: a value outside its allowed set.
         """
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in (cfg or {}).items() if k in names})
@@ -130,11 +103,7 @@ def rng_for(seed: int, *key: object) -> np.random.Generator:
 
 # ------------------------------------------------------------------------------------------------ input shapes
 def _as_strata(x: Any) -> list[np.ndarray]:
-    """A 1-D array-like (one stratum) or a sequence of 1-D array-likes (one per domain) -> list of float64 arrays.
-
-    Raises:
-        ValueError: no stratum, an empty stratum, a non-finite value, or an array that is not 1-D.
-    """
+    """1-D array-like or sequence of them (one per domain) -> list of float64 arrays; ValueError if empty/non-finite/not 1-D."""
     if isinstance(x, np.ndarray | pd.Series) or (isinstance(x, Sequence) and len(x) and np.ndim(x[0]) == 0):
         x = [x]
     strata = [np.asarray(s, dtype=np.float64) for s in x]
@@ -186,23 +155,18 @@ class TestResult:
 
 
 def sign_flip_test(a: Any, b: Any, *, resamples: int = 10000, rng: np.random.Generator | None = None) -> TestResult:
-    """Two-sided paired randomization test of mean(a - b) = 0, stratified when given strata (see module docstring).
+    """Two-sided paired randomization test of mean(a - b) = 0, stratified when given strata (Fisher; module docstring).
 
     Args:
         a, b: paired scores: 1-D arrays of equal length (one domain), or equal-length sequences of such arrays (one
             per domain; the statistic is the mean over domains of the domain mean differences).
         resamples: random sign patterns when the ``2**N`` patterns (N non-zero differences) are more than this.
-        rng: the random stream (default: ``rng_for(0)``).
 
     Returns:
         :class:`TestResult`; ``p = 1`` when every difference is 0.
 
     Raises:
         ValueError: mismatched or empty samples, non-finite values.
-
-    Source: Fisher's randomization test, stratified (module docstring). Checked by
-    ``tests/unit/test_significance.py``: ``test_stratified_permutation_test_matches_a_hand_written_loop``,
-    ``test_exact_enumeration_equals_a_hand_enumeration``, ``test_one_domain_permutation_test_agrees_with_scipy``.
     """
     diffs = _paired_strata(a, b)
     k = len(diffs)
@@ -237,12 +201,9 @@ def _stratified_bootstrap_means(strata: list[np.ndarray], resamples: int, rng: n
 
 
 def paired_bootstrap_test(a: Any, b: Any, *, resamples: int = 10000, rng: np.random.Generator | None = None) -> TestResult:
-    """Two-sided paired bootstrap test of mean(a - b) = 0 (shift method; stratified when given strata).
+    """Two-sided paired bootstrap test of mean(a - b) = 0 (shift method, Efron & Tibshirani 1993 §16.4; stratified).
 
-    Args and raises as :func:`sign_flip_test`. The differences of each domain are centred on 0, resampled with
-    replacement within the domain; ``p = (1 + #{|T*| >= |T|}) / (resamples + 1)``.
-
-    Source: Efron & Tibshirani 1993 §16.4; checked by ``test_paired_bootstrap_test_matches_a_hand_written_loop``.
+    Args and raises as :func:`sign_flip_test`; ``p = (1 + #{|T*| >= |T|}) / (resamples + 1)``.
     """
     diffs = _paired_strata(a, b)
     observed = float(np.mean([d.mean() for d in diffs]))
@@ -289,21 +250,14 @@ def bootstrap_interval(x: Any, *, confidence: float = 0.95, resamples: int = 100
 
     Args:
         x: 1-D array (one domain's per-query values) or a sequence of them (one per domain).
-        confidence: e.g. 0.95.
-        resamples: bootstrap resamples.
-        method: ``percentile`` (own stratified resampler) or ``bca`` (``scipy.stats.bootstrap``; the percentile
-            interval where BCa is undefined: the returned ``method`` says which was used).
-        rng: the random stream (default ``rng_for(0)``).
+        method: ``percentile`` (Efron & Tibshirani §13.3) or ``bca`` (Efron 1987, ``scipy.stats.bootstrap``; the
+            percentile interval where BCa is undefined: the returned ``method`` says which was used).
 
     Returns:
-        :class:`Interval`. ``low <= estimate <= high`` holds for the percentile interval in all but pathological
-        skewed cases; a constant sample gives ``low == high == estimate``.
+        :class:`Interval`; a constant sample gives ``low == high == estimate``.
 
     Raises:
         ValueError: empty strata, non-finite values, an unknown method.
-
-    Source: Efron & Tibshirani §13.3 (percentile), Efron 1987 (BCa); checked against ``scipy.stats.bootstrap`` by
-    ``test_intervals_contain_the_mean_shrink_with_n_and_agree_with_scipy``.
     """
     strata = _as_strata(x)
     est = float(np.mean([s.mean() for s in strata]))
@@ -347,17 +301,17 @@ def _judged_strata(scores: Any) -> list[list[np.ndarray]]:
 
 
 def judged_estimate(scores: Any) -> float:
-    """The score the tables report: mean over domains of (mean over answers of the mean of its valid judgings).
+    """Mean over domains of (mean over answers of the mean of its valid judgings).
 
-    ``scores``: one list per domain holding, per answer, the 1-D array of its judgings (NaN = a failed judging,
-    ignored); one domain is ``[[...], [...]]`` inside a list. Raises ValueError when no answer has a valid judging.
+    ``scores``: per domain, per answer a 1-D array of judgings (NaN = failed, ignored). Raises ValueError when no
+    answer has a valid judging.
     """
     return float(np.mean([np.mean([a.mean() for a in dom]) for dom in _judged_strata(scores)]))
 
 
 def two_level_replicates(scores: Any, *, resamples: int = 10000, repeats: str = "one",
                          rng: np.random.Generator | None = None) -> np.ndarray:
-    """The bootstrap replicates behind :func:`two_level_interval`: float64 array of shape ``(resamples,)``.
+    """The bootstrap replicates behind :func:`two_level_interval`: float64 ``(resamples,)``.
 
     Raises:
         ValueError: no valid judging, an unknown ``repeats``.
@@ -391,28 +345,15 @@ def two_level_interval(scores: Any, *, confidence: float = 0.95, resamples: int 
                        rng: np.random.Generator | None = None) -> Interval:
     """Bootstrap interval of a judged score with answer-to-answer and judge-repeat variance (two-stage bootstrap).
 
-    Estimator: ``estimate`` = :func:`judged_estimate` (per answer the mean of its ``r_i`` valid judgings, answers
-    averaged, domains averaged). One bootstrap replicate, within each domain: draw ``n`` answers with replacement;
-    for each drawn answer ``i`` take one of its ``r_i`` judgings uniformly at random (``repeats="one"``) or the mean
-    of ``r_i`` judgings drawn with replacement (``repeats="all"``); average; then average the domains. The
-    replicate's expectation is the estimate in both cases. Its variance is ``(B + W / r) / n`` per domain for
-    ``all`` (B = between-answer variance of the answer means, W = mean within-answer judge variance, all with the
-    bootstrap's 1/n divisors; equal ``r``): the usual two-stage bootstrap, mirroring how the estimate was made; and
-    ``(B + W) / n`` for ``one``: the variance of a score judged once per answer, so it also covers the judge noise a
-    single-judging rerun would have (conservative when the estimate averages several judgings). With one judging
-    per answer both are the plain percentile bootstrap of the mean. The interval is the percentile interval of
-    :func:`two_level_replicates`.
-
-    Args:
-        scores: see :func:`judged_estimate`.
-        confidence, resamples, rng: as :func:`bootstrap_interval`.
-        repeats: ``one`` or ``all``.
+    One replicate, within each domain: draw ``n`` answers with replacement; per drawn answer take one of its
+    ``r_i`` judgings (``repeats="one"``) or the mean of ``r_i`` judgings drawn with replacement (``"all"``);
+    average, then average the domains. Variance per domain: ``(B + W / r) / n`` for ``all``, ``(B + W) / n``
+    for ``one`` (B = between-answer variance, W = mean within-answer judge variance, 1/n divisors, equal ``r``).
 
     Raises:
         ValueError: no valid judging, an unknown ``repeats``.
 
-    Source: Davison & Hinkley 1997 §2.4.2 (two-stage resampling); checked against the exact (enumerated) bootstrap
-    distribution by ``test_two_level_interval_against_brute_force``.
+    Source: Davison & Hinkley 1997 §2.4.2 (two-stage resampling).
     """
     est = judged_estimate(scores)
     lo, hi = _percentile(two_level_replicates(scores, resamples=resamples, repeats=repeats, rng=rng), confidence)
@@ -421,15 +362,13 @@ def two_level_interval(scores: Any, *, confidence: float = 0.95, resamples: int 
 
 # ------------------------------------------------------------------------------------------------- corrections
 def adjust_pvalues(p: Any, method: str = "holm") -> np.ndarray:
-    """Adjusted p-values of one family of tests; NaN entries (no test) stay NaN and are not counted in the family.
+    """Adjusted p-values of one family; NaN entries stay NaN and are not counted. Same shape as ``p``, float64.
 
-    ``holm``: step-down, ``p_(i) -> max_{j<=i} min(1, (m - j + 1) p_(j))`` (Holm 1979); ``bh``: Benjamini-Hochberg
-    (``scipy.stats.false_discovery_control(method="bh")``); ``none``: unchanged. Shape and dtype (float64) of ``p``.
+    ``holm``: ``p_(i) -> max_{j<=i} min(1, (m - j + 1) p_(j))`` (Holm 1979); ``bh``: Benjamini-Hochberg
+    (``scipy.stats.false_discovery_control``); ``none``: unchanged.
 
     Raises:
         ValueError: an unknown method, a p-value outside [0, 1].
-
-    Checked against hand-computed values by ``test_holm_and_bh_against_hand_computed_values``.
     """
     p = np.asarray(p, dtype=np.float64)
     out = p.copy()
@@ -457,8 +396,7 @@ def adjust_pvalues(p: Any, method: str = "holm") -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------------------ tables
 def read_perquery(path: str | Path, measure: str) -> pd.Series:
-    """One measure of a ``qid<TAB>measure<TAB>value`` file (:func:`mmir.evaluation.scoring.score_run`) as a float
-    Series indexed by qid (str), in file order.
+    """One measure of a ``qid<TAB>measure<TAB>value`` file as a float Series indexed by qid (str), in file order.
 
     Raises:
         ValueError: the file lacks the columns or the measure.
@@ -516,19 +454,12 @@ def table_statistics(scores: Mapping[str, Mapping[str, pd.Series]], settings: Se
     """Intervals of every cell and tests of every system against the baseline, for one table (one dataset).
 
     Args:
-        scores: ``{system: {domain: per-query values (Series indexed by qid)}}``, systems and domains in table
-            order. A system missing a domain has no Avg. (NaN), as in the table.
-        settings: :class:`Settings`; the baseline is ``settings.baseline`` when it is one of the systems, else the
-            first system.
+        scores: ``{system: {domain: per-query values (Series indexed by qid)}}``, in table order.
         key: names prefixed to every cell's seed key (e.g. task and dataset), see :func:`rng_for`.
 
     Returns:
-        One row per (system, column), columns :data:`COLUMNS`: ``n`` queries, ``mean``, ``ci_low``, ``ci_high``
-        (:func:`bootstrap_interval`), ``interval`` (method used), ``baseline``, ``diff`` (mean of system - baseline),
-        ``p`` (:func:`paired_test`), ``p_adj`` (:func:`adjust_pvalues` within ``settings.family``), ``significant``
-        (``p_adj < alpha``), ``test_resamples``, ``exact``; values on the measure's scale, ``column`` a domain or
-        ``Avg.``. Tests pair queries by qid (those both systems scored); the Avg. interval and test are stratified
-        by domain. The test columns are NaN for the baseline and where a test cannot run.
+        One row per (system, column) with :data:`COLUMNS`; tests pair queries by qid, the Avg. interval and test
+        are stratified by domain; test columns NaN for the baseline and where a test cannot run.
     """
     rows = list(scores)
     if not rows:
@@ -554,13 +485,11 @@ def judged_table_statistics(scores: Mapping[str, Mapping[str, Mapping[str, Any]]
     """:func:`table_statistics` for judged scores (RAG settings; M2RAG / MMDR rows).
 
     Args:
-        scores: ``{row: {domain: {qid: 1-D array of the answer's judgings (NaN = a failed judging)}}}``; an answer
-            without a valid judging is left out (as the tables' means do).
+        scores: ``{row: {domain: {qid: 1-D array of judgings (NaN = failed)}}}``.
 
     Returns:
-        :data:`COLUMNS`; ``mean`` is :func:`judged_estimate`, the interval :func:`two_level_interval`
-        (``settings.repeats``), the tests :func:`paired_test` on per-answer means (mean of valid judgings) of the
-        answers both rows scored, stratified by domain for Avg.
+        :data:`COLUMNS`; ``mean`` is :func:`judged_estimate`, the interval :func:`two_level_interval`, the tests
+        :func:`paired_test` on per-answer means.
     """
     rows = list(scores)
     if not rows:

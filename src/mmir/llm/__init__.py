@@ -1,16 +1,7 @@
-"""The LLM layer: every model call of every benchmark goes through it.
+"""The LLM layer: every model call of every benchmark goes through it (:class:`~mmir.llm.client.LLMClient`).
 
-* :mod:`~mmir.llm.messages` -- chat messages, image payloads, the canonical form hashed into cache keys;
-* :mod:`~mmir.llm.backends` -- ``Backend.generate`` for OpenAI-compatible endpoints, llama.cpp and transformers;
-* :mod:`~mmir.llm.cache` -- ``GenerationCache`` (SQLite, one committed row per generation);
-* :mod:`~mmir.llm.prompts` -- ``PromptLibrary``: every prompt a file with a name and a hash;
-* :mod:`~mmir.llm.parsers` -- the named reply parsers (each benchmark's published parse rule);
-* :mod:`~mmir.llm.client` -- ``LLMClient``: the one call path (cache, parser, failure policy) -> ``CallRecord``;
-* :mod:`~mmir.llm.records` / :mod:`~mmir.llm.audit` -- the one call record and the one audit/counter;
-* :mod:`~mmir.llm.judged` -- a judged metric as a declaration (prompt file + parser);
-* :mod:`~mmir.llm.policy` -- a stage whose calls all failed stops; ``llm_calls`` / ``llm_failures``;
-* :mod:`~mmir.llm.accounting` -- ``Usage``: requests, failures, retries, tokens, latency, cost;
-* :mod:`~mmir.llm.offline` -- the offline Qwen2.5 0.5B GGUF.
+Modules: ``messages``, ``backends``, ``cache``, ``prompts``, ``parsers``, ``client``, ``records``/``audit``,
+``judged``, ``policy``, ``accounting``, ``offline``. README: "Generative stages".
 """
 
 from mmir.llm.accounting import Usage

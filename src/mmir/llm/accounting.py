@@ -1,8 +1,4 @@
-"""Usage accounting for generative stages: requests, failures, retries, tokens, latency and cost.
-
-A :class:`Usage` is thread-safe (backends record into it from worker threads) and flattens to a
-``dict[str, float]`` for ``mlflow.log_metrics``. It holds counts only, never prompts, outputs or credentials.
-"""
+"""Usage accounting for generative stages (:class:`Usage`): requests, failures, retries, tokens, latency, cost."""
 
 from __future__ import annotations
 
@@ -13,16 +9,10 @@ from typing import Any
 
 @dataclass
 class Usage:
-    """Accumulated usage of one backend (or one stage).
+    """Accumulated usage of one backend or stage (thread-safe; counts only), flattened for ``mlflow.log_metrics``.
 
-    Args:
-        prompt_price_per_token: price of one prompt token (any currency); ``None`` = no cost reported.
-        completion_price_per_token: price of one completion token; ``None`` = no cost reported.
-
-    Counters: ``requests`` (backend calls, successful or not), ``failures`` (calls that ended in a
-    ``GenerationFailure``), ``retries`` (extra attempts inside calls), ``prompt_tokens``,
-    ``completion_tokens``, ``latency_s`` (summed wall time of calls, retries and back-off included) and
-    ``cache_hits`` (generations served from a cache without a call).
+    Prices are per token in any currency (``None`` = no cost). Counters: ``requests``, ``failures``, ``retries``,
+    ``prompt_tokens``, ``completion_tokens``, ``latency_s`` (back-off included), ``cache_hits``.
     """
 
     prompt_price_per_token: float | None = None

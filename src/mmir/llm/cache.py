@@ -1,23 +1,10 @@
-"""Durable generation cache.
+"""Durable generation cache (SQLite, WAL, one committed row per generation).
 
-A generation is stored under ``sha256`` of canonical JSON holding:
-
-* the backend's identity: backend kind, model id, model revision or model file sha256;
-* the prompt template: its id and the sha256 of its text;
-* the rendered input: sha256 of the canonical messages (images by the sha256 of their encoded bytes);
-* the sampling parameters ``temperature``, ``max_tokens``, ``n`` and the ``seed``.
-
-So editing a template changes the keys of exactly the generations made with it, and changing a model,
-its weights or a sampling setting never returns a stale generation.
-
-Storage: one SQLite file (WAL mode), one row per generation, committed as soon as it is written, so a
-killed stage keeps every finished generation and a rerun repeats none of them. A failed call is stored
-too, as a failure record (so runs can report it), but it is not a hit: the next run calls the backend
-again and replaces the record. A reply that a parser rejected is turned into such a failure record
-(:meth:`GenerationCache.reject`, kind ``rejected_reply``, the text kept), so it is retried the same way.
-
-The key fields (:func:`generation_key_fields`) are frozen: the same request gives the same key as every earlier
-version of this module (pinned by a test), so an old cache keeps hitting.
+Key: ``sha256`` of canonical JSON of the backend identity (kind, model, revision or file sha256), the prompt
+template (id, text sha256), the rendered input (:func:`~mmir.llm.messages.messages_sha256`) and the sampling
+(``temperature``, ``max_tokens``, ``n``, ``seed``). Failed calls and rejected replies
+(:meth:`GenerationCache.reject`) are stored as failure records, never hits, so the next run retries them.
+The key fields (:func:`generation_key_fields`) are frozen (pinned by a test) so old caches keep hitting.
 """
 
 from __future__ import annotations
@@ -80,12 +67,8 @@ def generation_key(backend: Backend, messages: Sequence[Message], template_id: s
 class GenerationCache:
     """SQLite-backed store of generation records, safe to share between threads and processes.
 
-    Args:
-        path: database file (parent folders are created).
-
-    A record is a JSON-serialisable dict with ``status`` ``"ok"`` (``texts``, token counts, latency, ...)
-    or ``"failed"`` (``error_kind``, ``error``, ``history``, ...). Counters in :attr:`stats`:
-    ``hits`` (served from the cache), ``misses``, ``backend_calls`` and ``failures`` (calls that failed).
+    Records have ``status`` ``"ok"`` or ``"failed"``; :attr:`stats` counts ``hits``, ``misses``,
+    ``backend_calls`` and ``failures``.
     """
 
     def __init__(self, path: str | Path):
@@ -206,18 +189,9 @@ class GenerationCache:
     ) -> dict[str, Any]:
         """The cached generation for this request, or a new one from ``backend`` (stored at once).
 
-        Args:
-            backend: any :class:`~mmir.llm.backends.Backend`.
-            messages: the rendered chat messages.
-            template_id, template_text: the prompt template the messages were rendered from
-                (e.g. ``tpl.id, tpl.text`` of :func:`load_prompt`).
-            temperature, max_tokens, seed, n: sampling parameters, passed to ``backend.generate``.
-            raise_on_failure: raise the :class:`GenerationFailure` instead of returning the failure record.
-
         Returns:
-            The record: ``key``, ``status`` (``"ok"``/``"failed"``), ``cached`` (bool), ``attempts``,
-            the key fields (backend, model, revision, template_id, template_sha256, input_sha256,
-            sampling, seed) and either the :class:`Generation` fields or the failure fields.
+            The record: ``key``, ``status``, ``cached``, ``attempts``, the key fields and either the
+            :class:`Generation` fields or the failure fields.
 
         Raises:
             GenerationFailure: only with ``raise_on_failure``.

@@ -1,15 +1,8 @@
-"""The one call path of every stage: :class:`LLMClient` runs a rendered prompt through a backend and the
-generation cache, parses the reply with a named parser and returns a :class:`~mmir.llm.records.CallRecord`.
+""":class:`LLMClient`, the one call path of every stage: backend + generation cache + named parser -> ``CallRecord``.
 
-Failure policy (the same for every benchmark):
-
-* a call without usable text (timeout, 5xx, empty reply, ...) is a ``failed`` record; the cache keeps it as a
-  failure record, never as final, so the next run calls the backend again;
-* a reply the parser rejects is a ``rejected`` record (its text kept); it is marked as a failure in the cache
-  (:meth:`~mmir.llm.cache.GenerationCache.reject`), so the next run calls again -- also for a reply an earlier
-  version stored as ok;
-* neither is raised: the benchmark's policy decides what stands in, and :mod:`mmir.llm.policy` stops a stage
-  whose calls all failed.
+Failure policy: a call without usable text is ``failed``, a reply the parser rejects ``rejected`` (text kept);
+both are failure records in the cache (retried next run), never raised; :mod:`mmir.llm.policy` stops a stage
+whose calls all failed.
 """
 
 from __future__ import annotations
@@ -49,15 +42,7 @@ class Sampling:
 
 
 class LLMClient:
-    """One backend + the generation cache + an audit of every call.
-
-    Args:
-        backend: a :class:`~mmir.llm.backends.base.Backend`.
-        cache: the :class:`~mmir.llm.cache.GenerationCache`; ``None`` = an in-memory one (same code path).
-        sampling: default :class:`Sampling` of the calls.
-        audit: where the records go (a new :class:`~mmir.llm.audit.CallAudit` by default; share one between
-            clients to count a stage as a whole).
-    """
+    """One backend + the generation cache (``None`` = in-memory) + an audit of every call (share one per stage)."""
 
     def __init__(self, backend: Any, cache: GenerationCache | None = None, *, sampling: Sampling = Sampling(),
                  audit: CallAudit | None = None):
@@ -78,15 +63,11 @@ class LLMClient:
     def call(self, messages: Sequence[Message], prompt: PromptTemplate, *, label: str, parser: ReplyParser | None = None,
              context: Mapping[str, Any] | None = None, temperature: Any = _UNSET, max_tokens: Any = _UNSET,
              seed: Any = _UNSET) -> CallRecord:
-        """One cached call; the reply parsed by ``parser`` (none: any text is accepted).
+        """One cached call; the reply parsed by ``parser`` (none: any text is accepted) into ``record.value``.
 
         Args:
-            messages: chat messages rendered from ``prompt`` (:mod:`mmir.llm.messages`).
             prompt: the template (its id and text enter the cache key).
             label: what the call is for (the audit groups by it).
-            parser: a named :class:`~mmir.llm.parsers.ReplyParser`; its value is ``record.value``.
-            context: stored in the record.
-            temperature, max_tokens, seed: override :attr:`sampling` for this call.
 
         Returns:
             The :class:`CallRecord` (also appended to :attr:`audit`); status ``ok``, ``failed`` or ``rejected``.

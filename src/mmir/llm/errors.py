@@ -14,10 +14,6 @@ class GenerationFailure(MmirError):
     Attributes:
         kind: ``"timeout"``, ``"connection"``, ``"rate_limited"``, ``"server_error"``, ``"http_error"``,
             ``"malformed_response"``, ``"empty_content"``, ``"n_mismatch"`` or ``"backend_error"``.
-        detail: human-readable cause (never holds credentials).
-        status_code: HTTP status of the last attempt, if any.
-        retries: attempts beyond the first.
-        latency_s: wall time spent, back-off included.
         history: outcome of each attempt, in order (``["timeout", "http 429", "malformed_response"]``).
     """
 
@@ -61,14 +57,7 @@ class UnsupportedInputError(MmirError, ValueError):
 
 
 class LLMStageError(MmirError):
-    """Every model call of a stage failed: the stage stops before writing anything.
-
-    Attributes:
-        stage: the stage (``"reformulate"``, ``"rag"``, ``"m2rag_answer"``, ...).
-        unit: the unit it ran on (``"openstax/statistics/ref-qwen05b"``).
-        calls: how many calls were made.
-        first_error: the error of the first failed call.
-    """
+    """Every model call of a stage failed (``stage``, ``unit``, ``calls``, ``first_error``): it stops before writing."""
 
     def __init__(self, stage: str, unit: str, calls: int, first_error: str):
         self.stage, self.unit, self.calls, self.first_error = stage, unit, calls, first_error

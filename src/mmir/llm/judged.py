@@ -24,15 +24,7 @@ def single_user_message(template: PromptTemplate, fields: Mapping[str, Any]) -> 
 
 @dataclass(frozen=True)
 class JudgedMetric:
-    """A judged metric.
-
-    Attributes:
-        name: the metric (the audit label of its calls).
-        prompt: the prompt file name in the benchmark's :class:`~mmir.llm.prompts.PromptLibrary`.
-        parser: the :class:`~mmir.llm.parsers.ReplyParser` whose value is the raw score.
-        divisor: ``value = raw / divisor`` (e.g. 10 for a 0-10 judge reported on [0, 1]).
-        retry_prompt: asked once more when the first reply failed or was rejected (``None``: no retry).
-    """
+    """A judged metric: a prompt file, a parser, ``value = raw / divisor``, and an optional ``retry_prompt``."""
 
     name: str
     prompt: str
@@ -72,15 +64,6 @@ def judge(client: LLMClient, metric: JudgedMetric, prompts: PromptLibrary, field
           build: MessageBuilder = single_user_message, context: Mapping[str, Any] | None = None,
           **sampling: Any) -> JudgedValue:
     """Judge once (and once more with ``metric.retry_prompt`` when the first reply is unusable).
-
-    Args:
-        client: the judge.
-        metric: the declaration.
-        prompts: the benchmark's prompt library.
-        fields: the prompt's placeholder values.
-        build: how the messages are made from the template and ``fields``.
-        context: stored in each call record.
-        sampling: ``temperature`` / ``max_tokens`` / ``seed`` overrides of the client's defaults.
 
     Returns:
         :class:`JudgedValue`; never raises for a failed call or a rejected reply.

@@ -1,16 +1,9 @@
 """Chat messages: structure checks, image payloads, the canonical form hashed into cache keys, text-only
 flattening and assembly from segments.
 
-A message is an OpenAI-style dict ``{"role": "system"|"user"|"assistant", "content": ...}``; ``content`` is a
-string or a list of parts:
-
-* ``{"type": "text", "text": str}``
-* ``{"type": "image", "image": bytes | PIL.Image.Image}`` -- our own part type: raw encoded image bytes
-  (PNG, JPEG, GIF, WEBP, ...) or a PIL image;
-* ``{"type": "image_url", "image_url": {"url": str}}`` -- passed through to OpenAI-compatible endpoints.
-
-:func:`canonical_messages` / :func:`messages_sha256` define the ``input_sha256`` of a generation-cache key:
-changing them changes every key (see :mod:`mmir.llm.cache`).
+A message is ``{"role": "system"|"user"|"assistant", "content": str | parts}``; parts are ``{"type": "text"}``,
+``{"type": "image", "image": bytes | PIL.Image.Image}`` (ours) and ``{"type": "image_url"}`` (passed through).
+:func:`canonical_messages` / :func:`messages_sha256` define the cache key's ``input_sha256``.
 """
 
 from __future__ import annotations
@@ -36,14 +29,7 @@ _MAGIC = (
 
 
 def image_to_bytes(image: Any) -> tuple[bytes, str]:
-    """Encoded bytes and MIME type of an image part's payload.
-
-    Args:
-        image: encoded image bytes (``bytes``/``bytearray``/``memoryview``) or a ``PIL.Image.Image``
-            (encoded as PNG; modes PNG cannot hold are converted to RGB/RGBA first).
-
-    Returns:
-        ``(data, mime)``.
+    """``(data, mime)`` of an image part's payload (bytes-like, or a PIL image encoded as PNG).
 
     Raises:
         UnsupportedInputError: the payload is neither, or the bytes are not a recognisable image.
@@ -183,8 +169,7 @@ def text_only_messages(messages: Sequence[Message], backend: str) -> list[dict[s
 
 
 def decoded_image(image: Any, source: str) -> Any:
-    """An image part's payload as an 8-bit RGB PIL image, through the safe decoder
-    (:func:`mmir.data.images.decode_image`: EXIF orientation, transparency on white, bomb guard).
+    """An image part's payload as an 8-bit RGB PIL image via :func:`mmir.data.images.decode_image`.
 
     Raises:
         UnsupportedInputError: the payload is not an image, is corrupt, or exceeds the pixel limit.
@@ -216,11 +201,7 @@ Segment = str | ImagePart
 
 
 def user_messages(segments: Sequence[Segment]) -> list[dict[str, Any]]:
-    """One user message from ``segments`` (strings and :class:`ImagePart` s, in order); adjacent strings merge.
-
-    Returns:
-        ``[{"role": "user", "content": str}]`` when there is no image, else the list-of-parts form.
-    """
+    """One user message from ``segments`` (strings and :class:`ImagePart` s); a plain string content when no image."""
     parts: list[dict[str, Any]] = []
     for seg in segments:
         if isinstance(seg, ImagePart):

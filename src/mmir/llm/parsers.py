@@ -53,13 +53,7 @@ def _reject(error: str) -> Parsed:
 
 @dataclass(frozen=True)
 class ReplyParser:
-    """A named parse rule: ``parser(text) -> Parsed``.
-
-    Attributes:
-        name: registry name (:data:`PARSERS`).
-        source: where the rule is specified.
-        fn: ``(text: str) -> Parsed``; it is only called with a non-empty string.
-    """
+    """A named parse rule ``parser(text) -> Parsed``; ``source`` says where the rule is specified."""
 
     name: str
     source: str

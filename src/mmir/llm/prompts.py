@@ -1,9 +1,7 @@
-"""Prompt files: every prompt is a file ``<folder>/<name>.txt`` with a name (its id) and the sha256 of its text.
+"""Prompt files: every prompt is ``<folder>/<name>.txt`` with a name (its id) and the sha256 of its text.
 
-Each benchmark keeps its prompts in its own ``prompts/`` folder and reads them through one
-:class:`PromptLibrary`. Placeholders use :class:`string.Template` syntax (``$query``, ``${image_descriptions}``;
-``$$`` is a literal dollar). A new version is a new file, never an edit of a released one; an edit is caught anyway
-because the text hash is in every generation-cache key (:mod:`mmir.llm.cache`).
+Placeholders use :class:`string.Template` syntax (``$query``; ``$$`` a literal dollar). A new version is a new
+file; the text hash is in every generation-cache key.
 """
 
 from __future__ import annotations
@@ -21,13 +19,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 @dataclass(frozen=True)
 class PromptTemplate:
-    """A versioned prompt template.
-
-    Attributes:
-        id: template name, e.g. ``"reformulate_v1"`` (the ``template_id`` of cache keys).
-        text: the template text.
-        path: the file it was read from, if any.
-    """
+    """A versioned prompt template; ``id`` (e.g. ``"reformulate_v1"``) is the ``template_id`` of cache keys."""
 
     id: str
     text: str
@@ -64,8 +56,7 @@ class PromptTemplate:
         return string.Template(self.text).substitute(self._check_fields(fields))
 
     def render_around(self, slot: str, **fields: Any) -> tuple[str, str]:
-        """The text before and after the first ``slot`` marker, each rendered with ``fields`` (rendered
-        separately, so slot-like text inside a field value cannot move the slot).
+        """The text before and after the first ``slot`` marker, each rendered with ``fields`` separately.
 
         Raises:
             ValueError: no ``slot`` in the template, or ``fields`` misses or adds a placeholder.
@@ -95,11 +86,7 @@ def load_prompt(name: str, prompts_dir: str | Path) -> PromptTemplate:
 
 
 class PromptLibrary:
-    """The prompt files of one folder, each read once (thread-safe).
-
-    Args:
-        folder: the ``prompts/`` folder of a benchmark.
-    """
+    """The prompt files of one folder (a benchmark's ``prompts/``), each read once (thread-safe)."""
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)

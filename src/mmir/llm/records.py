@@ -16,18 +16,10 @@ class CallRecord:
     """What one model call did.
 
     Attributes:
-        label: what the call was for (``"reformulate"``, ``"rag_judge"``, ``"fluency"``, ``"flae_features"``).
-        prompt_id, prompt_sha256: the prompt file and the sha256 of its text.
-        model: the backend's model id; temperature, max_tokens, seed: the sampling of the call.
-        context: what the call was about (``qid``, ``chunk``, ``task_id``, ...).
+        label: what the call was for (``"reformulate"``, ``"rag_judge"``, ``"fluency"``, ...).
         status: one of :data:`STATUSES`; ``"failed"`` and ``"rejected"`` are failures (retried on the next run).
         text: the reply (``None`` when the call failed or was skipped; kept when rejected).
-        cached: served from the generation cache; cache_key: its key (``None`` when skipped).
-        prompt_tokens, completion_tokens: as reported by the backend (``None`` if unreported).
         latency_s: wall time of this call (about 0 for a cache hit).
-        finish_reason: ``"stop"``, ``"length"``, ... of the reply.
-        error_kind, error: why the call failed or the reply was rejected.
-        parser: the reply parser's name; parse_ok, parse_method, parse_error: its outcome.
         missing_fields, invalid_fields: fields the benchmark expected but found absent / unusable.
         fallback_used, fallback_reason: the benchmark's fixed fallback replaced the reply.
         value: the parsed value (in memory only, not serialised).

@@ -1,16 +1,8 @@
 """Optional FAISS search over the same vectors as :func:`mmir.retrieval.topk.topk_inner_product` (never the default).
 
-Three index kinds, all inner product:
-
-- ``flat`` (``faiss.IndexFlatIP``): exact; the baseline the chunked top-k is benchmarked against. Ties may come
-  in any order (FAISS does not break them by index).
-- ``hnsw`` (``faiss.IndexHNSWFlat``, graph; ``m``, ``ef_construction``, ``ef_search``): **approximate**.
-- ``ivf`` (``faiss.IndexIVFFlat``, k-means lists trained on a sample; ``nlist``, ``nprobe``): **approximate**.
-
-Every FAISS index holds the vectors in RAM as float32 (``4 * n * d`` bytes: 1.4 GB for 338,291 x 1,024, 10 GB for
-2.5 M), plus the graph or lists; the exact chunked top-k is the bounded-memory path. The corpus may be a
-``ShardedMatrix``: it is added ``chunk_size`` rows at a time. :attr:`FaissIndex.label` and
-:meth:`FaissIndex.run_stats` say whether results are approximate, for a run's stats.
+Kinds (inner product): ``flat`` (exact; ties in any order), ``hnsw`` and ``ivf`` (approximate). FAISS holds
+the vectors in RAM as float32 (``4 * n * d`` bytes); :meth:`FaissIndex.run_stats` says whether results are
+approximate.
 """
 
 from __future__ import annotations
@@ -32,16 +24,12 @@ def _rows(corpus, start: int, stop: int) -> np.ndarray:
 
 
 class FaissIndex:
-    """A FAISS inner-product index over a corpus of ``(n, d)`` vectors (array, memmap or ShardedMatrix).
+    """A FAISS inner-product index over ``(n, d)`` vectors (array, memmap or ShardedMatrix).
 
     Args:
-        corpus: the vectors; row numbers are the returned indices.
         kind: ``flat`` (exact), ``hnsw`` or ``ivf`` (approximate).
         m, ef_construction, ef_search: HNSW graph degree and search breadth.
-        nlist, nprobe, train_size, seed: IVF lists (default ``~4 * sqrt(n)``), lists visited per query, vectors
-            sampled to train the k-means (a fixed seed makes the index deterministic for a given corpus).
-        chunk_size: rows added per step.
-        threads: FAISS OpenMP threads (None: FAISS's default).
+        nlist, nprobe, train_size, seed: IVF lists (default ``~4 * sqrt(n)``), lists visited, k-means sample, seed.
     """
 
     def __init__(self, corpus, kind: str = "flat", *, m: int = 32, ef_construction: int = 80, ef_search: int = 256,
@@ -100,14 +88,8 @@ class FaissIndex:
                exclude: Sequence[set[int] | frozenset[int] | Sequence[int]] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` rows by inner product, the shapes of :func:`~mmir.retrieval.topk.topk_inner_product`.
 
-        Args:
-            queries: ``(q, d)`` float array.
-            exclude: optional, per query, row numbers never returned (searched with ``k + len(exclude)``, then
-                removed).
-
         Returns:
-            ``(scores float32 (q, kk), indices int64 (q, kk))``, ``kk = min(k, n)``, best first; missing places
-            (approximate search, exclusions) are padded with index ``-1`` and score ``-inf``.
+            ``(scores float32 (q, kk), indices int64 (q, kk))``, ``kk = min(k, n)``, padded with ``-1`` / ``-inf``.
 
         Raises:
             ValueError (DimensionMismatchError for a ShardedMatrix corpus): ``d`` differs; ``len(exclude) != q``.

@@ -1,17 +1,9 @@
 """BM25 over a tokenised corpus: bm25s (fast, default) or rank_bm25 (reference).
 
-Tokenisation is shared by both backends (lower-casing, ``\\w\\w+`` tokens, optional stopwords and PyStemmer
-stemming, as ``bm25s.tokenize``), so a ranking difference can only come from the scoring.
-BRIGHT/MM-BRIGHT use the Lucene variant with k1=0.9, b=0.4 (``method: lucene``).
-rank_bm25's BM25Okapi uses the Robertson idf with an epsilon floor for terms in more than half the
-documents; with no such term it equals bm25s ``method: robertson``.
-
-Full-size corpora (MM-BRIGHT physics: 338,291 documents, one of several MB) are indexed in bounded memory:
-the bm25s backend tokenises ``chunk_docs`` documents at a time with bm25s's id-based ``Tokenizer`` (one
-growing vocabulary, ``return_as="ids"``), keeps only numpy arrays of (document, term, tf) per chunk, and builds
-the same sparse score matrix bm25s builds (its own idf/tf scoring functions, float32 per (document, term)
-entry), so rankings and scores are identical to ``bm25s.BM25.index`` over token strings, without any
-per-token Python object for the whole corpus.
+Both backends share the tokenisation of ``bm25s.tokenize``; BRIGHT/MM-BRIGHT use Lucene BM25, k1=0.9, b=0.4
+(``method: lucene``); rank_bm25's BM25Okapi equals bm25s ``robertson`` unless a term is in over half the
+documents. The bm25s backend indexes in chunks of ``chunk_docs`` (:func:`build_bm25s_index`), with scores
+identical to ``bm25s.BM25.index``.
 """
 
 from __future__ import annotations
@@ -72,15 +64,9 @@ def _chunk_pairs(token_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np
 
 def build_bm25s_index(corpus: Iterable[str], tokenizer, *, method: str, k1: float, b: float,
                       delta: float = 0.5, chunk_docs: int = CHUNK_DOCS):
-    """A ``bm25s.BM25`` whose score matrix equals ``bm25s.BM25(...).index(token strings)``, built by chunks.
+    """A ``bm25s.BM25`` equal to ``bm25s.BM25(...).index(token strings)``, built by chunks; returns ``(index, n_docs)``.
 
-    Args:
-        corpus: the documents' texts (any iterable, read once).
-        tokenizer: a :func:`make_id_tokenizer`; its vocabulary is extended by the corpus.
-
-    Returns:
-        ``(index, n_docs)``. Memory: one chunk of token lists plus numpy arrays of about 8 bytes per distinct
-        (document, term) pair, then the CSC matrix (8 bytes per pair); no per-token Python object survives a chunk.
+    Memory: one chunk of token lists plus about 16 bytes per distinct (document, term) pair.
     """
     import bm25s
     from bm25s.scoring import (
@@ -156,13 +142,9 @@ class BM25:
     """A BM25 index over ``corpus`` (texts, index = corpus position).
 
     Args:
-        corpus: the documents' texts; the bm25s backend reads any iterable once, ``chunk_docs`` at a time
-            (a list, or a generator over parquet batches), so the corpus need not be held by the index.
-        backend: ``bm25s`` or ``rank_bm25`` (the reference; it holds every token string: small corpora only).
+        corpus: any iterable of texts, read once ``chunk_docs`` at a time by the bm25s backend.
+        backend: ``bm25s`` or ``rank_bm25`` (the reference; holds every token: small corpora only).
         method: bm25s variant (lucene, robertson, atire, bm25l, bm25+); rank_bm25 is always Okapi.
-        k1, b: the usual BM25 parameters.
-        stopwords, stemmer: see :func:`make_tokenizer`.
-        chunk_docs: documents tokenised per step (bm25s backend).
     """
 
     def __init__(self, corpus: Iterable[str], *, backend: str = "bm25s", method: str = "lucene",

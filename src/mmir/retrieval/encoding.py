@@ -1,23 +1,10 @@
 """What an encoder encodes for retrieval: the item kinds of a prepared domain and how each is encoded.
 
-A kind is a list of (id, payload) rows whose order is the order of a task's items or queries
-(:mod:`mmir.retrieval.items`), so a store row is an item index. Text systems (``kind: dense``):
-
-* ``documents`` -- corpus texts (Tasks 1 and 2), ``pairs`` -- pair texts (Task 4), ``images`` -- image texts
-  (Task 3), all encoded as documents; ``queries`` (Task 1) and ``mm_queries`` (Tasks 2-4, with their images'
-  text) encoded as queries.
-
-Multimodal systems (``kind: mm``):
-
-* ``documents`` -- corpus texts (text tower), ``images`` -- corpus images; Task 4 pairs are fused from these two
-  at search time (:class:`mmir.retrieval.fusion.PairMatrix`), never encoded;
-* ``query_texts``; ``query_images`` -- every decodable query image once, plus the blank image (row id
-  :data:`BLANK`); ``query_stacks`` -- one image per query, its decodable images stacked vertically
-  (``image_mode: stack``, paper §4.1 for single-image models; the blank image when it has none).
-
-Every vector goes through the content-addressed embedding cache under the same keys as before this module
-(text: ``query``/``document``; images: the encoder's ``cache_kind``), so reruns and other systems with the same
-encoder reuse them.
+A kind's row order is its task's item or query order (:mod:`mmir.retrieval.items`), so a store row is an
+item index. Text systems: ``documents``, ``pairs``, ``images`` (as documents), ``queries``, ``mm_queries``.
+Multimodal systems: ``documents``, ``images``, ``query_texts``, ``query_images`` (plus :data:`BLANK`) and
+``query_stacks`` (``image_mode: stack``, paper §4.1); Task 4 pairs are fused at search time
+(:class:`mmir.retrieval.fusion.PairMatrix`). Every vector goes through the embedding cache.
 """
 
 from __future__ import annotations
@@ -95,7 +82,7 @@ class KindRows:
 
 def kind_rows(kind: str, prep: str | Path, system: dict, image_text: ImageText | None = None,
               budget: PairBudget | None = None) -> KindRows:
-    """The rows of ``kind`` in a prepared domain for ``system`` (see the module docstring).
+    """The rows of ``kind`` in a prepared domain for ``system``.
 
     Raises:
         ValueError: an unknown kind for the system's kind, or image text missing where a text system needs it.
@@ -140,12 +127,7 @@ def kind_rows(kind: str, prep: str | Path, system: dict, image_text: ImageText |
 
 
 class KindEncoder:
-    """A system's encoder seen per kind: its cache spec and key, the cache ``kind`` and the encode function.
-
-    ``encoder`` is a :class:`mmir.encoders.text.TextEncoder` (dense) or a
-    :class:`mmir.encoders.multimodal.MultimodalEncoder` (mm), built from the system config when not given;
-    ``domain`` fills ``{domain}`` in a dense system's instruction templates.
-    """
+    """A system's encoder seen per kind: its cache spec and key, the cache ``kind`` and the encode function."""
 
     def __init__(self, system: dict, encoder=None, domain: str | None = None):
         self.system = system

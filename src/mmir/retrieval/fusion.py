@@ -1,10 +1,5 @@
-"""Fused vectors of multimodal retrieval (MM-BRIGHT §4.1): Task 4 pairs and multimodal queries.
-
-* A pair (passage, image) is ``normalise((t + i) / 2)`` of its passage's text vector and its image's vector, the
-  passage vector alone for a text-only pair. :class:`PairMatrix` computes these rows on the fly from the two stores,
-  chunk by chunk, so a Task 4 corpus is never materialised.
-* A query is fused from its text vector and an image vector chosen by ``image_mode`` (see
-  :func:`query_vectors`).
+"""Fused vectors of multimodal retrieval (MM-BRIGHT §4.1): Task 4 pairs (:class:`PairMatrix`) and queries
+(:func:`query_vectors`).
 """
 
 from __future__ import annotations
@@ -18,12 +13,10 @@ from mmir.retrieval.encoding import BLANK
 
 
 class PairMatrix:
-    """``(n_pairs, d)`` float32 rows of pair vectors, read in slices (the interface the chunked top-k reads).
+    """``(n_pairs, d)`` float32 pair vectors ``normalise((t + i) / 2)``, computed on the fly in slices.
 
     Args:
-        text: ``(n_docs, d)`` document text vectors (array or sharded store matrix).
-        images: ``(n_images, d)`` corpus image vectors.
-        doc_rows: ``(n_pairs,)`` int, each pair's row in ``text``.
+        doc_rows: ``(n_pairs,)`` int, each pair's row in ``text`` (``(n_docs, d)``).
         image_rows: ``(n_pairs,)`` int, each pair's row in ``images``, ``-1`` for a text-only pair.
     """
 
@@ -78,11 +71,9 @@ def query_vectors(text_vecs: np.ndarray, image_paths: Sequence[Sequence[str]], i
                   image_vecs, image_mode: str, fusion: str) -> np.ndarray:
     """Query vectors ``(q, d)`` float32 from text vectors and the ``query_images`` / ``query_stacks`` kind.
 
-    ``image_mode``: ``first`` -- the first of the query's images that decodes (the released code's rule; the blank
-    image when none does); ``stack`` -- ``image_vecs`` holds one row per query, its images stacked vertically
-    (paper §4.1 for single-image models); ``mean`` -- the normalised mean of all its decodable images (an
-    extension); ``none`` -- text only. ``fusion``: ``mean`` (paper), ``text`` or ``image``
-    (:func:`mmir.encoders.multimodal.build_query_vectors`).
+    ``image_mode``: ``first`` (the first decodable image, blank when none; released code), ``stack`` (paper §4.1
+    for single-image models), ``mean`` (an extension), ``none``. ``fusion``: see
+    :func:`mmir.encoders.multimodal.build_query_vectors`.
     """
     if image_mode == "none":
         return build_query_vectors(text_vecs, [None] * len(text_vecs), "none", fusion)

@@ -1,20 +1,9 @@
 """What each task ranks and what its queries are, for any retriever (MM-BRIGHT §3.1, §4.1).
 
-Items (rows in this order are the rows of the encoded stores, so a store row is an item index):
-
-* Task 1 / Task 2: the corpus documents (``corpus.parquet`` order);
-* Task 3: the corpus images that decode (``images.parquet`` rows with ``ok``; an undecodable judged image stays
-  in the qrels but cannot be retrieved);
-* Task 4: the (document, image) pairs (``pairs.parquet``: per document its text-only pair, then one pair per
-  image of its page that decodes).
-
-Queries: Task 1 the ``topics.parquet`` topics (or an ablation's query variants); Tasks 2–4 the
-``examples_multimodal`` topics with their images.
-
-Text systems see images as text (the OCR route): an image's text is its captioner text, plus the dataset's alt
-text when ``alt_text`` is on (off by default: the hub's ``document_images`` has no alt text); a query's text is
-its text followed by its images' text in order; a pair's text is the document text followed by the image text,
-each within its own share of a character budget so that a long document never pushes the image text out.
+Items (store row = item index): Tasks 1-2 the corpus documents, Task 3 the decodable corpus images, Task 4 the
+(document, image) pairs of ``pairs.parquet``. Queries: Task 1 ``topics.parquet`` (or ablation variants), Tasks
+2-4 the multimodal topics. Text systems see images as text (captioner text, plus alt text when ``alt_text``);
+a pair's text gives document and image text each its own share of the character budget.
 """
 
 from __future__ import annotations
@@ -73,8 +62,7 @@ def task_items(task: str, prep: str | Path) -> Items:
 
 
 def task_queries(task: str, prep: str | Path, variants: str | Path | None = None) -> Queries:
-    """The queries of ``task``. ``variants``: a ``qid, query`` parquet replacing each topic's text (Task 1
-    ablations: caption-augmented or reformulated queries).
+    """The queries of ``task``; ``variants`` (a ``qid, query`` parquet) replaces each topic's text (Task 1 ablations).
 
     Raises:
         DataError: ``variants`` misses a topic (names the file and the first missing qid).

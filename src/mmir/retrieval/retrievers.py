@@ -1,12 +1,7 @@
 """Retrievers built once from a system's config: ``index(...)`` their items, then ``search(queries, k, exclude)``.
 
-* :class:`BM25Retriever` indexes item texts (the full text: no budget) and ranks each query's score vector.
-* :class:`VectorRetriever` indexes a ``(n, d)`` matrix (an in-memory array, a sharded store matrix or a
-  :class:`~mmir.retrieval.fusion.PairMatrix`) and searches query vectors by exact inner product in bounded memory
-  (:func:`~mmir.retrieval.topk.topk_inner_product`); no ``(queries x corpus)`` matrix is ever built.
-
-Both return ``(scores, indices)`` of shape ``(q, k)`` (padded with index ``-1``), ordered by score descending,
-ties by item index ascending, so runs are deterministic. :func:`to_run` turns them into a run.
+:class:`BM25Retriever` and :class:`VectorRetriever` (exact chunked inner product) return ``(scores, indices)``
+``(q, k)``, padded with ``-1``, score descending, ties by item index. :func:`to_run` turns them into a run.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """Exact top-k maximum inner product search in bounded memory (dense retrieval over precomputed vectors).
 
-The corpus matrix is scanned in chunks of ``chunk_size`` rows; each chunk is cast to float32, scored against
-a block of queries with one matrix product, reduced to its own top-k and merged into the running top-k.
-Working memory is therefore ``O(chunk_size * (d + query_block))`` float32 values, independent of the corpus
-size, so a float16 corpus of millions of vectors (a read-only ``np.memmap``, or a vector store's
-:class:`~mmir.encoders.sharded.ShardedMatrix`, which is read chunk by chunk straight into one reused float32
-buffer) can be searched exactly.
-
-Ordering is total and deterministic: higher score first; equal scores -> lower corpus index first. This holds
-across chunk borders and at the k-th place (ties at the cut are resolved by index, not by whatever
-``argpartition`` returns).
-
-Scores are raw inner products; with L2-normalised vectors they are cosines in [-1, 1] (callers that write
-TREC runs scale them, e.g. by 100).
+The corpus is scanned in chunks of ``chunk_size`` rows (cast to float32), so working memory is
+``O(chunk_size * (d + query_block))`` whatever the corpus size. Order: score descending, ties by lower corpus
+index, also across chunk borders and at the k-th place. Scores are raw inner products (cosines for unit vectors).
 """
 
 from __future__ import annotations
@@ -80,26 +70,20 @@ def topk_inner_product(
 
     Args:
         queries: ``(q, d)`` float array (any float dtype; computed in float32).
-        corpus: ``(n, d)`` float16 or float32 array (``np.memmap`` works; only one chunk is materialised as
-            float32 at a time), or a :class:`~mmir.encoders.sharded.ShardedMatrix` (a vector store's shards,
-            read chunk by chunk across shard borders into one reused float32 buffer).
+        corpus: ``(n, d)`` float16 or float32 array or ``np.memmap``, or a
+            :class:`~mmir.encoders.sharded.ShardedMatrix`.
         k: number of results per query (``k >= 1``).
-        chunk_size: corpus rows per chunk; working memory is bounded by :func:`working_memory_bytes`
-            (about ``chunk_size * (4 * d + 13 * query_block)`` bytes) plus the inputs and outputs.
-        exclude: optional, one collection of corpus indices per query that must not be returned (e.g. the
-            query's own id, MM-BRIGHT's excluded ids); indices outside ``[0, n)`` are ignored.
-        query_block: queries scored together per matrix product (bounds the score matrix).
+        chunk_size: corpus rows per chunk; memory about ``chunk_size * (4 * d + 13 * query_block)`` bytes
+            (:func:`working_memory_bytes`).
+        exclude: optional, per query, corpus indices never returned; indices outside ``[0, n)`` are ignored.
 
     Returns:
-        ``(scores, indices)``: ``scores`` float32 ``(q, kk)`` raw inner products, ``indices`` int64 ``(q, kk)``
-        corpus row numbers, with ``kk = min(k, n)``; each row sorted by score descending, ties by index
-        ascending. A query left with fewer than ``kk`` admissible items after exclusions is padded with index
-        :data:`PAD_INDEX` (``-1``) and score ``-inf``.
+        ``(scores, indices)``: float32 and int64 ``(q, kk)``, ``kk = min(k, n)``, sorted as above; rows short of
+        admissible items are padded with :data:`PAD_INDEX` (``-1``) and ``-inf``.
 
     Raises:
-        ValueError: wrong dimensions or sizes, ``len(exclude) != q``, or a non-finite score (NaN/inf in the
-            inputs), naming the corpus chunk. For a ShardedMatrix a dimension mismatch is a
-            :class:`~mmir.encoders.sharded.DimensionMismatchError` (a ValueError naming the store).
+        ValueError: wrong dimensions or sizes, ``len(exclude) != q``, or a non-finite score, naming the corpus
+            chunk (:class:`~mmir.encoders.sharded.DimensionMismatchError` for a ShardedMatrix).
     """
     queries = np.asarray(queries)
     if queries.ndim != 2 or corpus.ndim != 2:
@@ -165,13 +149,7 @@ def topk_inner_product(
 
 
 def topk_scores(scores: np.ndarray, k: int, exclude: set[int] | frozenset[int] | Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """The top-k of one query's precomputed score vector (e.g. BM25's), with the same order as
-    :func:`topk_inner_product`: score descending, ties by index ascending; excluded indices never returned.
-
-    Args:
-        scores: ``(n,)`` float scores (any float dtype; not modified).
-        k: results wanted (``k >= 1``).
-        exclude: item indices to leave out.
+    """The top-k of one ``(n,)`` score vector (e.g. BM25's) in :func:`topk_inner_product` order, ``exclude`` left out.
 
     Returns:
         ``(scores, indices)`` of length ``min(k, n - |exclude|)``: float64 scores (as given), int64 indices.

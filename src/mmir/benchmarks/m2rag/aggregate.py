@@ -1,19 +1,10 @@
 """Run-level M2RAG scores: per-metric pooling, Text/MM averages and Overall (spec §6.7).
 
-* A generation that failed is **excluded** (counted), not scored 0 -- pass it as ``None``.
-* Fluency, relevance, context precision, faithfulness: per-answer value, **mean over answers** (answers
-  whose judgement failed are left out and counted as failures).
-* Image coherence, helpfulness, reference: **pooled over every output image of every answer** (a micro
-  average: an answer with 3 images weighs 3 times one with 1); answers without images add nothing. With no
-  image in the whole run the metric has no value (``None``, never NaN) and is listed in ``missing``.
-* Image recall: per-answer value, mean over answers (answers with 0 output images count).
-* Overall = mean of the eight values, on [0, 1]; ``None`` (with ``missing``) unless all eight exist.
-  ``Text Avg.`` = mean of the first four; ``Multi-Modal Precision Avg.`` = mean of the three image metrics.
-  :meth:`RunSummary.percent` gives the paper's presentation: x100, one decimal.
-
-The functions take any objects with ``text_value(metric)`` and ``image_values(metric)`` (the
-:class:`~mmir.benchmarks.m2rag.metrics.QueryEvaluation` interface), so this module imports nothing from
-:mod:`mmir.benchmarks.m2rag.metrics`.
+Failed generations are excluded (counted), never scored 0. Text metrics and image recall: mean over answers;
+image coherence, helpfulness, reference: micro average over every output image (``None`` when the run has
+none). Overall = mean of the eight on [0, 1], ``None`` unless all exist. Inputs need only
+``text_value(metric)`` / ``image_values(metric)`` (the :class:`~mmir.benchmarks.m2rag.metrics.QueryEvaluation`
+interface).
 """
 
 from __future__ import annotations
@@ -30,14 +21,7 @@ ALL_METRICS = (*TEXT_METRICS, *IMAGE_METRICS, "image_recall")
 
 @dataclass
 class MetricSummary:
-    """One metric over a run.
-
-    Attributes:
-        value: mean in [0, 1], ``None`` when nothing was scored.
-        n: units averaged (answers, or images for the image metrics).
-        failures: judgements that failed (not averaged).
-        unit: ``"queries"`` or ``"images"``.
-    """
+    """One metric over a run: ``value`` in [0, 1] (``None`` when nothing scored), ``n`` answers or images, ``failures``."""
 
     value: float | None
     n: int
@@ -47,15 +31,7 @@ class MetricSummary:
 
 @dataclass
 class RunSummary:
-    """Scores of a run (spec §6.7); see the module docstring.
-
-    Attributes:
-        metrics: ``{metric: MetricSummary}`` in the paper's order.
-        overall, text_avg, mm_precision_avg: on [0, 1], ``None`` when a part is missing.
-        n_queries: answers evaluated.
-        n_excluded: failed generations (excluded).
-        missing: metrics without a value.
-    """
+    """Scores of a run (spec §6.7): ``metrics`` in the paper's order, ``overall``/``text_avg``/``mm_precision_avg`` on [0, 1]."""
 
     metrics: dict[str, MetricSummary]
     overall: float | None
@@ -84,15 +60,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def aggregate(evaluations: Iterable[Any], *, failed_generations: int = 0) -> RunSummary:
-    """Pool per-answer evaluations into run scores (spec §6.7).
-
-    Args:
-        evaluations: one per query; ``None`` for a query whose generation failed (excluded, counted).
-        failed_generations: further excluded queries not passed in ``evaluations``.
-
-    Returns:
-        :class:`RunSummary`.
-    """
+    """Pool per-answer evaluations into a :class:`RunSummary` (spec §6.7); ``None`` = a failed generation (excluded)."""
     evals = list(evaluations)
     kept = [e for e in evals if e is not None]
     excluded = len(evals) - len(kept) + int(failed_generations)

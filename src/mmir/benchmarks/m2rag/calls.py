@@ -1,10 +1,4 @@
-"""The M2RAG prompt files and their image slot.
-
-Prompts live in ``prompts/<name>_v<N>.txt`` (our own paraphrases of the authors' prompts, spec §2, §4, §6), read
-through one :class:`~mmir.llm.prompts.PromptLibrary`; fields use :class:`string.Template` syntax (``$query``). A
-prompt that carries an image marks its place with :data:`IMAGE_SLOT`; the message is assembled from segments
-(:func:`mmir.llm.messages.user_messages`) and sent through an :class:`~mmir.llm.client.LLMClient`.
-"""
+"""The M2RAG prompt files (``prompts/<name>_v<N>.txt``, :class:`string.Template` fields) and their image slot."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
 """Text descriptions of images for text-only backends and judges (spec §2.2 "Captions", §3 LLM backbone).
 
-The dev set ships a ``detailed_image_caption`` per image. Knowledge bases built from our prepared data have
-alt text only; these helpers add what a text-only model needs
-(:func:`~mmir.benchmarks.m2rag.records.image_description` joins caption, alt text and OCR text):
-
-* :func:`add_ocr` -- the text printed in each image, from an OCR captioner (e.g.
-  :class:`mmir.encoders.ocr.OcrCaptioner`, offline on CPU);
-* :func:`caption_images` -- a one-line detailed caption from a vision model, conditioned on the page text
-  above and below the image (each cut to 256 tokens; spec §2.2), or for auxiliary images on the query.
-  The released code calls the captioner twice with context and keeps the second answer (spec §9.12);
-  we call it once.
+:func:`add_ocr` (OCR text) and :func:`caption_images` (a context-conditioned caption from a VLM, one call;
+the released code calls twice and keeps the second, spec §9.12).
 """
 
 from __future__ import annotations
@@ -35,12 +27,7 @@ from mmir.llm.messages import ImagePart, user_messages
 
 
 def add_ocr(images: Iterable[ImageItem], ocr: Any, *, overwrite: bool = False) -> CurationReport:
-    """Fill ``image.ocr`` from ``ocr.caption(data, source=...) -> str`` for each image, in place.
-
-    Images whose bytes cannot be read, or on which the OCR engine fails with a data error, are counted
-    (``ocr_failed``) and keep their current ``ocr``. Images that already have OCR text are skipped unless
-    ``overwrite``.
-    """
+    """Fill ``image.ocr`` from ``ocr.caption(data, source=...)``, in place; failures counted (``ocr_failed``)."""
     rep = CurationReport()
     for im in images:
         if im.ocr and not overwrite:
@@ -77,17 +64,8 @@ def caption_images(query: M2RAGQuery, caller: LLMClient, *, tokenizer: Tokenizer
                    overwrite: bool = False) -> CurationReport:
     """Give every usable image of ``query`` a detailed one-line caption from a vision model, in place.
 
-    Page images get the page text around them (:func:`page_context`); auxiliary images get the query.
-    Images with a ``drop_reason`` are skipped, so are captioned ones unless ``overwrite``. A failed call or
-    unreadable image leaves ``caption`` unchanged and is counted (``caption_failed``).
-
-    Args:
-        query: its images are updated.
-        caller: a vision backend (it receives the image as a thumbnail).
-        tokenizer, context_tokens: context cut (default :class:`~mmir.benchmarks.m2rag.metrics.RegexTokenizer`, 256).
-        thumbnail_size: image box side in pixels.
-        max_tokens: caption length limit.
-        overwrite: recaption images that have a caption.
+    Page images get the page text around them (:func:`page_context`, 256 tokens each side); auxiliary images
+    the query. Failures leave ``caption`` unchanged and are counted (``caption_failed``).
 
     Returns:
         :class:`~mmir.benchmarks.m2rag.selection.CurationReport` (``captioned``, ``caption_failed``).

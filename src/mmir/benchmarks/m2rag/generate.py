@@ -1,34 +1,12 @@
 """The three M2RAG generation strategies (spec §4) and their common output (spec §5).
 
-* :func:`single_stage` -- one call: the model writes the answer and embeds images itself as
-  ``![caption](images/{i}.{ext})`` (§4.1);
-* :func:`multi_stage` -- a text-only answer, then one placement call per input image, then one refinement
-  call per placed image (§4.2);
-* :func:`separate` -- the MuRAR baseline: a text answer with a References section, images matched to answer
-  lines by embedding similarity through a pluggable ``encoder``, then one refinement call (§4.3).
+:func:`single_stage` (§4.1), :func:`multi_stage` (§4.2) and :func:`separate` (the MuRAR baseline, §4.3) take a
+:class:`~mmir.benchmarks.m2rag.selection.SelectedInput` and an :class:`~mmir.llm.client.LLMClient`; ``mode="llm"``
+sends images as descriptions, ``mode="mllm"`` as 512 px thumbnails. A
+:class:`~mmir.llm.backends.GenerationFailure` propagates: the generation is excluded (spec §6.7), never scored.
 
-Every strategy takes a :class:`~mmir.benchmarks.m2rag.selection.SelectedInput` (spec §3; for :func:`separate` built
-with :meth:`SelectionConfig.murar() <mmir.benchmarks.m2rag.selection.SelectionConfig.murar>`) and a
-an :class:`~mmir.llm.client.LLMClient` around any backend. ``mode="llm"`` sends each image as its text
-description (:func:`~mmir.benchmarks.m2rag.records.image_description`: the detailed caption, plus alt text and OCR
-text where known), so text-only backends work; ``mode="mllm"`` sends the pixels (a 512 px thumbnail).
-
-The result is an :class:`Answer` holding ``processed_response`` (markdown with ``<figure>`` blocks),
-``placeholder_response`` (one ``<IMAGE_PLACEHOLDER>`` per output image, what the metrics read),
-``output_images`` (in document order) and ``markdown`` (placeholders written back as
-``![caption](images/{i}.{ext})`` with ``i`` the global input index, so it resolves against
-``SelectedInput.images``; :func:`mmir.benchmarks.m2rag.render.render_html` turns it into a self-contained page).
-
-A :class:`~mmir.llm.backends.GenerationFailure` in any call propagates: the whole generation has
-failed and is excluded from evaluation (spec §6.7), never scored as an empty answer.
-
-Known bugs of the released code that change outputs are **not** reproduced unless ``released_quirks=True``
-(the spec states the intended behaviour and does not list them):
-
-* multi-stage placement parses ``\\d+``, so a reply of ``-1`` ("does not fit") places the image before
-  line 1; we read a signed integer;
-* the MuRAR refinement prompt numbers every inserted image ``images/0.<ext>`` (its counter never advances),
-  so at most one image survives parsing; we number them 0, 1, 2, ...
+Released-code bugs are reproduced only with ``released_quirks=True``: placement parsing ``\\d+`` (so ``-1``
+means line 1), and MuRAR numbering every inserted image ``images/0.<ext>``.
 """
 
 from __future__ import annotations
@@ -72,12 +50,7 @@ _REFUSAL = re.compile(r"^\s*I\s+(can't|cannot|can not|am unable)", re.IGNORECASE
 # ------------------------------------------------------------------------------------------------ output
 @dataclass
 class OutputImage:
-    """One image of an answer, in document order (spec §4 ``output_images[*]``).
-
-    ``id`` is the image's global input index (``SelectedInput.images[id]``) for every strategy; the
-    released MuRAR code stores the index into its selected-image list instead (spec §4.3) -- metrics use
-    ``cached_image_url``, so nothing depends on it.
-    """
+    """One image of an answer, in document order (spec §4 ``output_images[*]``); ``id`` = ``SelectedInput.images`` index."""
 
     id: int
     image_caption: str
@@ -97,15 +70,10 @@ class Answer:
     """A generated multimodal answer (spec §4-5).
 
     Attributes:
-        strategy: ``"single_stage"``, ``"multi_stage"`` or ``"separate"``.
-        mode: ``"llm"`` (images as descriptions) or ``"mllm"`` (pixels).
-        query_id, user_query: the query.
         processed_response: markdown with a ``<figure>`` block per output image.
         placeholder_response: the same text with one ``<IMAGE_PLACEHOLDER>`` per output image.
         output_images: :class:`OutputImage` s in document order (k-th placeholder = k-th image).
-        markdown: ``placeholder_response`` with the k-th placeholder written as
-            ``![caption](images/{id}.{ext})``.
-        calls: the :class:`~mmir.llm.records.CallRecord` of every model call made.
+        markdown: ``placeholder_response`` with the k-th placeholder written as ``![caption](images/{id}.{ext})``.
         stats: counters (``rejected_images``, ``refusals``, ``placement_unparsed`` ...).
     """
 
@@ -143,14 +111,8 @@ def figure_block(url: str, caption: str, width: int = FIGURE_WIDTH) -> str:
 def parse_output_images(text: str, inputs: Sequence[InputImage]) -> tuple[str, str, list[OutputImage], int]:
     """Turn the model's ``![caption](...N...)`` images into figures and placeholders (spec §4.1).
 
-    Every markdown image whose URL contains a number is considered, in order (regex
-    ``!\\[(.*?)\\]\\((.*?)(\\d+)(.*?)\\)``; the index is the first digit run of the URL). It is accepted when
-    the index is below ``len(inputs)`` and was not used before: it becomes a figure in the processed text
-    and a placeholder in the placeholder text. Otherwise it is deleted from both.
-
-    Args:
-        text: the unwrapped reply.
-        inputs: the images the model was shown, in the order of the indices it saw.
+    Regex ``!\\[(.*?)\\]\\((.*?)(\\d+)(.*?)\\)``; an index below ``len(inputs)`` and not used before is accepted,
+    others are deleted.
 
     Returns:
         ``(processed, placeholder_text, output_images, n_rejected)``.
@@ -229,13 +191,7 @@ def image_slot(ii: InputImage, mode: Mode, thumbnail_size: int) -> Segment:
 
 
 def input_segments(selected: SelectedInput, instruction: str, mode: Mode, *, with_images: bool = True) -> list[Segment]:
-    """The generation prompt of spec §3 "Prompt layout" as segments.
-
-    Layout: the instruction (ending with the question and a ``# Webpages`` heading), then per kept page
-    ``## Webpage {i}`` and its content in a ```` ```markdown ```` fence with each image inline as
-    ``![CONTENT](images/{i}.{ext})`` (CONTENT = description or pixels, see the module docstring), then
-    ``# Auxiliary Images`` when any are kept, then ``# Generated Document``. With ``with_images=False``
-    (MuRAR's first stage) every image placeholder is simply removed.
+    """The generation prompt of spec §3 "Prompt layout" as segments (``with_images=False`` drops image placeholders).
 
     Raises:
         mmir.core.errors.DataError: ``mllm`` and an image's bytes cannot be read or decoded.
@@ -275,12 +231,6 @@ def _check_mode(mode: str) -> None:
 def single_stage(selected: SelectedInput, caller: LLMClient, *, mode: Mode = "llm", max_tokens: int | None = None) -> Answer:
     """Single-stage joint generation, one call (spec §4.1).
 
-    Args:
-        selected: K_In-Doc from :func:`~mmir.benchmarks.m2rag.selection.select_input`.
-        caller: the generator.
-        mode: ``"llm"`` (descriptions) or ``"mllm"`` (pixels).
-        max_tokens: reply limit (default ``caller.sampling.max_tokens``).
-
     Returns:
         :class:`Answer` (``stats["rejected_images"]`` = model images out of range or repeated).
 
@@ -303,10 +253,8 @@ def single_stage(selected: SelectedInput, caller: LLMClient, *, mode: Mode = "ll
 def parse_placement(reply: str, n_lines: int, *, released_quirks: bool = False) -> tuple[int, str]:
     """Parse a stage-2 placement reply (spec §4.2): ``(line_id, caption)``.
 
-    The reply (stripped) is split on newlines; the last integer of the last line is the line id, ``-1``
-    when there is none or it lies outside ``[0, n_lines - 1]``; the caption is the earlier lines joined
-    with a space. A signed integer is read, so ``-1`` means "no place"; ``released_quirks=True`` reads
-    unsigned digits as the released code does (``-1`` -> line 1).
+    Line id: the last (signed) integer of the last line, ``-1`` when none or out of range; caption: the earlier
+    lines joined with a space.
     """
     lines = reply.strip().split("\n")
     found = (_DIGITS if released_quirks else _SIGNED).findall(lines[-1])
@@ -319,24 +267,8 @@ def parse_placement(reply: str, n_lines: int, *, released_quirks: bool = False) 
 
 def multi_stage(selected: SelectedInput, caller: LLMClient, *, mode: Mode = "llm", max_tokens: int | None = None,
                 place_max_tokens: int = 128, released_quirks: bool = False) -> Answer:
-    """Multi-stage joint generation, 1 + N + M calls (spec §4.2).
-
-    1. A text-only answer (no image syntax), unwrapped and split into L lines.
-    2. For every input image (all of them), one call with the query, the numbered lines ``[j] line`` and the
-       image (pixels or description): a caption and the line to place the image before, or -1
-       (:func:`parse_placement`).
-    3. Placed images are sorted by line (stable). The output starts with the unrefined lines before the
-       first placed line; each placed image adds its figure block and then its segment -- lines
-       ``[line_k, line_{k+1})``, the last to the end, empty when two images share a line -- rewritten by
-       one call (markdown images and links in the rewrite are reduced to their text; an "I can't ..."
-       refusal is pasted as the released code does and counted in ``stats["refusals"]``). In the
-       placeholder text each image is ``"\\n<IMAGE_PLACEHOLDER>\\n"`` followed by the rewritten segment.
-       With no placed image the stage-1 text is the answer.
-
-    Args:
-        selected, caller, mode, max_tokens: as :func:`single_stage`.
-        place_max_tokens: reply limit of the placement calls.
-        released_quirks: parse placements as the released code (see the module docstring).
+    """Multi-stage joint generation, 1 + N + M calls (spec §4.2): text answer, one placement call per input image,
+    one refinement call per placed image's segment (refusals pasted as released, counted ``refusals``).
 
     Raises:
         GenerationFailure: any call failed (the generation is failed as a whole).
@@ -418,12 +350,8 @@ def match_images_to_lines(lines: Sequence[str], selected: SelectedInput, encoder
                           threshold: float = 0.1) -> tuple[dict[int, InputImage], dict[str, int]]:
     """MuRAR's embedding match (spec §4.3 step 2): ``{line index: image}`` and counters.
 
-    Each non-empty line is matched to the most similar (cosine) kept chunk among those holding candidate
-    images; below ``threshold`` it gets none. Within a chunk, each of its matched lines picks its most
-    similar image (represented as ``"Image caption: <description>\\nImage context: <chunk text>"``), and
-    each image goes before the one line, among those that picked it, with the highest similarity (ties:
-    the earlier line). A line holds at most one image: a later chunk's image replaces an earlier one
-    (counted ``images_replaced``), as in the released code.
+    Line -> most similar chunk with candidate images (cosine >= ``threshold``) -> its most similar image; one
+    image per line, a later chunk's replacing an earlier one (``images_replaced``), as released.
     """
     stats = {"lines_below_threshold": 0, "images_replaced": 0}
     groups = _image_groups(selected)
@@ -455,13 +383,7 @@ def match_images_to_lines(lines: Sequence[str], selected: SelectedInput, encoder
 
 
 def rebuild_references(text: str, selected: SelectedInput) -> tuple[str, int]:
-    """MuRAR's References section (spec §4.3): ``(text, number of references)``.
-
-    The integers after the last ``"References"`` are de-duplicated (sorted ascending here; the released
-    code's set order is unspecified) and each page index within range becomes ``"n. title - url"`` under a
-    ``## References`` heading, which replaces the model's. A heading line (``#``/``*``) just before the
-    word is dropped. Text without ``"References"`` is returned unchanged.
-    """
+    """MuRAR's References section (spec §4.3): ``(text, number of references)``; rebuilt as ``"n. title - url"`` lines."""
     splits = text.split("References")
     if len(splits) == 1:
         return text, 0
@@ -479,20 +401,10 @@ def separate(selected: SelectedInput, caller: LLMClient, encoder: TextEncoderFn,
              max_tokens: int | None = None, released_quirks: bool = False) -> Answer:
     """The separate (MuRAR) baseline (spec §4.3): text answer, embedding match, one refinement call.
 
-    1. Text answer from the pages with every image placeholder removed, ending in a References section.
-    2. :func:`match_images_to_lines` with ``encoder`` (e.g. sentence-transformers ``all-mpnet-base-v2``).
-    3. The answer with ``![description](images/{k}.{ext})`` inserted before each matched line (``k``
-       counts the inserted images), polished by one call; the reply is parsed as in §4.1 over the
-       inserted images only, and the References section of ``processed_response`` is rebuilt
-       (:func:`rebuild_references`; ``placeholder_response`` keeps the model's, as released).
-
     Args:
         selected: K_In-Doc built with ``SelectionConfig.murar()``.
-        caller: the generator (text-only is enough: images travel as descriptions).
-        encoder: ``texts -> (n, dim)`` embeddings.
+        encoder: ``texts -> (n, dim)`` embeddings (e.g. ``all-mpnet-base-v2``).
         threshold: minimum line-to-chunk cosine similarity (0.1).
-        max_tokens: reply limit.
-        released_quirks: number every inserted image 0, as the released code (see the module docstring).
 
     Raises:
         GenerationFailure: a call failed.

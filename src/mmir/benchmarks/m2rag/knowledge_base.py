@@ -1,37 +1,10 @@
-"""A query's multimodal knowledge base from a retrieval run over an MM-BRIGHT-layout prepared domain.
+"""A query's multimodal knowledge base (spec §1) from a retrieval run over an MM-BRIGHT-layout prepared domain.
 
-This is the M2RAG input (spec §1) rebuilt on our data: instead of the top-10 Google results, the **pages of
-the top-N retrieved documents**; instead of web-page images, the page's document images.
-
-Input tables (``data/prepared/<dataset>/<domain>/``):
-
-* ``corpus.parquet`` -- ``doc_id, text``; a document id ``<domain>/<basekey>_<n>.txt`` is passage ``n`` of
-  page ``basekey`` (:func:`mmir.data.multimodal.doc_base_key`);
-* ``images.parquet`` -- ``path, alt, bytes, ok``; an image path
-  ``<domain>/<domain>_<basekey>_<NNNN>/image_<k>.<ext>`` belongs to page ``basekey``
-  (:func:`mmir.data.multimodal.image_base_key`).
-
-Construction (:func:`build_knowledge_base`):
-
-1. the first ``top_n`` distinct documents of the query's ranking; ids missing from the corpus are counted
-   and skipped;
-2. pages in the order of their best-ranked document; with ``page_scope="page"`` (default) a page holds
-   **all** its passages, with ``"retrieved"`` only the retrieved ones -- in passage order (``n``) either way.
-   Each passage is one :class:`~mmir.benchmarks.m2rag.records.Chunk` (``split_id`` = position, ``doc_id``, and the
-   ``retrieval_score`` when it was retrieved), its text ending in a blank line so that the selection's
-   no-separator concatenation (spec §3 step 2) keeps passages apart. A document whose id has no page key
-   forms a page of its own;
-3. the page's images with ``ok`` true, in path order (figure ``NNNN``, then ``k``), ``image_id`` 0, 1, ...
-   When the passage an image belongs to is known (``image_passages``: image path -> doc id), its
-   ``<IMAGE_PLACEHOLDER>[k]`` is placed right after that passage's text; otherwise the image is unanchored
-   and selection puts it at the end of the page. Each image's identity (``cached_image_url``) is its path;
-   it carries its bytes and alt text. Images start **unscored**: run
-   :func:`mmir.benchmarks.m2rag.selection.curate_images` with a scorer (or pass ``image_score``) before selection,
-   which only keeps scored images (spec §3 step 4).
-
-The prepared data does not record which passage holds a figure. :func:`image_passages_from_captions` finds
-it for figures whose caption text (``meta/<domain>.document_images.tsv``) appears in exactly one passage of
-the page; other figures stay unanchored.
+Pages are those of the top-N retrieved documents, images the pages' document images. Tables
+(``data/prepared/<dataset>/<domain>/``): ``corpus.parquet`` (``doc_id, text``; page key by
+:func:`mmir.data.multimodal.doc_base_key`) and ``images.parquet`` (``path, alt, bytes, ok``; page key by
+:func:`mmir.data.multimodal.image_base_key`). Rules: :func:`build_knowledge_base`. Images start unscored;
+selection keeps only scored ones (spec §3 step 4). README: "M2RAG".
 """
 
 from __future__ import annotations
@@ -63,13 +36,7 @@ CHUNK_SEPARATOR = "\n\n"
 
 @dataclass
 class PreparedDomain:
-    """The two tables of a prepared domain the knowledge base needs, indexed by page key.
-
-    Attributes:
-        corpus: ``doc_id, text``.
-        images: ``path, alt, bytes, ok`` (other columns ignored).
-        name: label used in errors.
-    """
+    """The two tables of a prepared domain the knowledge base needs (``corpus``, ``images``), indexed by page key."""
 
     corpus: pd.DataFrame
     images: pd.DataFrame
@@ -101,7 +68,7 @@ class PreparedDomain:
 
     @classmethod
     def from_dir(cls, prepared_dir: str | Path) -> PreparedDomain:
-        """Read ``corpus.parquet`` and ``images.parquet`` (absent images file = no images) of a prepared domain.
+        """Read ``corpus.parquet`` and ``images.parquet`` (absent = no images) of a prepared domain.
 
         Raises:
             DataError: ``corpus.parquet`` is missing or a required column is absent.
@@ -158,21 +125,18 @@ def build_knowledge_base(qid: str, query: str, ranking: Sequence[tuple[str, floa
                          top_n: int = 5, page_scope: PageScope = "page",
                          image_passages: Mapping[str, str] | None = None, image_score: float | None = None,
                          max_page_images: int | None = None, report: KnowledgeBaseReport | None = None) -> M2RAGQuery:
-    """The knowledge base of one query (see the module docstring for every rule).
+    """The knowledge base of one query.
+
+    Pages in the order of their best-ranked document among the first ``top_n``; each passage one
+    :class:`~mmir.benchmarks.m2rag.records.Chunk` ending in a blank line; page images with ``ok``, in path order,
+    anchored after their passage when ``image_passages`` knows it, else unanchored.
 
     Args:
-        qid, query: query id and text.
-        ranking: ``[(doc_id, score), ...]`` in rank order (one entry of :func:`mmir.retrieval.runs.read_run`).
-        domain: the prepared tables.
-        top_n: how many distinct top-ranked documents define the pages (>= 1).
+        ranking: ``[(doc_id, score), ...]`` in rank order.
         page_scope: ``"page"`` (all passages of each page) or ``"retrieved"`` (only the retrieved ones).
         image_passages: image path -> doc id of the passage the image belongs to, where known.
-        image_score: give every image this ``final_score`` (for runs without an image scorer); default
-            ``None`` = unscored.
-        max_page_images: at most this many images of a page enter the knowledge base -- those anchored to a
-            passage of the knowledge base first, then the rest, each in path order (``None`` = all; the
-            others are counted ``images_over_page_limit``). Bounds the judge calls of image scoring.
-        report: counts are added here.
+        image_score: give every image this ``final_score``; default ``None`` = unscored.
+        max_page_images: cap per page, anchored images first (``None`` = all; others ``images_over_page_limit``).
 
     Returns:
         :class:`~mmir.benchmarks.m2rag.records.M2RAGQuery` (no auxiliary images).
@@ -280,16 +244,7 @@ def build_knowledge_bases(run: Run | str | Path, topics: Mapping[str, str], doma
                           image_passages: Mapping[str, str] | None = None, image_score: float | None = None,
                           max_page_images: int | None = None,
                           qids: Iterable[str] | None = None) -> tuple[list[M2RAGQuery], KnowledgeBaseReport]:
-    """Knowledge bases for every topic (or ``qids``), from a run dict or a TREC run file.
-
-    A topic missing from the run gets an empty knowledge base (no pages) and is counted
-    (``queries_without_ranking``).
-
-    Args:
-        run: ``{qid: [(doc_id, score), ...]}`` or a TREC run path (:func:`mmir.retrieval.runs.read_run`).
-        topics: qid -> query text.
-        domain, top_n, page_scope, image_passages, image_score, max_page_images: see :func:`build_knowledge_base`.
-        qids: restrict to these query ids (in this order); default every topic in ``topics`` order.
+    """Knowledge bases for every topic (or ``qids``); a topic missing from the run gets none (``queries_without_ranking``).
 
     Returns:
         ``(queries, report)``.
@@ -311,11 +266,10 @@ def build_knowledge_bases(run: Run | str | Path, topics: Mapping[str, str], doma
 
 # ------------------------------------------------------------------------------------ image placement
 def load_image_captions(tsv: str | Path) -> dict[str, str]:
-    """``{image path: caption}`` from ``meta/<domain>.document_images.tsv`` (columns ``path`` and
-    ``caption``; empty captions left out).
+    """``{image path: caption}`` from ``meta/<domain>.document_images.tsv`` (empty captions left out).
 
     Raises:
-        DataError: the file lacks those columns or cannot be read.
+        DataError: the file lacks ``path``/``caption`` or cannot be read.
     """
     p = Path(tsv)
     try:
@@ -334,12 +288,7 @@ def _norm(text: str) -> str:
 
 def image_passages_from_captions(domain: PreparedDomain, captions: Mapping[str, str], *, probe_chars: int = 60,
                                  min_chars: int = 20) -> dict[str, str]:
-    """``{image path: doc id}`` for images whose caption is found in exactly one passage of their page.
-
-    The probe is the first ``probe_chars`` characters of the caption (whitespace collapsed, case-folded);
-    captions shorter than ``min_chars`` are not used (too unspecific). Images whose probe matches no passage
-    or several are left out (they stay unanchored).
-    """
+    """``{image path: doc id}`` for images whose caption probe (first ``probe_chars``, case-folded) is in exactly one passage."""
     out: dict[str, str] = {}
     for path, caption in captions.items():
         probe = _norm(caption)[:probe_chars]

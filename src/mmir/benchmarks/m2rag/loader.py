@@ -1,28 +1,10 @@
 """M2RAG-Bench dev set: fetch it from the hub at a pinned revision, or read a local copy (spec §1, §8 "Loader").
 
-Layout of the hub dataset ``ylwt/M2RAG-Bench`` (the files the authors' download script uses):
-
-* ``dev_set.jsonl.tar.gz`` -- a tar holding ``dev_set.jsonl``: one JSON record per query (spec §1);
-* ``images/ELI5/dev_set/dev_set-{0..9}.tar`` -- the cached images, extracted under an image root.
-
-:func:`load_dev_set` reads ``dev_set.jsonl`` from a ``.jsonl`` file, from the ``.tar.gz`` (without unpacking
-it) or from a folder holding either, and returns typed :class:`~mmir.benchmarks.m2rag.records.M2RAGQuery` records plus a
-:class:`LoadReport`. It tolerates, counts and reports every irregularity the spec lists:
-
-* ``cleaned_webpage_splits`` that is null or not a list: the page is kept with ``chunks=None`` (selection
-  skips it) -- ``webpages_failed``;
-* images with ``valid = false`` (kept, never used as input) -- ``images_invalid`` / ``aux_images_invalid``;
-* images with ``final_score = null`` -- ``images_null_score`` / ``aux_images_null_score``;
-* placeholders ``<IMAGE_PLACEHOLDER>[k]`` for an image ``k`` missing from the page's ``images``: deleted from
-  the text -- ``placeholders_dangling``;
-
-Counts about pages, chunks and images cover the kept records only. Beyond the spec's list: chunks without
-a usable score (``chunks_unscored``, score ``None``), malformed chunks or images (skipped,
-``chunks_malformed`` / ``images_malformed``), images whose ``split_id`` names no chunk
-(``images_split_missing``), records that are not JSON or lack ``query_id``/``content``
-(``records_malformed``, skipped), repeated query ids (``records_duplicate_id``, first kept), records of
-other levels (``records_other_level``, skipped), and -- with an image root -- images whose file is not found
-(``images_unresolved``). Up to five examples per count name the line and field.
+Hub dataset ``ylwt/M2RAG-Bench``: ``dev_set.jsonl.tar.gz`` and ``images/ELI5/dev_set/dev_set-{0..9}.tar``.
+:func:`load_dev_set` tolerates and counts (:class:`LoadReport`) the irregularities of spec §1
+(``webpages_failed``, ``images_invalid``, ``images_null_score``, ``placeholders_dangling``) and more
+(``chunks_unscored``, ``chunks_malformed``, ``images_malformed``, ``images_split_missing``,
+``records_malformed``, ``records_duplicate_id``, ``records_other_level``, ``images_unresolved``).
 """
 
 from __future__ import annotations
@@ -64,13 +46,7 @@ IMAGE_DIR = "images/ELI5/dev_set"
 # ------------------------------------------------------------------------------------------------ report
 @dataclass
 class LoadReport(CountReport):
-    """Counts (and up to five examples each) of what the loader met and how it handled it.
-
-    Attributes:
-        source: the file read.
-        counts: ``{name: n}``; see the module docstring for the names.
-        examples: ``{name: ["line 3, webpage 2: ...", ...]}``.
-    """
+    """Counts (``{name: n}``, names in the module docstring) and up to five examples each of what the loader met."""
 
     source: str = ""
 
@@ -90,17 +66,10 @@ class DevSet:
 # ------------------------------------------------------------------------------------------------- fetch
 def fetch_dev_set(dest: str | Path, *, revision: str = PINNED_REVISION, images: bool = False,
                   repo_id: str = HUB_REPO) -> Path:
-    """Download the dev set (and optionally its images) into ``dest`` and unpack it there.
-
-    Args:
-        dest: target folder; gets ``dev_set.jsonl`` (and ``images/ELI5/dev_set/...`` with ``images=True``).
-        revision: hub revision; default the pinned commit :data:`PINNED_REVISION`.
-        images: also fetch and unpack the ten image tars (several GB).
-        repo_id: hub dataset id.
+    """Download the dev set (and optionally its images, several GB) into ``dest`` and unpack it there.
 
     Returns:
-        ``dest`` as a :class:`~pathlib.Path`; use it as the ``source`` of :func:`load_dev_set` and
-        ``dest / IMAGE_DIR``'s parent chain as image root (see :class:`DevSetImageResolver`).
+        ``dest``, to pass as the ``source`` of :func:`load_dev_set`.
 
     Raises:
         DataError: the hub cannot be reached (the message gives the manual download recipe), or an archive
@@ -139,17 +108,10 @@ def _extract_tar(archive: Path, into: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- images
 class DevSetImageResolver:
-    """Maps a ``cached_image_url`` to a file under an image root.
+    """Maps a ``cached_image_url`` to a file under ``root`` (its path, then with leading segments dropped).
 
-    The URL's path (scheme and host dropped; a plain relative path is taken as is) is tried under ``root``,
-    then with leading segments removed one at a time, so ``http://host:8000/ELI5/dev_set/12/3/0.png``
-    resolves whether ``root`` is the folder above ``ELI5`` or ``dev_set`` itself. With ``strip_prefix`` only
-    the remainder after that prefix is tried. Paths are confined to ``root`` (``..`` and symlinks leaving it
-    are rejected, see :func:`mmir.data.images.resolve_inside`).
-
-    Args:
-        root: the image root folder.
-        strip_prefix: a URL prefix (e.g. ``"http://127.0.0.1:8000/"``) to drop before joining.
+    Paths are confined to ``root`` (:func:`mmir.data.images.resolve_inside`); ``strip_prefix`` is a URL prefix
+    to drop first.
     """
 
     def __init__(self, root: str | Path, strip_prefix: str | None = None):
@@ -179,8 +141,7 @@ class DevSetImageResolver:
 
 # ----------------------------------------------------------------------------------------------- read
 def find_dev_set(source: str | Path) -> Path:
-    """The dev-set file for ``source``: the file itself, or in a folder ``dev_set.jsonl`` (searched
-    recursively, shortest path first) or else ``dev_set.jsonl.tar.gz``.
+    """The dev-set file: ``source`` itself, or in a folder ``dev_set.jsonl`` (shortest path first) or ``dev_set.jsonl.tar.gz``.
 
     Raises:
         DataError: nothing usable is there.
@@ -197,8 +158,7 @@ def find_dev_set(source: str | Path) -> Path:
 
 
 def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(1-based line number, line)`` of the JSONL, read from a plain file or from the first ``*.jsonl``
-    member of a tar archive (gzip or not).
+    """``(1-based line number, line)`` of the JSONL, from a plain file or the first ``*.jsonl`` member of a tar.
 
     Raises:
         DataError: the archive holds no ``.jsonl`` member or cannot be read.
@@ -227,12 +187,8 @@ def load_dev_set(source: str | Path, *, image_root: str | Path | None = None, le
     """Read the dev set into typed records (spec §1), tolerating and counting its irregularities.
 
     Args:
-        source: ``dev_set.jsonl``, ``dev_set.jsonl.tar.gz`` or a folder holding one (see :func:`find_dev_set`).
-        image_root: folder of the unpacked images; when given, each image's ``path`` is resolved from its
-            ``cached_image_url`` (:class:`DevSetImageResolver`) and missing files are counted (``images_unresolved``).
-        levels: keep records whose ``level`` is in this set; default ``(1,)``, the subset every released
-            config evaluates (spec §1). ``None`` keeps all.
-        strip_prefix: URL prefix passed to :class:`DevSetImageResolver`.
+        image_root: folder of the unpacked images; each image's ``path`` is resolved (``images_unresolved``).
+        levels: keep records whose ``level`` is in this set; default ``(1,)`` (spec §1). ``None`` keeps all.
         limit: stop after this many kept records.
 
     Returns:

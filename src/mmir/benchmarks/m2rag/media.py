@@ -1,10 +1,6 @@
 """Image payloads for M2RAG prompts and pages: 512 px thumbnails, MIME types and data URIs (spec §2.2, §3, §6.5).
 
-Every image sent to a model is shrunk to fit ``size x size`` (default 512) with
-:meth:`PIL.Image.Image.thumbnail`, which keeps the aspect ratio and never enlarges; the authors' code falls
-back to a distorting ``resize`` when ``thumbnail`` fails, and so does :func:`thumbnail_bytes` (the fallback is
-logged). Images are decoded with :func:`mmir.data.images.decode_image` (RGB, EXIF-upright, transparency on
-white) and re-encoded as PNG (sources that were PNG/GIF/BMP) or JPEG quality 90 (everything else).
+Thumbnails keep the aspect ratio and never enlarge (a distorting ``resize`` fallback as in the authors' code).
 """
 
 from __future__ import annotations
@@ -24,16 +20,10 @@ _LOSSLESS = {"image/png", "image/gif", "image/bmp"}
 
 
 def thumbnail_bytes(data: bytes, *, size: int = THUMBNAIL_SIZE, source: str = "image") -> bytes:
-    """Encoded ``data`` shrunk to fit ``size`` x ``size`` pixels (aspect kept, never enlarged).
-
-    Args:
-        data: encoded image bytes.
-        size: the box side in pixels (>= 1).
-        source: named in errors.
+    """Encoded ``data`` shrunk to fit ``size`` x ``size`` pixels (aspect kept, never enlarged, always re-encoded).
 
     Returns:
-        PNG bytes for lossless sources (PNG/GIF/BMP), JPEG (quality 90) otherwise. An image already inside
-        the box is still re-encoded (so every payload is a plain RGB PNG/JPEG).
+        PNG bytes for lossless sources (PNG/GIF/BMP), JPEG (quality 90) otherwise.
 
     Raises:
         mmir.data.images.CorruptImage / ImageTooLarge: undecodable bytes.

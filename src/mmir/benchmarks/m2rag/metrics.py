@@ -1,43 +1,16 @@
 """The eight M2RAG metrics (spec §6) on one answer; pooling and Overall are in :mod:`mmir.benchmarks.m2rag.aggregate`.
 
-Every judge runs through an :class:`~mmir.llm.client.LLMClient` (any backend), once, with no retry beyond the
-backend's own in this run (a failed or rejected call is retried on the next run).
+- 0-10 judges (spec §6.1-6.5): :data:`JUDGED` declarations, parser :data:`~mmir.llm.parsers.LAST_INTEGER`
+  (last integer clamped to [0, 10], / 10). A reply with no integer or a failed call is a counted failure,
+  never a score (the released code scores it 0; ``released_parse=True``).
+- Context precision and faithfulness (spec §6.3-6.4): native RAGAS 0.2.9 definitions with JSON prompts.
+  Deviation: an answer with no statement is the failure ``"no_statements"`` (released: NaN -> 1.0).
+- Image metrics (spec §6.5): context windows of 256 tokens above/below each image (:func:`image_contexts`);
+  default tokenizer :class:`RegexTokenizer` (the released tiktoken ``o200k_base`` needs the network). A
+  text-only judge gets the image description instead of pixels.
+- Image recall (spec §6.6): important images (``final_score >= 8``) in the output; 1.0 when there are none.
 
-**0-10 judges** (fluency, relevance, image coherence, helpfulness, reference; spec §6.1-6.5) are
-:class:`~mmir.llm.judged.JudgedMetric` declarations (:data:`JUDGED`): a prompt file and the
-:data:`~mmir.llm.parsers.LAST_INTEGER` parser -- the reply's last integer (regex ``\\d+``) clamped to [0, 10],
-divided by 10, so ``"8/10"`` reads as 10, as in the released code. **A reply with no integer is a counted failure**
-(``JudgeScore.error = "unparsable"``,
-value ``None``), and so is a failed call (``"generation_failed: ..."``): neither is ever turned into a
-score. (The released code scores a reply with no integer as 0; ``released_parse=True`` restores that.)
-
-**Context precision and faithfulness** (spec §6.3-6.4) are a documented native implementation of the
-RAGAS 0.2.9 definitions (``LLMContextPrecisionWithoutReference`` and ``Faithfulness``) through our
-backends, with prompts of our own that ask for JSON:
-
-* context precision -- one call per retrieved context (each kept page's ``content``, placeholders
-  included, then the detailed caption of each *output* image); verdict ``v_k`` in {0, 1} = "was this
-  context useful for arriving at the answer"; score = ``sum_k(precision@k * v_k) / (sum_k v_k + 1e-10)``
-  with ``precision@k = sum_{i<=k} v_i / k`` (about 0 when no context is useful);
-* faithfulness -- one call splits the answer into self-contained statements, one call judges every
-  statement against the concatenated contexts (``"\\n"``-joined), score = supported / all.
-
-Differences from the released pipeline, on purpose: a verdict or statement list that cannot be parsed is
-a counted failure (RAGAS retries its output parser and then raises); an answer from which no statement
-is extracted is a counted failure ``"no_statements"`` -- RAGAS returns NaN there and the released
-normaliser ``max(0, min(1, NaN))`` turns it into **1.0**; we never do.
-
-**Image-precision metrics** (spec §6.5): for output image ``i`` the judge sees the text above it (the
-last 256 tokens of ``s_0 + ... + s_i``) and below it (the first 256 tokens of ``s_{i+1} + ... + s_n``),
-where ``s_k`` are the segments of ``placeholder_response`` split on ``<IMAGE_PLACEHOLDER>``. Tokens are
-counted with a pluggable :class:`Tokenizer`: the released code uses tiktoken ``o200k_base``, which needs
-an encoding file from the network, so the default here is :class:`RegexTokenizer` (words and punctuation
-with their leading whitespace); pass :class:`HFTokenizer` or :func:`tiktoken_tokenizer` to match a model.
-A vision judge gets the image (512 px thumbnail) between the two contexts; a text-only judge gets its
-description (a deviation: the paper's judge is a VLM).
-
-**Image recall** (spec §6.6): important images = input images with ``final_score >= 8``; recall =
-``|important ∩ output| / |important|`` by ``cached_image_url``; **1.0 when there is no important image**.
+README: "M2RAG: multimodal answers and their eight metrics".
 """
 
 from __future__ import annotations
@@ -125,7 +98,7 @@ def tiktoken_tokenizer(encoding: str = "o200k_base") -> Tokenizer:
 
     Raises:
         ImportError: tiktoken is not installed.
-        Exception: whatever tiktoken raises when its encoding file cannot be fetched (it downloads it).
+        Exception: whatever tiktoken raises when its encoding file cannot be fetched.
     """
     import tiktoken
 
@@ -135,14 +108,7 @@ def tiktoken_tokenizer(encoding: str = "o200k_base") -> Tokenizer:
 # ----------------------------------------------------------------------------------------- image windows
 @dataclass
 class ContextWindows:
-    """Text above/below each output image and what was adjusted to get it.
-
-    Attributes:
-        windows: ``[(above, below), ...]``, one per output image.
-        surplus_placeholders: placeholders beyond the image count, whose segments were merged into the
-            last segment with a space (spec §5).
-        missing_placeholders: images without a placeholder (they get the whole remaining text above).
-    """
+    """Text above/below each output image (``windows``: ``[(above, below), ...]``) and the placeholder fix-ups (spec §5)."""
 
     windows: list[tuple[str, str]]
     surplus_placeholders: int = 0
@@ -151,18 +117,10 @@ class ContextWindows:
 
 def image_contexts(placeholder_response: str, n_images: int, tokenizer: Tokenizer | None = None,
                    max_tokens: int = CONTEXT_TOKENS) -> ContextWindows:
-    """The context windows of spec §6.5: above = the last ``max_tokens`` tokens of everything before image
-    ``i``, below = the first ``max_tokens`` tokens of everything after it.
+    """The context windows of spec §6.5: the last ``max_tokens`` tokens before image ``i``, the first after it.
 
-    If the text has more placeholders than ``n_images``, the surplus segments are merged into the last one,
-    joined with a space (spec §5); if it has fewer, empty segments are added at the end. Both are counted
-    and logged.
-
-    Args:
-        placeholder_response: the answer with ``<IMAGE_PLACEHOLDER>`` tokens.
-        n_images: ``len(output_images)``.
-        tokenizer: default :class:`RegexTokenizer`.
-        max_tokens: window length on each side (256).
+    Surplus placeholders' segments are merged into the last one with a space (spec §5); missing ones get empty
+    segments. Both are counted and logged.
     """
     tok = tokenizer or RegexTokenizer()
     segs = placeholder_response.split(PLACEHOLDER)
@@ -187,13 +145,9 @@ def image_contexts(placeholder_response: str, n_images: int, tokenizer: Tokenize
 # ------------------------------------------------------------------------------------------- 0-10 judges
 @dataclass
 class JudgeScore:
-    """One 0-10 judgement (spec §8: raw int, normalised float, reply text).
+    """One 0-10 judgement (spec §8): ``raw`` int, ``normalised`` = raw / 10, ``reply``; ``None`` values on failure.
 
-    Attributes:
-        raw: the parsed integer in [0, 10], ``None`` on failure.
-        normalised: ``raw / 10``, ``None`` on failure.
-        reply: the judge's reply (``None`` when the call failed).
-        error: ``None``, ``"unparsable"`` or ``"generation_failed: ..."`` (a counted failure).
+    ``error``: ``None``, ``"unparsable"`` or ``"generation_failed: ..."`` (a counted failure).
     """
 
     raw: int | None
@@ -212,8 +166,7 @@ class JudgeScore:
 
 
 def parse_judge_score(reply: str, *, released_parse: bool = False) -> int | None:
-    """The GPT-4o judge parse (spec §6, :data:`~mmir.llm.parsers.LAST_INTEGER`): last integer, clamped to
-    ``[0, 10]``; ``None`` when there is none -- or ``0`` with ``released_parse=True`` (the released code's rule).
+    """The GPT-4o judge parse (spec §6): last integer clamped to ``[0, 10]``; ``None`` when none (``0`` if ``released_parse``).
 
     >>> parse_judge_score("blah\\n8"), parse_judge_score("12"), parse_judge_score("no digits", released_parse=True)
     (8, 10, 0)
@@ -245,7 +198,6 @@ def fluency(caller: LLMClient, response: str, *, max_tokens: int = 256, released
     """Fluency of the answer text (spec §6.1), 0-10 -> [0, 1]; failures are counted, never scored.
 
     Args:
-        caller: the judge.
         response: the answer with placeholders deleted (:attr:`Answer.response <mmir.benchmarks.m2rag.generate.Answer.response>`).
         max_tokens: reply limit (``m2rag.metric_max_tokens``).
         released_parse: score an integer-free reply as 0 (released behaviour) instead of failing.
@@ -274,11 +226,7 @@ def image_coherence(caller: LLMClient, image: ImageItem, above: str, below: str,
     """Image coherence with the text around it (spec §6.5.1), 0-10 -> [0, 1].
 
     Args:
-        caller: the judge (a VLM when ``vision``).
-        image: the output image (bytes from ``data`` or ``path``).
-        above, below: the context windows (:func:`image_contexts`).
         vision: send the image (thumbnail) or, for a text-only judge, its description.
-        thumbnail_size, max_tokens, released_parse: see :func:`fluency`.
 
     Returns:
         :class:`JudgeScore`; an unreadable image is the failure ``"image_unavailable: ..."``.
@@ -304,13 +252,10 @@ def image_reference(caller: LLMClient, image: ImageItem, above: str, below: str,
 # -------------------------------------------------------------------------------------- RAGAS (native)
 @dataclass
 class RagasScore:
-    """A native RAGAS-style score in [0, 1].
+    """A native RAGAS-style score in [0, 1] (``value``, ``None`` on failure) with its ``details``.
 
-    Attributes:
-        value: the score, ``None`` on failure.
-        error: ``None`` or the failure (``"unparsable: ..."``, ``"generation_failed: ..."``,
-            ``"no_statements"``, ``"no_contexts"``, ``"verdict_count_mismatch"``).
-        details: verdicts / statements behind the score.
+    ``error``: ``None``, ``"unparsable: ..."``, ``"generation_failed: ..."``, ``"no_statements"``,
+    ``"no_contexts"`` or ``"verdict_count_mismatch"``.
     """
 
     value: float | None
@@ -355,17 +300,14 @@ def context_precision(caller: LLMClient, query: str, response: str, contexts: Se
                       max_tokens: int = 256) -> RagasScore:
     """Context precision without reference (spec §6.3): one verdict call per context, in order.
 
+    Score ``sum_k(precision@k * v_k) / (sum_k v_k + 1e-10)`` with ``precision@k = sum_{i<=k} v_i / k``.
+
     Args:
-        caller: the judge (GPT-4o-mini in the paper).
-        query: the question.
-        response: the answer (placeholders deleted).
         contexts: page contents, then the detailed captions of the output images.
-        max_tokens: reply limit per verdict (``m2rag.metric_max_tokens``).
 
     Returns:
-        :class:`RagasScore` with ``details["verdicts"]``; any unparsable verdict (parser
-        :data:`~mmir.llm.parsers.FIRST_JSON`, then ``{"verdict": 0|1}``; rejected, so retried on the next run) or
-        failed call fails the metric for this answer (counted), as does an empty ``contexts`` (``"no_contexts"``).
+        :class:`RagasScore` with ``details["verdicts"]``; an unparsable verdict, a failed call or empty
+        ``contexts`` fails the metric (counted).
     """
     if not contexts:
         return RagasScore(None, "no_contexts")
@@ -386,15 +328,11 @@ def context_precision(caller: LLMClient, query: str, response: str, contexts: Se
 
 def faithfulness(caller: LLMClient, query: str, response: str, contexts: Sequence[str], *,
                  max_tokens: int = 1024) -> RagasScore:
-    """Faithfulness (spec §6.4): statements extracted from the answer, each judged against the contexts.
-
-    Args:
-        max_tokens: reply limit of both calls (``m2rag.faithfulness_max_tokens``).
+    """Faithfulness (spec §6.4): statements extracted from the answer, each judged against the contexts; supported / all.
 
     Returns:
-        :class:`RagasScore` (``details``: ``statements``, ``verdicts``). Counted failures:
-        ``"no_statements"`` (released code: NaN -> 1.0), ``"unparsable: ..."`` (the reply is rejected, so
-        retried on the next run), ``"verdict_count_mismatch"``, ``"generation_failed: ..."``.
+        :class:`RagasScore` (``details``: ``statements``, ``verdicts``); failures ``"no_statements"``,
+        ``"unparsable: ..."``, ``"verdict_count_mismatch"``, ``"generation_failed: ..."``.
     """
     t_st, t_nli = prompt("ragas_statements_v1"), prompt("ragas_nli_v1")
     r = _ragas_call(caller, user_messages([t_st.render(question=query, answer=response)]), t_st,
@@ -449,11 +387,7 @@ class ImageEvaluation:
 
 @dataclass
 class QueryEvaluation:
-    """All eight metrics of one answer (spec §6).
-
-    ``images`` has one entry per output image (pooled over images by the aggregator); ``image_recall``
-    is a plain float (pure Python, cannot fail).
-    """
+    """All eight metrics of one answer (spec §6); ``images`` has one entry per output image."""
 
     query_id: str
     fluency: JudgeScore
@@ -494,9 +428,7 @@ class QueryEvaluation:
 
 @dataclass
 class Judges:
-    """Who judges what (spec §6): ``text`` -- fluency and relevance (GPT-4o in the paper); ``ragas`` --
-    context precision and faithfulness (GPT-4o-mini; default ``text``); ``image`` -- the three image
-    metrics (a VLM; default ``text``); ``image_vision`` -- whether ``image`` receives pixels."""
+    """Who judges what (spec §6): ``text`` (fluency, relevance), ``ragas`` (default ``text``), ``image`` (default ``text``)."""
 
     text: LLMClient
     ragas: LLMClient | None = None
@@ -508,22 +440,14 @@ def evaluate_answer(answer: Any, selected: Any, judges: Judges, *, tokenizer: To
                     context_tokens: int = CONTEXT_TOKENS, recall_threshold: float = RECALL_THRESHOLD,
                     released_parse: bool = False, max_tokens: int = 256,
                     faithfulness_max_tokens: int = 1024) -> QueryEvaluation:
-    """Evaluate one answer with all eight metrics (spec §6).
+    """Evaluate one answer with all eight metrics (spec §6); failures are recorded in the scores, never raised.
 
     Args:
-        answer: an :class:`~mmir.benchmarks.m2rag.generate.Answer` (``placeholder_response``, ``output_images``,
-            ``response``, ``user_query``).
         selected: its :class:`~mmir.benchmarks.m2rag.selection.SelectedInput` (page contents, input images).
-        judges: :class:`Judges`.
-        tokenizer: for the context windows (default :class:`RegexTokenizer`).
         context_tokens: window length on each side (256).
         recall_threshold: ``final_score`` at or above which an input image is important (8).
-        released_parse: integer-free 0-10 judge replies score 0 instead of failing.
-        max_tokens: reply limit of the 0-10 judges and the context-precision verdicts (``m2rag.metric_max_tokens``).
-        faithfulness_max_tokens: reply limit of the two faithfulness calls (``m2rag.faithfulness_max_tokens``).
-
-    Returns:
-        :class:`QueryEvaluation`. Failures are recorded in the scores (never raised, never scored).
+        max_tokens: reply limit of the 0-10 judges and verdicts (``m2rag.metric_max_tokens``).
+        faithfulness_max_tokens: reply limit of the faithfulness calls (``m2rag.faithfulness_max_tokens``).
     """
     response = answer.response
     query = selected.query

@@ -1,9 +1,4 @@
-"""Reading M2RAG generator replies the way the M2RAG code does (spec §4); the judges' parse rules are named
-parsers of :mod:`mmir.llm.parsers` (``last_integer`` §2.1/§6, ``first_integer`` §2.2, ``first_json`` §6.3-6.4).
-
-* :func:`unwrap_markdown` -- the text inside a ```` ```markdown ```` fence (§4).
-* :func:`strip_images`, :func:`strip_links` -- markdown images/links replaced by their alt/anchor text (§4.2).
-"""
+"""Reading M2RAG generator replies the way the M2RAG code does (spec §4); judge parse rules are in :mod:`mmir.llm.parsers`."""
 
 from __future__ import annotations
 
@@ -17,12 +12,9 @@ _MD_LINK = re.compile(r"\[(.*?)\]\((.*?)\)")
 
 
 def unwrap_markdown(reply: str) -> str:
-    """The answer inside a ```` ```markdown ```` fence (spec §4).
+    """The answer inside a ```` ```markdown ```` fence (spec §4), stripped; unchanged without the opening fence.
 
-    If ``reply`` contains ```` ```markdown ````, the text after it is kept up to the last ```` ``` ````; that
-    closing fence is ignored when it is missing or lies in the first half of ``reply`` (measured, as in the
-    released code, by its distance from the end). The result is stripped. A reply without the opening
-    fence is returned unchanged.
+    The closing fence is ignored when missing or in the first half of ``reply`` (as the released code).
     """
     start = reply.find(_FENCE_OPEN)
     if start < 0:

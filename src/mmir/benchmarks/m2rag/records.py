@@ -1,17 +1,8 @@
-"""Typed records shared by the M2RAG modules (spec ``m2rag.md`` §1, §3, §5).
+"""Typed records shared by the M2RAG modules (spec ``m2rag.md`` §1, §3, §5), from the dev set or a retrieval run.
 
-One query's multimodal knowledge base is an :class:`M2RAGQuery`: web pages (or, for our MM-BRIGHT-layout
-data, textbook pages) split into scored text :class:`Chunk` s, with page :class:`ImageItem` s tied to the chunk
-that holds their placeholder, plus auxiliary images. The same record comes from the M2RAG-Bench dev set
-(:mod:`mmir.benchmarks.m2rag.loader`) and from a retrieval run over a prepared domain (:mod:`mmir.benchmarks.m2rag.knowledge_base`),
-so selection, generation and metrics never care where it came from.
-
-Conventions:
-
-* an image's identity (used by image recall, spec §6.6) is ``cached_image_url``;
-* page text marks an image as ``<IMAGE_PLACEHOLDER>[k]`` with ``k`` the page's ``image_id``; after
-  selection (spec §3 step 8) kept images become a bare ``<IMAGE_PLACEHOLDER>`` and the others disappear;
-* scores are 0-10 numbers or ``None`` (not scored / filtered out / failed).
+Conventions: an image's identity (image recall, spec §6.6) is ``cached_image_url``; page text marks an image
+as ``<IMAGE_PLACEHOLDER>[k]`` (bare ``<IMAGE_PLACEHOLDER>`` after selection, spec §3 step 8); scores are
+0-10 or ``None``.
 """
 
 from __future__ import annotations
@@ -37,12 +28,9 @@ class Chunk:
 
     Attributes:
         split_id: 0-based chunk index in page order.
-        text: chunk text; may hold ``<IMAGE_PLACEHOLDER>[k]`` markers.
         score: 0-10 relevance to the query (spec §2.1), ``None`` when not scored.
-        evaluation: the scorer's raw reply, if any.
         image_ids: ids of the page images whose placeholder lies in this chunk.
-        doc_id: the source passage id (knowledge bases built from a retrieval run).
-        retrieval_score: the retriever's score of that passage, if it was retrieved.
+        doc_id, retrieval_score: the source passage (knowledge bases built from a retrieval run).
     """
 
     split_id: int
@@ -61,21 +49,13 @@ class ImageItem:
     Attributes:
         image_id: page-local index ``k`` (int) or ``"aux-<i>"`` for auxiliary images.
         cached_image_url: identity of the image (metrics compare these); for our prepared data the image path.
-        image_url: original URL (or path); used in the ``<figure>`` blocks of ``processed_response``.
         split_id: chunk holding the placeholder; ``None`` when unknown.
-        valid: usable as model input (spec §1: caption, split and score present; see the producers).
+        valid: usable as model input (spec §1).
         final_score: 0-10 relevance (spec §2.2), ``None`` = filtered out or failed.
         caption: ``detailed_image_caption``.
-        is_aux: an auxiliary (image-search) image.
-        alt: alt text (our prepared data); part of the text-only description.
-        ocr: text read from the image, if any; part of the text-only description.
-        path: resolved local file, when the bytes live on disk.
-        data: encoded image bytes, when held in memory (prepared parquet images).
-        anchored: the placeholder position is known (``False``: the image belongs to the page, position
-            unknown; selection keeps it with the page and places it at the end).
+        anchored: placeholder position known (``False``: placed at the end of its page).
         clip_score: CLIP ``logits_per_image`` when the CLIP hook ran (spec §2.2 step 3).
         drop_reason: why a curation filter removed it (``"pixel_area"``, ``"file_size"``, ``"duplicate"``, ...).
-        width, height: pixel size when known.
     """
 
     image_id: int | str
@@ -119,11 +99,7 @@ class ImageItem:
 
 @dataclass
 class Webpage:
-    """One page of a query's knowledge base (spec §1 ``webpages[*]``).
-
-    ``chunks is None`` means the page failed to load or clean (``cleaned_webpage_splits`` not a list) and is
-    skipped by selection (spec §3 step 1). ``images`` are sorted by ``image_id``.
-    """
+    """One page (spec §1 ``webpages[*]``); ``chunks is None``: failed, skipped by selection (spec §3 step 1)."""
 
     webpage_id: int | str
     title: str
@@ -134,15 +110,7 @@ class Webpage:
 
 @dataclass
 class M2RAGQuery:
-    """One query with its multimodal knowledge base (spec §1 record).
-
-    Attributes:
-        query_id: query key (string form).
-        content: the query text.
-        webpages: pages in search/retrieval order.
-        aux_images: auxiliary images (image-search results); empty for our prepared data.
-        level: dev-set subset tag (1..3) or ``None``.
-    """
+    """One query with its multimodal knowledge base (spec §1 record); ``level`` is the dev-set subset tag (1..3) or ``None``."""
 
     query_id: str
     content: str
@@ -168,11 +136,9 @@ def url_extension(url: str) -> str:
 
 
 def image_description(image: ImageItem) -> str:
-    """Text that stands for ``image`` when a backend or judge takes no images, on one line.
+    """One-line text standing for ``image`` for text-only backends (spec §3, LLM backbone): the caption, alt, OCR.
 
-    Dataset images have a ``detailed_image_caption`` only, and the description is exactly that caption with
-    newlines replaced by spaces (spec §3, LLM backbone). Prepared-data images add what is known: alt text and
-    text read from the image (OCR). An image with none of these gives ``"(no description available)"``.
+    ``"(no description available)"`` when none is known.
     """
     parts = []
     if image.caption and image.caption.strip():

@@ -1,22 +1,9 @@
 """A generated answer as one self-contained HTML page, every image embedded as a data URI (spec §5).
 
-:func:`render_html_with_report` takes either
-
-* an answer object with ``placeholder_response`` and ``output_images`` (an
-  :class:`~mmir.benchmarks.m2rag.generate.Answer`): the k-th ``<IMAGE_PLACEHOLDER>`` is ``output_images[k]``, whose
-  bytes are looked up in ``images`` by its ``id`` (global input index) and checked against its
-  ``cached_image_url`` (falling back to a search by ``cached_image_url``); or
-* a markdown string in which images are ``![caption](images/{i}.{ext})`` with ``i`` an index into
-  ``images`` (the ``markdown`` field of an answer).
-
-``images`` is a sequence indexed by global input index (``SelectedInput.images``: ``InputImage`` s, or
-``ImageItem`` s, or raw bytes) or a mapping from index (or ``cached_image_url``) to the same.
-
-A placeholder or image reference that does not resolve to readable image bytes -- a placeholder beyond
-``output_images``, an index out of range, unreadable bytes, a bare placeholder in plain markdown -- is
-**dangling**: it is rendered as a visible ``[missing image ...]`` marker, listed in the
-:class:`RenderReport` and logged by :func:`render_html`. Model text is rendered as CommonMark (tables on)
-with raw HTML disabled, so the page runs no script from the model.
+Input: an :class:`~mmir.benchmarks.m2rag.generate.Answer` (k-th placeholder = ``output_images[k]``) or a markdown
+string with ``![caption](images/{i}.{ext})``; ``images`` by global input index (sequence or mapping). An
+unresolvable image is rendered as a ``[missing image ...]`` marker and listed in the :class:`RenderReport`.
+Raw HTML from the model is disabled.
 """
 
 from __future__ import annotations
@@ -131,16 +118,10 @@ def _markdown_to_html(text: str) -> str:
 
 def render_html_with_report(answer: Any, images: Sequence[Any] | Mapping[Any, Any], *,
                             title: str | None = None) -> tuple[str, RenderReport]:
-    """A self-contained HTML page of ``answer`` with its images embedded (see the module docstring).
-
-    Args:
-        answer: an answer object (``placeholder_response``, ``output_images``; ``user_query`` is shown when
-            present) or a markdown string with ``![caption](images/{i}.{ext})`` references.
-        images: the input images by global index (sequence or mapping; see the module docstring).
-        title: page title (default: the answer's query, else ``"M2RAG answer"``).
+    """A self-contained HTML page of ``answer`` (object or markdown string) with its images embedded.
 
     Returns:
-        ``(html, RenderReport)``; the page is valid UTF-8 HTML with no external resource.
+        ``(html, RenderReport)``; valid UTF-8 HTML with no external resource.
     """
     report = RenderReport()
     figures: list[_Figure] = []

@@ -1,27 +1,9 @@
-"""Element scoring, image curation and the K_In-Doc input builder (spec §2 and §3).
+"""Element scoring, image curation (spec §2) and the K_In-Doc input builder (spec §3).
 
-Two halves:
-
-**Curation (spec §2)** -- only needed for knowledge bases that do not ship scores (our prepared data; the
-M2RAG-Bench dev set already holds them):
-
-* :func:`score_chunks` -- each text chunk scored 0-10 against the query by a judge; parse rule: the *last*
-  integer, clamped to [0, 10], **0 when the reply has none** (spec §2.1; counted as ``unparsed``);
-* :func:`dedup_page_images` -- perceptual-hash de-duplication **within one page** (64-bit DCT pHash from
-  ``imagehash``, Hamming distance <= 10 = duplicate, the earlier image kept);
-* :func:`image_filter_reason` -- pixel area in [10,000, 4,000,000] px and file size >= 20,480 bytes;
-* an optional CLIP hook (``clip_scorer(query, image_bytes) -> float``): the score is recorded, only a failing
-  call removes the image, unless ``min_clip_score`` is set (the released config sets none);
-* :func:`score_images` -- each surviving image scored 0-10 by a (vision) judge; parse rule: the *first*
-  integer, clamped, **null when there is none** (spec §2.2);
-* :func:`curate_images` -- all of the above for one query, in the spec's order.
-
-**Selection (spec §3)** -- :func:`select_input` applies, in order: failed pages skipped; chunks with
-``score >= 3``, top 20 per page by score (ties keep the earlier chunk), page order restored, empty pages
-dropped; images of dropped chunks invalidated; images with ``3 <= final_score < 1e10``; top 5 per page;
-auxiliary images valid, in range, top 5; global top 10 (ties: pages in order, then auxiliary images);
-placeholders reorganised; one global image index. Every threshold and cap is a :class:`SelectionConfig`
-field. :meth:`SelectionConfig.murar` gives the separate (MuRAR) baseline's settings (spec §4.3).
+Curation (only for knowledge bases without scores): :func:`score_chunks` (spec §2.1), :func:`dedup_page_images`,
+:func:`image_filter_reason`, an optional CLIP hook, :func:`score_images` (spec §2.2), all run by
+:func:`curate_images`. Selection: :func:`select_input` (spec §3 steps 1-9), every threshold a
+:class:`SelectionConfig` field; :meth:`SelectionConfig.murar` gives the MuRAR baseline's settings (spec §4.3).
 """
 
 from __future__ import annotations
@@ -61,25 +43,21 @@ IMAGE_SCORE_PROMPT = "image_score_v1"
 # ---------------------------------------------------------------------------------------------- config
 @dataclass(frozen=True)
 class SelectionConfig:
-    """Thresholds and caps of spec §2.2 and §3 (defaults = the released ``summarize_custom_*.yaml`` and
-    ``score_image.yaml``).
+    """Thresholds and caps of spec §2.2 and §3 (defaults = the released ``summarize_custom_*.yaml`` and ``score_image.yaml``).
 
     Attributes:
-        max_pages: keep the first N pages (``None`` = all; ``max_samples: ~``).
+        max_pages: keep the first N pages (``None`` = all).
         min_chunk_score: chunks need ``score >= this`` (3).
         max_chunks_per_page: top-k chunks per page by score (20; ``None`` = no cap).
         min_image_score, max_image_score: images need ``min <= final_score < max`` (3, 1e10).
-        max_images_per_page: top-k images per page (5; ``None`` = no cap).
-        max_aux_images: top-k auxiliary images (5; ``None`` = no cap).
-        max_images: global top-k over page + auxiliary images (10; ``None`` = no cap).
-        use_aux_images: include auxiliary images at all.
+        max_images_per_page, max_aux_images, max_images: top-k caps (5, 5, 10; ``None`` = no cap).
         apply_image_filters: apply steps 4-7 (score range and caps); ``False`` for MuRAR.
         thumbnail_size: images reach models shrunk to fit this square (512 px).
         min_pixel_area, max_pixel_area: curation pixel-area window (10,000 .. 4,000,000 px).
         min_file_bytes: curation minimum file size (20,480 bytes).
         min_clip_score: optional CLIP threshold (``None`` = record only, as released).
-        phash_max_distance: pHash Hamming distance (bits of 64) at or below which two images of one page
-            are duplicates (10, the imagededup default).
+        phash_max_distance: pHash Hamming distance (of 64 bits) at or below which two images of one page are
+            duplicates (10, the imagededup default).
     """
 
     max_pages: int | None = None
@@ -129,11 +107,8 @@ class SelectedPage:
 
     Attributes:
         index: position among kept pages (``## Webpage {index}``).
-        webpage: the source page.
-        chunks: kept chunks in page order.
-        content: kept chunk texts concatenated with no separator, each kept image as a bare
-            ``<IMAGE_PLACEHOLDER>`` and every other placeholder deleted.
-        images: the page's kept images, in placeholder order (``content``'s k-th placeholder = ``images[k]``).
+        content: kept chunk texts concatenated, each kept image a bare ``<IMAGE_PLACEHOLDER>``, others deleted.
+        images: kept images in placeholder order (``content``'s k-th placeholder = ``images[k]``).
     """
 
     index: int
@@ -145,13 +120,7 @@ class SelectedPage:
 
 @dataclass
 class InputImage:
-    """An image of the model input under its global index (spec §3 step 9).
-
-    Attributes:
-        index: global index (web-page images in page and text order, then auxiliary images).
-        image: the image.
-        page: index of its :class:`SelectedPage`, ``None`` for an auxiliary image.
-    """
+    """An image of the model input under its global index (spec §3 step 9); ``page`` is ``None`` for an auxiliary image."""
 
     index: int
     image: ImageItem
@@ -167,13 +136,7 @@ class InputImage:
 class SelectedInput:
     """K_In-Doc of one query: what the generator is given (spec §3) and what the metrics need (§6).
 
-    Attributes:
-        query_id, query: the query key and text.
-        pages: kept pages in order.
-        aux_images: kept auxiliary images.
-        images: every kept image under its global index (``images[i].index == i``).
-        config: the :class:`SelectionConfig` used.
-        report: counts of what each step removed (``pages_failed``, ``chunks_below_min`` ...).
+    ``images[i].index == i``; ``report`` counts what each step removed (``pages_failed``, ``chunks_below_min`` ...).
     """
 
     query_id: str
@@ -195,21 +158,11 @@ class SelectedInput:
 
 
 def select_input(query: M2RAGQuery, config: SelectionConfig | None = None) -> SelectedInput:
-    """Build K_In-Doc for ``query`` exactly as spec §3 (steps 1-9); see the module docstring.
+    """Build K_In-Doc for ``query`` exactly as spec §3 (steps 1-9).
 
-    Chunks without a score (``None``) never pass the score threshold (counted ``chunks_unscored``).
-    Images: an image of a kept page with ``anchored=False`` (position unknown) is not tied to a chunk: it
-    survives step 3 and is placed at the end of the page content. A kept anchored image whose placeholder
-    is missing from the kept text is dropped at step 8, as in the released code (``images_without_placeholder``);
-    a placeholder repeated for one image keeps its first occurrence (``placeholders_repeated``; the released
-    code would emit the image twice).
-
-    Args:
-        query: the query and its knowledge base.
-        config: thresholds and caps (default :class:`SelectionConfig`).
-
-    Returns:
-        :class:`SelectedInput`.
+    Unscored chunks never pass (``chunks_unscored``); an unanchored image survives step 3 and goes at the end of
+    its page; an anchored image whose placeholder is missing is dropped at step 8 as released
+    (``images_without_placeholder``); a repeated placeholder keeps its first occurrence (``placeholders_repeated``).
     """
     cfg = config or SelectionConfig()
     rep: Counter[str] = Counter()
@@ -331,9 +284,7 @@ def _reorganise(kept: list[Chunk], imgs: list[ImageItem], rep: Counter[str]) -> 
 # ---------------------------------------------------------------------------------------------- curation
 @dataclass
 class CurationReport:
-    """Counts from :func:`score_chunks`, :func:`score_images` and :func:`curate_images`: ``scored``,
-    ``failed`` (generation failures; score left ``None``), ``unparsed`` (reply without an integer), and the
-    images removed per ``drop_reason``."""
+    """Curation counts: ``scored``, ``failed`` (score left ``None``), ``unparsed`` (no integer), and removals per ``drop_reason``."""
 
     counts: dict[str, int] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
@@ -364,16 +315,8 @@ def _workers(caller: LLMClient) -> int:
 def score_chunks(query: M2RAGQuery, caller: LLMClient, *, overwrite: bool = False, max_tokens: int = 256) -> CurationReport:
     """Score every text chunk of ``query`` 0-10 against the query text (spec §2.1), in place.
 
-    Each chunk gets ``score`` (last integer of the reply, clamped to [0, 10]; **0 when the reply has no
-    integer**, counted ``unparsed``; parser :data:`~mmir.llm.parsers.LAST_INTEGER`, so such a reply is retried on
-    the next run) and ``evaluation`` (the reply). A failed call leaves ``score=None`` -- selection then drops the
-    chunk -- and is counted ``failed``. Chunks that already have a score are skipped unless ``overwrite``.
-
-    Args:
-        query: its pages' chunks are updated.
-        caller: the judge (text-only is enough).
-        overwrite: rescore chunks that already have a score.
-        max_tokens: reply length limit.
+    ``score``: last integer clamped to [0, 10], 0 when none (counted ``unparsed``, retried next run); a failed
+    call leaves ``None`` (``failed``; selection drops the chunk). Scored chunks are skipped unless ``overwrite``.
 
     Returns:
         :class:`CurationReport`.
@@ -406,24 +349,14 @@ def score_images(query_text: str, images: Sequence[ImageItem], caller: LLMClient
                  thumbnail_size: int = 512, max_tokens: int = 16, overwrite: bool = False) -> CurationReport:
     """Score images 0-10 for relevance to the query (spec §2.2 step 4), in place.
 
-    ``final_score`` = the **first** integer of the reply clamped to [0, 10] (parser
-    :data:`~mmir.llm.parsers.FIRST_INTEGER`); a reply without an integer gives ``None`` (counted ``unparsed``); a
-    failed call gives ``None`` (``failed``). Images with a
-    ``drop_reason`` are skipped; so are scored ones unless ``overwrite``.
+    ``final_score``: the first integer clamped to [0, 10]; ``None`` when none (``unparsed``) or on a failed call
+    (``failed``). Images with a ``drop_reason`` are skipped, scored ones unless ``overwrite``.
 
     Args:
-        query_text: the query.
-        images: updated in place.
-        caller: the scorer; with ``vision=True`` it gets the image (a ``thumbnail_size`` thumbnail), else
-            the text description (:func:`~mmir.benchmarks.m2rag.records.image_description`).
-        vision: send pixels (VLM) or descriptions (text-only judge).
-        thumbnail_size: thumbnail box side in pixels.
-        max_tokens: reply length limit.
-        overwrite: rescore images that already have a score.
+        vision: send a ``thumbnail_size`` thumbnail (VLM) or the text description (text-only judge).
 
     Returns:
-        :class:`CurationReport`. Images whose bytes cannot be read or decoded are dropped
-        (``drop_reason="undecodable"``) and counted.
+        :class:`CurationReport`; undecodable images are dropped (``drop_reason="undecodable"``) and counted.
     """
     tpl = prompt(IMAGE_SCORE_PROMPT)
     rep = CurationReport()
@@ -457,12 +390,10 @@ def score_images(query_text: str, images: Sequence[ImageItem], caller: LLMClient
 
 
 def image_filter_reason(image: ImageItem, config: SelectionConfig | None = None) -> str | None:
-    """Why the size filters of spec §2.2 (steps 1-2) reject ``image``, or ``None`` if it passes.
+    """Why the size filters of spec §2.2 (steps 1-2) reject ``image``, or ``None``; sets ``image.width``/``height``.
 
-    Returns ``"unreadable"`` (no bytes), ``"undecodable"`` (bad header), ``"pixel_area"`` (width x height
-    outside [min_pixel_area, max_pixel_area]) or ``"file_size"`` (stored file smaller than
-    ``min_file_bytes``). Sets ``image.width``/``height``. The file size is that of the stored bytes (the
-    released code measures the file it re-saved with the source format; close but not byte-identical).
+    Returns ``"unreadable"``, ``"undecodable"``, ``"pixel_area"`` or ``"file_size"`` (of the stored bytes; the
+    released code measures its re-saved file).
     """
     cfg = config or SelectionConfig()
     try:
@@ -482,12 +413,10 @@ def image_filter_reason(image: ImageItem, config: SelectionConfig | None = None)
 
 
 def dedup_page_images(images: Sequence[ImageItem], max_distance: int = 10) -> list[ImageItem]:
-    """Mark near-duplicate images of **one page** (spec §2.2 "pHash dedup"); returns those removed.
+    """Mark near-duplicate images of one page (spec §2.2 "pHash dedup", ``drop_reason="duplicate"``); returns those removed.
 
-    Each image gets a 64-bit DCT perceptual hash (``imagehash.phash``, hash size 8). In order, an image
-    whose Hamming distance to an earlier *kept* image is ``<= max_distance`` bits gets
-    ``drop_reason="duplicate"`` (which is what imagededup's ``find_duplicates_to_remove`` yields in file
-    order). Images that already have a ``drop_reason`` are skipped; undecodable ones get ``"undecodable"``.
+    64-bit DCT pHash (``imagehash.phash``); an image within ``max_distance`` bits of an earlier kept one is a
+    duplicate (imagededup's ``find_duplicates_to_remove`` in file order).
 
     Raises:
         ImportError: ``imagehash`` is not installed (``pip install imagehash==4.3.2``).
@@ -524,20 +453,12 @@ def curate_images(query: M2RAGQuery, config: SelectionConfig | None = None, *, s
                   max_tokens: int = 16) -> CurationReport:
     """The per-page image pipeline of spec §2.2 for every page and auxiliary image of ``query``, in place.
 
-    Order per page: pHash dedup within the page (duplicates are never scored), pixel-area and file-size
-    filters, the optional CLIP hook (score kept in ``clip_score``; a raising hook drops the image with
-    ``"clip_failed"``; ``min_clip_score`` drops ``"clip_score"``), then relevance scoring by ``scorer``
-    (skipped when ``None``: existing ``final_score`` values are kept). Auxiliary images take the same steps
-    except dedup. Finally each image's ``valid`` becomes ``valid and drop_reason is None and final_score is
-    not None``.
+    Order: pHash dedup (pages only), size filters, optional CLIP hook (``clip_failed`` / ``clip_score`` drops),
+    relevance scoring (skipped when ``scorer`` is None). Then ``valid = valid and drop_reason is None and
+    final_score is not None``.
 
     Args:
-        query: updated in place.
-        config: thresholds (:class:`SelectionConfig`).
-        scorer: the image judge (see :func:`score_images`).
-        vision: the scorer takes pixels.
         clip_scorer: ``(query_text, image_bytes) -> CLIP score`` (100 x cosine).
-        dedup: run pHash dedup.
         max_tokens: reply limit of the image scorer (``m2rag.image_score_max_tokens``).
 
     Returns:

@@ -141,10 +141,7 @@ def page_name(qid: str) -> str:
 
 # --------------------------------------------------------------------------------------------- table
 def collect(summary_files: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """One row per (dataset, source, strategy, generator, judge), the evaluations of its domains pooled
-    (spec §6.7: per-answer metrics averaged over answers, image metrics over images), with per-metric
-    value (x100), n and failures, Overall, answers, excluded generations, domains and the ``llm_calls`` /
-    ``llm_failures`` of its answer units."""
+    """One row per (dataset, source, strategy, generator, judge), its domains pooled as spec §6.7 (values x100)."""
     groups: dict[tuple, dict[str, Any]] = {}
     for f in summary_files:
         s = json.loads(Path(f).read_text(encoding="utf-8"))

@@ -6,11 +6,8 @@
     Overall    = 0.2*FLAE + 0.5*TRACE + 0.3*MOSAIC          (the exporter's recomputation)
     FINAL_MMDR = round((2*GEN + 3*EVI + 3*MM + 2*VEF) / 10, 3)   (the pipeline's stored value, MMDR_WEIGHTS 2,3,3,2)
 
-Both forms are the same linear combination; they differ only by the stored value's 3-dp rounding
-(|Overall - FINAL_MMDR| <= 0.0005). GEN, EVI and MM are rounded to 3 dp before combining.
-
-Gate (§6.1, §10.5): MOSAIC runs only if ``GEN > tau_F`` and ``EVI > tau_T`` with tau = 0 (code). The
-paper's reading gates on TRACE instead of EVI (``gate="trace"``).
+The two differ only by rounding (<= 0.0005). Gate (§6.1, §10.5): ``GEN > 0`` and ``EVI > 0`` (code), or TRACE
+instead of EVI (``gate="trace"``).
 """
 
 from __future__ import annotations
@@ -38,8 +35,7 @@ def overall_score(flae: float, trace: float, mosaic: float, weights: Sequence[fl
 
 def final_mmdr(gen: float, evi: float, mm: float | None, vef: float, weights: Sequence[float] = MMDR_WEIGHTS,
                digits: int | None = 3) -> float:
-    """Stored final score ``(wG*GEN + wE*EVI + wM*MM + wV*VEF) / sum(w)``, rounded to ``digits`` (3; ``None``
-    = unrounded). ``mm=None`` counts as 0; a non-positive weight sum gives 0 (the worker's rules).
+    """Stored final score ``(wG*GEN + wE*EVI + wM*MM + wV*VEF) / sum(w)``, rounded to ``digits``; ``mm=None`` counts 0.
 
     Raises:
         ValueError: ``weights`` does not have four entries.
@@ -70,8 +66,7 @@ def parse_weights(text: str) -> tuple[float, float, float, float]:
 
 
 def mosaic_gate(gen: float, evi: float, vef: float = 0.0, *, gate: str = "evi", tau_f: float = 0.0, tau_t: float = 0.0) -> bool:
-    """Whether MOSAIC runs (spec §6.1): ``GEN > tau_F and EVI > tau_T`` (``gate="evi"``, code) or
-    ``GEN > tau_F and TRACE > tau_T`` (``gate="trace"``, the paper's "valid FLAE and TRACE").
+    """Whether MOSAIC runs (spec §6.1): ``GEN > tau_F`` and ``EVI > tau_T`` (``gate="evi"``) or ``TRACE > tau_T``.
 
     Raises:
         ValueError: unknown ``gate``.
@@ -99,13 +94,7 @@ def results_record(
     report_path: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One line of the results JSONL, in the layout the exporter reads (spec §8 "Input").
-
-    ``scores`` and ``scoring.scores`` hold GEN, EVI, MM (0 when None), VEF, VEF_Raw and FINAL_MMDR
-    (:func:`final_mmdr`); ``scoring.raw.general`` / ``scoring.raw.evidence`` hold the FLAE and EVI
-    details (R, I, S and E_con, E_cov, E_fid are required by the exporter); ``mm`` the MOSAIC payload.
-    ``extra`` keys (report_model, judge_model, accuracy_detail, ...) are merged at the top level.
-    """
+    """One line of the results JSONL in the exporter's layout (spec §8 "Input"); ``extra`` merged at the top level."""
     mm_v = 0.0 if mm is None else float(mm)
     scores = {"GEN": float(gen), "EVI": float(evi), "MM": mm_v, "VEF": float(vef), "VEF_Raw": int(vef_raw),
               "FINAL_MMDR": final_mmdr(gen, evi, mm_v, vef, weights)}

@@ -1,34 +1,10 @@
 """A report-writing baseline for MMDR tasks: retrieve, then write a cited report with a generator backend.
 
-For one task (:class:`~mmir.benchmarks.mmdr.build_tasks.BuiltTask`):
-
-1. **Sources**: the first ``k`` items of the task's query in an existing TREC run of the project
-   (Task 1/2: documents; Task 4: a document and its image; Task 3: an image), numbered ``[1]..[m]``; then
-   the question's own images, numbered after them and called Figure 1, 2, ... Every source has a
-   ``mmir://<dataset>/<id>`` URI (:func:`mmir.benchmarks.mmdr.local.mmir_uri`).
-2. **Prompt** (``prompts/report_baseline_v1.txt``): the question, the question's images as text
-   (``image_text`` sources: the captioner's text and/or the alt text; or as image parts with
-   ``images=True`` for a backend that takes images), the numbered sources (text budgeted to
-   ``evidence_chars`` in all), the six sections of the report protocol and the ``[n]`` citation rule.
-   Generated through an :class:`~mmir.llm.client.LLMClient` (the generation cache).
-3. **Assembly** (deterministic; never trusts the model with URLs):
-
-   * a references list the model wrote anyway is cut off (recorded);
-   * with ``posthoc=True`` (ALCE's "post-hoc citation" idea), each sentence of the body without a valid
-     ``[n]`` gets the retrieved source that covers most of its content words (stemmed, stopwords removed),
-     when that share is at least ``min_overlap``; a sentence naming ``Figure <i>``, or with an image cue
-     (figure, chart, graph, plot, table, image ...) when the question has one image, gets that figure's
-     number. These citations are counted apart from the model's own;
-   * for each question image, a figure block ``Figure <i>: image <i> given with the question [n]`` +
-     ``![Figure <i>](<uri>)`` is placed at the end of the model's Visual Integration section (before the
-     Conclusion heading, or at the end when neither exists), so the model's own sentences citing the
-     figure come first (they then become the MOSAIC items);
-   * ``References:`` then one ``[n] <uri>`` line per source the body cites (valid numbers only) and per
-     figure, in number order.
-
-The record of each report counts what the model did: citation markers, valid and invalid numbers,
-distinct sources cited, uncited sources, figures cited by the model, whether it wrote references or
-URLs itself, its length against ``min_report_chars``, the generation status and tokens.
+Sources: the first ``k`` items of the task's query in a TREC run, then the question's images (Figure 1, 2, ...),
+each with a ``mmir://`` URI. Prompt ``prompts/report_baseline_v1.txt``. Assembly is deterministic
+(:func:`assemble_report`): the model's own references are cut, optional post-hoc citations (ALCE) by
+content-word overlap >= ``min_overlap``, figure blocks at the end of Visual Integration, then ``References:``.
+README: "MMDeepResearch-Bench".
 """
 
 from __future__ import annotations
@@ -62,13 +38,7 @@ _ANY_URL = url_pattern(("http", "https", "file", "mmir"))
 
 @dataclass
 class Source:
-    """One numbered source of a report.
-
-    Attributes:
-        n: citation number; kind: ``"document"`` or ``"image"``; item_id: document id or image path;
-        uri: ``mmir://`` URI; text: what the model is shown; figure: figure number of a question image
-        (``None`` for retrieved sources); image: image bytes (question and retrieved images).
-    """
+    """One numbered source of a report (``kind`` ``"document"`` or ``"image"``; ``figure`` set for question images)."""
 
     n: int
     kind: str
@@ -86,8 +56,7 @@ def load_template() -> PromptTemplate:
 
 def gather_sources(bt: BuiltTask, dom: LocalDomain, run: dict[str, list[tuple[str, float]]] | None, k: int,
                    image_text: Sequence[str], run_file: str | None = None) -> list[Source]:
-    """The numbered sources of a task: the run's first ``k`` items for its query (a pair gives its document
-    and its image; duplicates dropped), then the question's images as figures.
+    """The numbered sources of a task: the run's first ``k`` items for its query, then the question's images.
 
     Raises:
         DataError: a run item is neither a document nor an image of the domain (names the run file and query).
@@ -205,15 +174,7 @@ def _insert_figures(body: str, block: str) -> str:
 
 def assemble_report(body: str, sources: Sequence[Source], *, min_report_chars: int = 1000, posthoc: bool = True,
                     min_overlap: float = 0.3) -> tuple[str, dict[str, Any]]:
-    """The final report (see the module docstring) and what the model did.
-
-    Returns:
-        ``(report, stats)``; stats: ``body_chars``, ``model_wrote_references``, ``citation_markers`` (the
-        model's), ``citations_valid``, ``citations_invalid`` (the numbers), ``figures_cited_by_model``,
-        ``urls_written_by_model``, ``posthoc_sources`` / ``posthoc_figures`` (markers added), then over the
-        final body ``sources_cited``, ``sources_uncited``, ``figures_appended``, ``references``,
-        ``report_chars``, ``under_min_chars``.
-    """
+    """The final report and what the model did: ``(report, stats)`` (citation counts, figures, lengths)."""
     text, cut = strip_references(body)
     by_n = {s.n: s for s in sources}
     markers = [int(c) for c in CITATION_RE.findall(text)]
@@ -247,13 +208,10 @@ def write_report(bt: BuiltTask, dom: LocalDomain, run: dict | None, client: LLMC
                  k: int, image_text: Sequence[str], evidence_chars: int = 6000, images: bool = False, max_tokens: int = 700,
                  temperature: float = 0.0, seed: int = 0, min_report_chars: int = 1000, posthoc: bool = True,
                  min_overlap: float = 0.3, run_file: str | None = None) -> tuple[str, dict[str, Any]]:
-    """Write one report (sources, prompt, cached generation, assembly). A failed generation gives an empty
-    body (the report then holds only figures and references, usually under ``min_report_chars``) and
-    ``status = "failed"`` with the error; it is never raised.
+    """Write one report; a failed generation gives an empty body and ``status = "failed"``, never raised.
 
     Returns:
-        ``(report, record)``: record = qid, topic_qid, sources (n, kind, id, uri, figure), the
-        :func:`assemble_report` stats, status, error, cached, finish_reason, completion_tokens.
+        ``(report, record)`` (qid, sources, :func:`assemble_report` stats, status, tokens).
     """
     sources = gather_sources(bt, dom, run, k, image_text, run_file)
     msgs = report_messages(template, bt.task.text, sources, evidence_chars=evidence_chars, images=images)

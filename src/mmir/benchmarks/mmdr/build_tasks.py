@@ -1,23 +1,8 @@
 """MMDR tasks from a prepared MM-BRIGHT-layout domain (spec §1 task schema).
 
-A task is a query of the domain with at least one usable image:
-
-* ``qid`` = the query id, ``body`` = the query text, ``title`` = ``"<dataset>/<domain> question"``;
-* ``images`` = the query's images, written as files under ``<out>/images/<image path>`` and listed relative
-  to the tasks file (so :func:`mmir.benchmarks.mmdr.tasks.load_tasks` resolves them to absolute paths);
-* the textualised visual ground truth (for VEF) = the images' alt text (``query_images.parquet`` column
-  ``alt``, the dataset's ``examples_images`` alt field), one ``Image <i>: <alt>`` line per image, in
-  ``ground_truth.jsonl`` matched to the tasks by line index (and qid);
-* ``set`` = ``research`` (every task is scored with the research profile), ``language`` = ``en``; the
-  dataset, domain and query id are kept in ``tags`` and in the extra field ``mmir``.
-
-Choice (deterministic): the first ``max_tasks`` queries **in topic order** (the order of
-``topics.parquet``, which is the order of the dataset's ``examples`` file) that have at least one image
-marked ``ok`` in ``query_images.parquet``. An image that is missing or undecodable is left out of its task
-(counted); a query left with none is skipped (counted).
-
-Outputs in ``out_dir``: ``tasks.jsonl``, ``ground_truth.jsonl``, ``images/...`` and ``summary.json``
-(counts of what was read, written and skipped).
+The first ``max_tasks`` queries in topic order with at least one ``ok`` image; the images' alt text is the VEF
+ground truth (``Image <i>: <alt>`` lines). Outputs in ``out_dir``: ``tasks.jsonl``, ``ground_truth.jsonl``,
+``images/...`` and ``summary.json``.
 """
 
 from __future__ import annotations
@@ -85,12 +70,7 @@ class BuiltTask:
 
 def select_topics(topics: pd.DataFrame, image_ok: dict[str, bool],
                   max_tasks: int | None) -> tuple[list[tuple[int, str, str, list[str]]], dict[str, int]]:
-    """The first ``max_tasks`` topics (topic order) with at least one usable image.
-
-    Returns:
-        ``([(row, qid, query, usable image paths)], counts)`` with counts ``topics``, ``with_images``,
-        ``images_dropped`` (missing or not ok, among the considered topics) and ``no_usable_image``.
-    """
+    """The first ``max_tasks`` topics (topic order) with a usable image: ``([(row, qid, query, paths)], counts)``."""
     chosen: list[tuple[int, str, str, list[str]]] = []
     counts = {"topics": int(len(topics)), "with_images": 0, "images_dropped": 0, "no_usable_image": 0}
     for row, (qid, query, paths) in enumerate(zip(topics["qid"], topics["query"], topics["image_paths"])):
@@ -115,7 +95,7 @@ def ground_truth_text(alts: list[str]) -> str:
 
 
 def build_tasks(prepared_dir: str | Path, dataset: str, domain: str, out_dir: str | Path, max_tasks: int | None) -> dict[str, Any]:
-    """Write the MMDR tasks of one prepared domain (see the module docstring); returns the summary.
+    """Write the MMDR tasks of one prepared domain; returns the summary.
 
     Raises:
         DataError: a prepared file is missing or unreadable, lacks a column, or an image path escapes the
@@ -166,8 +146,7 @@ def build_tasks(prepared_dir: str | Path, dataset: str, domain: str, out_dir: st
 
 
 def load_built_tasks(tasks_dir: str | Path) -> list[BuiltTask]:
-    """Tasks written by :func:`build_tasks`, read back through :func:`mmir.benchmarks.mmdr.tasks.load_tasks` (with the
-    ground truth), each with its dataset, domain and topic qid.
+    """Tasks written by :func:`build_tasks` (with ground truth), each with its dataset, domain and topic qid.
 
     Raises:
         DataError: unreadable files, or a task line without the ``mmir`` block (names file, row, field).

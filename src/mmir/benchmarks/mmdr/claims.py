@@ -1,19 +1,8 @@
 """Claim-URL extraction (spec §5.1, ``extract_claim_pairs``): the pairs TRACE audits.
 
-Three sources are read in order until ``max_pairs`` (40) raw pairs are collected:
-
-1. sentence citations: each sentence holding ``[n]`` markers gives one pair per unique n that resolves
-   in the references map; the claim is the sentence without the markers, whitespace collapsed;
-2. markdown links ``[text](url)``: the claim is the sentence without the link(s), or the anchor text;
-3. bare URLs, line by line: the claim is the line without its URLs, or "Evidence referenced in report.".
-
-Pairs are then de-duplicated by ``(claim[:180], url)`` and enriched with ``relevance_weight``,
-``is_key_claim`` and ``depends_on_image``.
-
-Code behaviour kept (spec §5.1, §10.8, §10.11): enrichment **drops** ``sentence_urls`` (which disables the
-MOSAIC image-pair items) unless ``keep_sentence_urls=True`` (the paper's reading); and a references block
-with no blank lines is one "sentence" full of ``[n]`` markers, so it yields pseudo-claims whose text is
-the list of URLs, paired with every reference. They are key claims (>= 50 characters).
+Sources in order until ``max_pairs``: sentence ``[n]`` citations, markdown links, bare URLs; de-duplicated by
+``(claim[:180], url)``. Code behaviour kept (spec §10.8, §10.11): ``sentence_urls`` dropped unless
+``keep_sentence_urls=True``; a references block without blank lines yields pseudo-claims.
 """
 
 from __future__ import annotations
@@ -52,16 +41,7 @@ _WS = re.compile(r"\s+")
 
 @dataclass
 class ClaimPair:
-    """One claim-URL pair.
-
-    Attributes:
-        claim: the claim text; url: the cited URL.
-        citation_id: the ``[n]`` number (sentence citations only).
-        source: ``"citation"``, ``"markdown_link"`` or ``"bare_url"``.
-        sentence_citation_ids, sentence_urls: all ids / resolved URLs of the claim's sentence (raw pairs;
-            ``sentence_urls`` is dropped by enrichment unless asked to keep it).
-        relevance_weight, is_key_claim, depends_on_image: enrichment (``None`` on raw pairs).
-    """
+    """One claim-URL pair; ``source`` ``"citation"``, ``"markdown_link"`` or ``"bare_url"``; enrichment fields ``None`` on raw pairs."""
 
     claim: str
     url: str
@@ -181,16 +161,11 @@ def extract_claim_pairs(
     """Claim-URL pairs of a report (spec §5.1).
 
     Args:
-        report: the full report text.
-        max_pairs: cap on raw pairs and on enriched pairs (40).
-        schemes: URL schemes accepted (add ``"mmir"`` for offline-corpus citations).
-        keep_sentence_urls: keep ``sentence_urls`` on the enriched pairs (the paper's reading, which makes
-            MOSAIC image-pair items reachable); the published code drops it (default).
+        keep_sentence_urls: keep ``sentence_urls`` (the paper's reading); the published code drops it (default).
 
     Returns:
-        ``(raw_pairs, enriched_pairs)``: raw pairs in extraction order; enriched pairs de-duplicated by
-        ``(claim[:180], url)`` and carrying ``relevance_weight``, ``is_key_claim``, ``depends_on_image``
-        (an image cue in the claim, or an image-looking URL).
+        ``(raw_pairs, enriched_pairs)``: enriched pairs de-duplicated by ``(claim[:180], url)`` with
+        ``relevance_weight``, ``is_key_claim``, ``depends_on_image``.
     """
     raw = _from_citations(report, max_pairs, schemes)
     if len(raw) < max_pairs:

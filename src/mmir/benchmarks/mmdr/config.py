@@ -1,9 +1,4 @@
-"""One configuration object for the whole MMDR evaluator, buildable from a plain mapping (params.yaml).
-
-:class:`MMDRConfig` bundles the per-module dataclasses (every constant lives in its module, with the
-spec's defaults). :meth:`MMDRConfig.from_mapping` builds one from nested dicts and raises
-:class:`~mmir.core.errors.ConfigError` naming the dotted key for unknown keys or bad values.
-"""
+"""One configuration object for the whole MMDR evaluator (:class:`MMDRConfig`), buildable from params.yaml."""
 
 from __future__ import annotations
 
@@ -25,14 +20,7 @@ from mmir.core.errors import ConfigError
 
 @dataclass(frozen=True)
 class MMDRConfig:
-    """Evaluator settings (spec §3 defaults).
-
-    Attributes:
-        min_report_chars: reports shorter than this are not judged (1,000).
-        weights: (GEN, EVI, MM, VEF) weights of FINAL_MMDR (2, 3, 3, 2).
-        gate: ``"evi"`` (code: GEN > 0 and EVI > 0) or ``"trace"`` (paper reading).
-        flae, trace, fetch, vef, mosaic, controller: the module configurations.
-    """
+    """Evaluator settings (spec §3 defaults): ``weights`` (GEN, EVI, MM, VEF) = (2, 3, 3, 2), ``gate`` ``"evi"`` or ``"trace"``."""
 
     min_report_chars: int = 1000
     weights: tuple[float, float, float, float] = MMDR_WEIGHTS
@@ -52,8 +40,7 @@ class MMDRConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None, prefix: str = "mmdr") -> MMDRConfig:
-        """Build from nested dicts, e.g. ``{"gate": "evi", "vef": {"strict": True}, "mosaic": {"engines":
-        {"vqa_mode": "text"}}}``; ``weights`` may be a list or a ``"2,3,3,2"`` string.
+        """Build from nested dicts (``weights`` a list or a ``"2,3,3,2"`` string).
 
         Raises:
             ConfigError: unknown key or invalid value (``key`` is the dotted path under ``prefix``).

@@ -1,14 +1,8 @@
 """The task controller (spec §4.5): an LLM call that shifts the FLAE and EVI weights per task.
 
-It reads the task text and scoring profile and returns ``task_family``, ``v_general`` (R, I, C, S),
-``v_evidence`` (Con, Cov, Fid, Div) and ``lambda_final``. The v values enter the softmax logits of
-:mod:`mmir.benchmarks.mmdr.flae` and :mod:`mmir.benchmarks.mmdr.trace` unbounded (code behaviour, spec §10.12); the fallback
-is all zeros with ``lambda_final`` 0.55.
-
-The published evaluator calls the controller twice per task, once inside FLAE and once inside EVI
-(spec §10.12). ``use`` selects the call: with ``ControllerConfig.mode = "separate"`` (default, code
-behaviour) the two uses get different seed offsets, so they are independent samples even through the
-generation cache; ``"shared"`` lets the caller reuse one output for both.
+Returns ``v_general`` (R, I, C, S), ``v_evidence`` (Con, Cov, Fid, Div) and ``lambda_final``, unbounded (spec
+§10.12); fallback all zeros, ``lambda_final`` 0.55. Called twice per task as in the code (``mode="separate"``,
+distinct seed offsets) or once (``"shared"``).
 """
 
 from __future__ import annotations
@@ -26,14 +20,7 @@ USES = {"flae": 0, "trace": 1}  # seed offsets of the two controller uses
 
 @dataclass(frozen=True)
 class ControllerConfig:
-    """Controller settings (spec §4.5).
-
-    Attributes:
-        temperature: 0.2.
-        mode: ``"separate"`` (two independent calls per task, code) or ``"shared"`` (one call reused).
-        v_clip: optional bound ``|v| <= v_clip`` (``None`` = unbounded, the code behaviour).
-        fallback_lambda: ``lambda_final`` when the reply is unusable (0.55).
-    """
+    """Controller settings (spec §4.5): ``mode`` ``"separate"`` (code) or ``"shared"``; ``v_clip`` ``None`` = unbounded."""
 
     temperature: float = 0.2
     mode: str = "separate"
@@ -47,15 +34,7 @@ class ControllerConfig:
 
 @dataclass
 class ControllerOutput:
-    """Parsed controller reply.
-
-    Attributes:
-        v_general: (R, I, C, S) logit shifts.
-        v_evidence: (Con, Cov, Fid, Div) logit shifts.
-        lambda_final: in [0, 1] (only used by the legacy FINAL score).
-        fallback_used: the fixed all-zero fallback was used.
-        call: the audit record (``None`` for a hand-made output).
-    """
+    """Parsed controller reply: ``v_general`` (R, I, C, S) and ``v_evidence`` (Con, Cov, Fid, Div) logit shifts."""
 
     task_family: str = "other"
     v_general: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
@@ -133,12 +112,6 @@ def run_controller(
     context: Mapping[str, Any] | None = None,
 ) -> ControllerOutput:
     """One controller call (spec §4.5) for ``use`` ``"flae"`` or ``"trace"``.
-
-    Args:
-        judge: the evaluator's judge client.
-        task_text: :func:`mmir.benchmarks.mmdr.tasks.format_task_for_llm` of the task.
-        profile: scoring profile (research, daily_easy, daily_medium, daily_hard).
-        use: which module asks; in ``"separate"`` mode it sets the seed offset.
 
     Raises:
         ValueError: unknown ``use``.

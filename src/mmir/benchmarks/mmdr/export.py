@@ -1,23 +1,9 @@
 """Leaderboard export (spec §8): task-score CSV, leaderboard CSV and manifest from a results JSONL.
 
-Byte format of the published exporter: ``csv.DictWriter`` with CRLF line ends, ``utf-8-sig`` (a BOM)
-by default, numbers rounded to 6 dp in the task file and 2 dp in the leaderboard (Python ``repr`` of the
-rounded float, so ``40.0``, ``-0.0``), ``None`` written as an empty cell, booleans as ``True``/``False``;
-the manifest is ``json.dumps(indent=2, ensure_ascii=False)`` with no trailing newline.
-
-The reference files in ``shared/data/mmdr-reference`` were stored **without** the BOM and with a
-trailing newline after the manifest; ``bom=False`` and ``manifest_trailing_newline=True`` reproduce
-those bytes (see the reference regression test).
-
-Input rules: one record per task; a repeated ``qid`` keeps the last record at the position of its first
-appearance (the repeats are listed); scores from ``record.scores`` else ``record.scoring.scores``;
-components from ``record.scoring.raw.general`` {R, I, S} and ``.evidence`` {E_con, E_cov, E_fid}; the
-run root is the parent of the folder holding the results file. ``Overall`` and ``TRACE`` are recomputed,
-``Stored Overall`` is FINAL_MMDR (else FINAL). ``Complete`` needs GEN, EVI, MM, VEF, R, I, S, E_con,
-E_cov and E_fid to be numbers. Leaderboard cells are means over complete rows of non-blank values.
-
-Our additions go into separate manifest keys after ``outputs`` (``provenance``: judge model and
-version, prompt hashes, code commit, judge call and fallback counts; ``warnings``), only when given.
+Byte format of the published exporter (CRLF, ``utf-8-sig``, 6 dp / 2 dp ``repr`` of rounded floats, no
+trailing newline after the manifest); ``bom=False`` and ``manifest_trailing_newline=True`` reproduce the stored
+``shared/data/mmdr-reference`` files. A repeated ``qid`` keeps its last record; ``Overall`` and ``TRACE`` are
+recomputed. Our additions go under the manifest keys ``provenance`` and ``warnings``.
 """
 
 from __future__ import annotations
@@ -107,12 +93,10 @@ def read_results(path: str | os.PathLike) -> tuple[list[dict[str, Any]], list[st
     """Records of a results JSONL with the last-record-wins rule.
 
     Returns:
-        ``(records, duplicates)``: one record per qid in order of first appearance (the last record of a
-        repeated qid), and every repeated qid in the order the repeats occur.
+        ``(records, duplicates)``: one record per qid in order of first appearance, and the repeated qids.
 
     Raises:
-        DataError: unreadable file, a line that is not a JSON object, a record without ``qid`` (names the
-            file; ``row`` is the 0-based line index, the message gives the 1-based line number).
+        DataError: unreadable file, a line that is not a JSON object, a record without ``qid``.
     """
     p = Path(path)
     kept: dict[str, dict[str, Any]] = {}
@@ -174,11 +158,7 @@ def _mm_summary_path(rec: Mapping[str, Any], run_root: Path) -> Path | None:
 
 
 def task_row(rec: Mapping[str, Any], model: str, run_root: Path, warnings: list[str] | None = None) -> dict[str, Any]:
-    """One task-score row (spec §8 "Task row"), unrounded; missing values are ``None``.
-
-    An unreadable MOSAIC summary leaves Sem./Acc./VQA blank (as the published exporter) and is noted in
-    ``warnings``.
-    """
+    """One task-score row (spec §8 "Task row"), unrounded, missing values ``None``; an unreadable MOSAIC summary warns."""
     s = _scores(rec)
     gen, evi, mm, vef = (number(s.get(k)) for k in ("GEN", "EVI", "MM", "VEF"))
     trace = None if evi is None or vef is None else trace_value(evi, vef)
@@ -239,14 +219,7 @@ def model_name(records: Sequence[Mapping[str, Any]], given: str = "") -> str:
 
 def provenance(judge: Any = None, *, prompt_hashes: Mapping[str, str] | None = None, repo_dir: str | os.PathLike | None = None,
                commit: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Manifest ``provenance`` block: judge identity (provider, backend, model, revision), prompt SHA-256s,
-    the code commit and the judge audit counts (calls, parse failures, fallbacks per module).
-
-    Args:
-        judge: a :class:`mmir.benchmarks.mmdr.judge.Judge` (or ``None``).
-        prompt_hashes: overrides/extends ``judge.prompt_hashes()``.
-        commit: precomputed :func:`code_commit` output (else computed from ``repo_dir``).
-    """
+    """Manifest ``provenance`` block: judge identity, prompt SHA-256s, the code commit and the judge audit counts."""
     hashes = dict(judge.prompt_hashes()) if judge is not None else {}
     hashes.update(prompt_hashes or {})
     out: dict[str, Any] = {
@@ -296,16 +269,10 @@ def export_leaderboard(
     submission-ready) and ``<stem>.leaderboard_manifest.json`` (spec §8).
 
     Args:
-        results_jsonl: the run's ``results/<stem>.jsonl``; the run root is its grandparent.
-        output_dir: default ``<run root>/summary``.
-        model: display name (else the most frequent ``report_model``).
-        split: ``all`` (expects ``expected_tasks``), ``research`` (100) or ``daily`` (40); a split adds
-            ``.research``/``.daily`` to the stem.
+        split: ``all``, ``research`` (100) or ``daily`` (40); a split adds ``.research``/``.daily`` to the stem.
         require_complete: after writing everything, raise :class:`ExportIncomplete` if not submission-ready.
         bom: UTF-8 BOM on the CSVs (published code: on; the stored reference files: off).
         manifest_trailing_newline: end the manifest with ``\\n`` (published code: no; reference file: yes).
-        extra_notes: run-specific notes placed before the standard notes.
-        provenance_info: our additions (see :func:`provenance`), stored under ``provenance``.
 
     Raises:
         DataError: unreadable results (see :func:`read_results`).

@@ -1,20 +1,9 @@
 """Evidence fetching for TRACE and MOSAIC (spec §5.2, §6.3): pluggable fetchers, a cache, and the
-"patience" excerpt with its image-depth score.
+"patience" excerpt with its image-depth score (:func:`fetch_evidence`).
 
-Fetchers implement ``fetch(url, *, referer=None) -> FetchResult``:
-
-* :class:`HttpFetcher` -- ``http(s)`` with the spec's crawl defaults (Chrome/129 user agent, 15 s
-  timeout, 2,000,000 bytes max);
-* :class:`LocalCorpusFetcher` -- our offline URIs ``mmir://<dataset>/<doc_id>``, resolved by a callback
-  (text documents of a local corpus, or image bytes);
-* :class:`FileFetcher` -- ``file://`` URLs and local paths;
-* :class:`OfflineFetcher` -- refuses everything (network disabled), so runs stay offline by construction;
-* :class:`RoutingFetcher` -- dispatches by URL scheme; :class:`CachedFetcher` -- per-URL cache in memory
-  and optionally on disk (the published crawler caches per URL in-process, failures included).
-
-:func:`fetch_evidence` turns a fetched page into the excerpt the evidence judge sees, with the
-depth score of §5.2 (rank <= 3 -> 1.0, rank >= 25 -> 0.10, linear in between; 0.45 when no image is
-relevant; 0.30 when the page has no image).
+Fetchers (``fetch(url, *, referer=None) -> FetchResult``): :class:`HttpFetcher` (spec crawl defaults),
+:class:`LocalCorpusFetcher` (``mmir://<dataset>/<doc_id>``), :class:`FileFetcher`, :class:`OfflineFetcher`
+(refuses everything), :class:`RoutingFetcher` (by scheme) and :class:`CachedFetcher`.
 """
 
 from __future__ import annotations
@@ -58,9 +47,6 @@ class FetchConfig:
         low_relevance: best image relevance below this gives ``low_relevance_depth`` (0.05 -> 0.45).
         no_image_depth: depth when the page has no ``<img>`` (0.30).
         max_text_chars: cap of the page text / non-HTML body (40,000).
-        hint_excerpt_chars, hint_context_chars: excerpt kept before the image hint (6,000) and the hint's
-            local text (1,200); ``context_window``: characters either side of an ``<img>`` (500).
-        stub_chars: cap of the DIRECT_IMAGE_FILE stub (8,000).
     """
 
     user_agent: str = CHROME_UA
@@ -87,17 +73,7 @@ class FetchConfig:
 
 @dataclass
 class FetchResult:
-    """Outcome of one fetch.
-
-    Attributes:
-        url: the URL asked for.
-        ok: a non-empty body arrived.
-        content_type: lower-cased ``Content-Type`` (may be ``""``).
-        data: the body bytes (``b""`` on failure).
-        status: HTTP status when known.
-        error: why it failed (``None`` when ok).
-        from_cache: served by :class:`CachedFetcher`.
-    """
+    """Outcome of one fetch: ``ok`` (a non-empty body), lower-cased ``content_type``, ``data`` (``b""`` on failure)."""
 
     url: str
     ok: bool
@@ -177,9 +153,7 @@ Resolved = str | bytes | tuple[str, str | bytes] | None
 class LocalCorpusFetcher:
     """Resolves our offline URIs ``mmir://<dataset>/<doc_id>`` through ``resolve(dataset, doc_id)``.
 
-    ``resolve`` returns the document text (``str``, served as ``text/plain``), raw bytes (content type
-    guessed from the doc id, else ``application/octet-stream``), ``(content_type, str|bytes)``, or ``None``
-    for an unknown document. ``doc_id`` is the URL path without its leading ``/``, percent-decoded.
+    ``resolve`` returns text, bytes, ``(content_type, str|bytes)`` or ``None`` (unknown document).
     """
 
     def __init__(self, resolve: Callable[[str, str], Resolved], scheme: str = LOCAL_SCHEME):
@@ -270,16 +244,11 @@ def default_fetcher(
 
 
 class CachedFetcher:
-    """Per-URL cache in front of another fetcher (spec §3: in-process cache per URL).
+    """Per-URL cache in front of another fetcher (spec §3: in-process cache per URL, failures included).
 
     Args:
-        inner: the fetcher to call on a miss.
-        cache_dir: optional folder for a persistent cache (``<sha256(url)>.json`` + ``.bin``); only
-            successful fetches are written there unless ``persist_failures``.
-        persist_failures: also persist failures (a rerun then never retries them).
-
-    Failures are cached in memory for the life of the object, like the published crawler. The key is the
-    URL (a referer retry is a different request and is not cached).
+        cache_dir: optional persistent cache (``<sha256(url)>.json`` + ``.bin``), successes only unless
+            ``persist_failures``.
     """
 
     def __init__(self, inner: Fetcher, cache_dir: str | Path | None = None, persist_failures: bool = False):
@@ -402,14 +371,7 @@ def depth_score_from_rank(rank: int, cfg: FetchConfig = FetchConfig()) -> float:
 
 @dataclass
 class Evidence:
-    """What the evidence judge sees for one claim-URL pair.
-
-    Attributes:
-        excerpt: text given to the judge (``""`` when the fetch failed).
-        depth_score: patience/image-depth multiplier of the support (§5.2).
-        meta: ``content_type``, ``domain``, ``image_found``, ``best_image``, ``fetch_ok``, ``fetch_error``,
-            and ``evidence_type = "DIRECT_IMAGE_FILE"`` for direct images and local files.
-    """
+    """What the evidence judge sees for one claim-URL pair: ``excerpt``, ``depth_score`` (§5.2), ``meta``."""
 
     excerpt: str
     depth_score: float
@@ -429,18 +391,10 @@ def _stub(url: str, fetch_ok: bool, note: str, cfg: FetchConfig) -> str:
 def fetch_evidence(url: str, claim: str, patience_chars: int, fetcher: Fetcher, cfg: FetchConfig = FetchConfig()) -> Evidence:
     """Excerpt and depth score of one pair (spec §5.2, ``fetch_evidence_excerpt_with_patience``).
 
-    * ``file://``: a DIRECT_IMAGE_FILE stub, domain ``local``, ``fetch_ok`` = the file exists; not fetched.
-    * an image-looking URL or an ``image/*`` content type: a DIRECT_IMAGE_FILE stub, even if the fetch failed.
-    * a failed fetch: excerpt ``""``, ``fetch_ok = False``, depth 1.0.
-    * a non-HTML body: its first 40,000 characters, depth 1.0.
-    * HTML: the visible text cut to ``min(40,000, patience)``; if the **claim** has an image cue (and the
-      URL is not an image), the ``<img>`` tags in the first ``patience`` characters are scored; depth is
-      0.45 for best relevance < 0.05, else by rank; 0.30 with no ``<img>``; the excerpt becomes its first
-      6,000 characters plus an image hint.
-
-    Args:
-        url: cited URL; claim: the claim text; patience_chars: the profile's budget
-        (:meth:`FetchConfig.patience_for`); fetcher: any :class:`Fetcher`.
+    ``file://`` and image URLs/content types give a DIRECT_IMAGE_FILE stub; a failed fetch ``""`` (depth 1.0);
+    a non-HTML body its first 40,000 characters (depth 1.0); HTML the visible text cut to ``min(40,000,
+    patience)``, with image depth when the claim has an image cue: 1.0 at rank <= 3 to 0.10 at rank >= 25,
+    0.45 for best relevance < 0.05, 0.30 with no ``<img>``.
     """
     if (url or "").lower().startswith("file://"):
         exists = file_url_path(url).exists()

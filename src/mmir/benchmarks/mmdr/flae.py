@@ -1,9 +1,7 @@
 """FLAE, Formula-LLM Adaptive Evaluation (spec §4): writing quality GEN on 0-100.
 
-Four dimensions R (readability), I (insightfulness), C (coherence) and S (structural completeness), each
-in [0, 1], are blended from a formula value and the judge's holistic value, ``X = alpha*X_f +
-(1-alpha)*X_llm`` with alpha per profile (§4.4), then weighted by ``w = softmax(ln prior + v_general +
-g)`` (§4.5)::
+Dimensions R, I, C, S in [0, 1], each ``X = alpha*X_f + (1-alpha)*X_llm`` (§4.4), weighted by
+``w = softmax(ln prior + v_general + g)`` (§4.5)::
 
     R_f = logistic(0 + 2.0*TTR + 1.2*H - 2.0*L - 3.0*E)
     I_f = (p_analysis * rho_connective * rho_synthesis) ** (1/3)        (each floored at 1e-9)
@@ -11,18 +9,9 @@ g)`` (§4.5)::
     S_f = P * W * theta,  W = min(1, img_cnt / max(1, word_cnt/350 or /700))
     GEN = 100 * (wR*R + wI*I + wC*C + wS*S)
 
-Section presence P (§4.3) has two modes (:attr:`FLAEConfig.section_presence`):
-
-* ``"code"`` (default): what the published code computes. Its presence table is keyed by lower-cased
-  section names, but the required sections are looked up by their Title-Case names, so every lookup
-  misses and **P = 0 for every report**; S_f is therefore always 0 and the g_S boost always fires. The
-  judge's section flags are looked up by lower-cased name too, so Title-Case flags are ignored. The
-  reference run agrees: every published ``Stru.`` equals ``(1-alpha) * llm_S`` on a 0.05 grid of
-  ``llm_S``. (A finding of ours, not listed in spec §10.)
-* ``"spec"``: the reading of spec §4.3: a required section is present if the judge flagged it (any key
-  case), its lower-cased name occurs in the text or a heading, or a synonym occurs in the text.
-
-Exported: ``Read. = 100*R``, ``Insh. = 100*I``, ``Stru. = 100*S``; C enters GEN but is not exported.
+Section presence P (§4.3, :attr:`FLAEConfig.section_presence`): ``"code"`` (default) reproduces the published
+code, whose case mismatch makes P = 0 for every report (the reference ``Stru.`` values agree; our finding, not
+in spec §10); ``"spec"`` reads §4.3. Exported: ``Read.``, ``Insh.``, ``Stru.`` (x100); C enters GEN only.
 """
 
 from __future__ import annotations
@@ -84,21 +73,14 @@ class FLAEConfig:
 
     Attributes:
         readability_coefs: (a0, a_TTR, a_H, a_L, a_E) of ``R_f = logistic(a0 + a_TTR*TTR + a_H*H - a_L*L - a_E*E)``.
-        long_sentence_chars, long_sentence_words: a sentence is long above 35 characters or 25 words
-            (the 35-character rule is the code's quirk, spec §10.10).
-        lambda_conflict: kappa penalty in C_f (2.0).
-        floor: floor of the geometric/harmonic mean inputs (1e-9).
+        long_sentence_chars, long_sentence_words: long above 35 characters (the code's quirk, spec §10.10) or 25 words.
         alpha: weight on the formula per profile; ``alpha_default`` for anything else (0.35).
         words_per_visual: ``{"research": 350, "daily": 700}`` words per expected figure (W target).
-        required_research, required_daily: required sections of P.
-        synonyms: lower-cased section name -> synonyms found anywhere in the lower-cased text.
         section_presence: ``"code"`` (P is always 0, see the module docstring) or ``"spec"``.
-        prior: uniform prior of the softmax; ``prior_log_eps`` is added before the log (1e-9, code).
         g_*: the document heuristics (§4.5): S += g_s_boost if S < g_s_low or P = 0; R += g_r_boost if
             E > g_r_error or L > g_r_long; I, C += g_ic_boost if H > g_ic_heading and S > g_ic_structure.
         report_chars, rules_chars: truncation of the judge inputs (14,000 / 1,400).
-        temperature: FLAE judge temperature (0.2).
-        fallback: feature values used when the judge reply is unusable (§4.2); sections are then all false.
+        fallback: feature values used when the judge reply is unusable (§4.2).
     """
 
     readability_coefs: tuple[float, float, float, float, float] = (0.0, 2.0, 1.2, 2.0, 3.0)
@@ -165,15 +147,7 @@ def softmax(logits: list[float]) -> list[float]:
 # -------------------------------------------------------------------------------------------- features
 @dataclass
 class TextFeatures:
-    """Deterministic features of the full report (spec §4.1).
-
-    Attributes:
-        ttr: unique lower-cased words / words (0 for no words).
-        heading_density: headings / max(1, paragraphs) ("H").
-        long_sentence_ratio: share of sentences longer than the char or word limit ("L").
-        img_cnt: distinct ``http(s)`` URLs in markdown image syntax.
-        word_cnt: number of words.
-    """
+    """Deterministic features of the full report (spec §4.1): ``ttr``, ``heading_density`` (H), ``long_sentence_ratio`` (L)."""
 
     ttr: float
     heading_density: float
@@ -209,14 +183,7 @@ def text_features(report: str, cfg: FLAEConfig = FLAEConfig()) -> TextFeatures:
 
 @dataclass
 class JudgeFeatures:
-    """The FLAE judge's features (spec §4.2), clamped to [0, 1].
-
-    Attributes:
-        values: the nine feature values (``E`` ... ``theta``).
-        holistic: ``llm_R`` ... ``llm_S``; ``None`` = missing (the formula value is used instead).
-        sections: the judge's section flags as returned (key case preserved).
-        fallback_used: the whole reply was replaced by :attr:`FLAEConfig.fallback`.
-    """
+    """The FLAE judge's features (spec §4.2), clamped to [0, 1]; a ``None`` holistic value means the formula is used."""
 
     values: dict[str, float]
     holistic: dict[str, float | None]
@@ -234,12 +201,9 @@ def _flag(v: Any) -> bool | None:
 
 
 def parse_flae_features(obj: Mapping[str, Any] | None, call: CallRecord | None = None, cfg: FLAEConfig = FLAEConfig()) -> JudgeFeatures:
-    """FLAE judge features from a parsed reply (spec §4.2).
+    """FLAE judge features from a parsed reply (spec §4.2); ``None`` -> the fixed fallback.
 
-    ``obj`` ``None`` (unusable reply) -> the fixed fallback, recorded on ``call``. Otherwise each feature
-    is clamped to [0, 1]; a missing or non-numeric feature becomes 0.0 (the code's default) and a missing
-    or non-numeric holistic score becomes ``None`` (the formula value is used), both recorded on ``call``.
-    Section flags are booleans (or "true"/"false" strings); anything else counts as not flagged.
+    Missing/non-numeric features become 0.0 (the code's default), holistic scores ``None``; both recorded on ``call``.
     """
     if obj is None:
         if call is not None:
@@ -298,12 +262,7 @@ def judge_flae_features(
 def structural_completeness(
     report: str, section_flags: Mapping[str, bool], theta: float, profile: str, cfg: FLAEConfig = FLAEConfig()
 ) -> tuple[float, dict[str, Any]]:
-    """``S_f = P * W * theta`` (spec §4.3) and its statistics.
-
-    Returns:
-        ``(S_f, stats)`` with ``stats`` holding ``sections_present`` (lower-cased names), ``required``,
-        ``P``, ``img_cnt``, ``word_cnt``, ``target_visuals``, ``W``, ``theta``, ``mode``.
-    """
+    """``(S_f, stats)`` with ``S_f = P * W * theta`` (spec §4.3)."""
     research = profile == "research"
     required = cfg.required_research if research else cfg.required_daily
     text_lower = (report or "").lower()
@@ -343,17 +302,7 @@ def structural_completeness(
 # ---------------------------------------------------------------------------------------------- scoring
 @dataclass
 class FLAEResult:
-    """FLAE outcome for one report.
-
-    Attributes:
-        R, I, C, S: blended dimensions in [0, 1].
-        score: GEN on 0-100, unrounded; ``gen`` is it rounded to 3 dp (what the pipeline stores).
-        weights: ``{"w_R", "w_I", "w_C", "w_S"}``.
-        formula, llm: the formula and judge values per dimension.
-        features: text and judge features; ``g``: the heuristics; ``logits``; ``structure``: S_f stats.
-        alpha: weight on the formula; ``profile``: normalised profile.
-        judge_fallback: the feature judge fell back; ``controller``: its output.
-    """
+    """FLAE outcome for one report: ``R, I, C, S`` in [0, 1], ``score`` GEN on 0-100 (``gen``: rounded to 3 dp)."""
 
     R: float
     I: float
@@ -394,14 +343,7 @@ def compute_flae(
     controller: ControllerOutput,
     cfg: FLAEConfig = FLAEConfig(),
 ) -> FLAEResult:
-    """FLAE from the judge features and the controller output (spec §4.3-4.5); no LLM call.
-
-    Args:
-        report: the full report text.
-        profile: scoring profile (normalised with :func:`~mmir.benchmarks.mmdr.tasks.normalize_report_type`).
-        judged: :func:`parse_flae_features` output.
-        controller: :func:`~mmir.benchmarks.mmdr.controller.run_controller` output (``v_general`` is used).
-    """
+    """FLAE from the judge features and the controller output (spec §4.3-4.5); no LLM call."""
     profile = normalize_report_type(profile)
     tf = text_features(report, cfg)
     v = judged.values
@@ -455,13 +397,7 @@ def run_flae(
     controller_cfg: ControllerConfig = ControllerConfig(),
     context: Mapping[str, Any] | None = None,
 ) -> FLAEResult:
-    """FLAE for one report: the feature judge call, the controller call (unless ``controller`` is given)
-    and :func:`compute_flae`.
-
-    Args:
-        judge: judge client; report: full report; task_text: formatted task; profile: scoring profile;
-        rules: the rules text given to the judge (cut to ``cfg.rules_chars``).
-    """
+    """FLAE for one report: the feature judge call, the controller call (unless given) and :func:`compute_flae`."""
     profile = normalize_report_type(profile)
     judged = judge_flae_features(judge, report, task_text, rules, profile, cfg, context)
     if controller is None:

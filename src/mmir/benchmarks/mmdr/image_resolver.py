@@ -1,22 +1,9 @@
 """Image resolution for MOSAIC items (spec §6.3, ``resolve_best_image_for_item``).
 
-A seed is a local path, a ``file://`` URL, an ``mmir://`` URI, a direct image URL or a web page:
-
-* local path / ``file://``: read from disk;
-* direct image URL (image extension) or an ``mmir://`` document with an image content type: downloaded;
-  it must be at least 1,024 bytes with a non-HTML content type; on 401/403 the download is retried with
-  the URL's origin as referer (a referer-less retry is the first attempt);
-* web page: the HTML is fetched and candidate images are scored -- ``og:image``/``twitter:image``/
-  ``itemprop=image``/``link rel=image_src`` 1.00; largest ``<source srcset>`` 0.85; ``<img srcset>``
-  0.60 + 0.35*Jaccard(caption, alt+title) + min(0.05, log10(width)/50); ``<img src|data-src|...>``
-  0.50 + 0.35*Jaccard; ``<a href=*.img>`` 0.30. URLs with logo/icon/avatar/... are dropped; the rest are
-  de-duplicated, sorted by (score, width), cut to 18 and up to 5 are downloaded. (The social-preview
-  image outranks the figure the claim cites: a code quirk, spec §10.9.)
-
-Failures carry a reason: ``dead_link``, ``blocked``, ``not_image``, ``too_small_or_placeholder``,
-``no_image_found`` or ``download_failed``. Differences from the published resolver: no ``r.jina.ai``
-proxy retry (offline by design), and downloaded bytes must also decode as an image (Pillow), so the
-judge never receives bytes it cannot read.
+Seeds: local paths and ``file://`` read from disk; direct image URLs downloaded (>= 1,024 bytes, non-HTML; one
+referer retry on 401/403); web pages scored by candidate (``og:image`` 1.00, ``<source srcset>`` 0.85, ``<img>``
+0.50-0.60 + 0.35*Jaccard(caption, alt+title), ``<a href=*.img>`` 0.30; top 18, up to 5 downloaded; the
+social-preview quirk of spec §10.9 kept). Deviations: no ``r.jina.ai`` retry; bytes must decode (Pillow).
 """
 
 from __future__ import annotations
@@ -61,14 +48,7 @@ class ResolverConfig:
 
 @dataclass
 class ResolvedImage:
-    """Outcome of resolving one seed.
-
-    Attributes:
-        ok: an image was obtained; data: its bytes; content_type: as served/guessed.
-        image_url: where the bytes came from (the seed or a page candidate).
-        reason: one of :data:`REASONS`; detail: the underlying error.
-        num_candidates: page candidates considered (web pages only).
-    """
+    """Outcome of resolving one seed; ``reason`` one of :data:`REASONS`."""
 
     ok: bool
     seed: str
@@ -182,10 +162,7 @@ def page_image_candidates(html: str, page_url: str, caption: str, cfg: ResolverC
 class ImageResolver:
     """Resolve MOSAIC seeds to image bytes through a :class:`~mmir.benchmarks.mmdr.fetch.Fetcher`.
 
-    Args:
-        fetcher: used for every non-local seed (``http(s)``, ``mmir://``).
-        cfg: :class:`ResolverConfig`.
-        save_dir: when given, each resolved image is also written there (``<n>.<ext>``) for audit.
+    ``save_dir``: when given, each resolved image is also written there (``<n>.<ext>``) for audit.
     """
 
     def __init__(self, fetcher: Fetcher, cfg: ResolverConfig = ResolverConfig(), save_dir: str | Path | None = None):

@@ -1,14 +1,7 @@
-"""The MMDR-Bench evaluator's judge: its prompt files and how a judge call is made.
+"""The MMDR-Bench evaluator's judge: its prompt files (``prompts/mmdr_*_v1.txt``) and how a judge call is made.
 
-Every LLM call of the evaluator (FLAE features, task controller, evidence pairs, VEF, MOSAIC engines) goes
-through :meth:`Judge.complete`: a versioned prompt of ``prompts/`` (``mmdr_*_v1.txt``, our own wording) rendered
-and sent through the shared :class:`~mmir.llm.client.LLMClient` (generation cache, named reply parser, one
-:class:`~mmir.llm.records.CallRecord` per call in one :class:`~mmir.llm.audit.CallAudit`).
-
-The published evaluator parses leniently (:data:`~mmir.llm.parsers.JSON_OBJECT`, spec §3) and falls back to fixed
-defaults when that yields nothing. We keep that behaviour for score parity, but an unusable reply is never
-silent: it is a counted failure in the audit (``parse_failures``, ``fallbacks``) that the exporter writes into
-the manifest, and it is retried on the next run.
+Parsing is lenient (:data:`~mmir.llm.parsers.JSON_OBJECT`, spec §3) with the published fixed fallbacks, but an
+unusable reply is a counted failure (``parse_failures``, ``fallbacks``) in the manifest and retried next run.
 """
 
 from __future__ import annotations
@@ -63,12 +56,8 @@ class Judge:
     """The evaluator's single LLM client.
 
     Args:
-        backend: any :class:`~mmir.llm.backends.Backend` (the scripted test backend in unit tests).
         cache: the :class:`~mmir.llm.cache.GenerationCache` (``None``: an in-memory one).
-        audit: where call records go (a new :class:`~mmir.llm.audit.CallAudit` by default).
         max_tokens: output limit per call (spec §3: 4096; ``mmdr.judge_max_tokens``).
-        seed: base sampling seed (``None``: the backend's default).
-        prompts: the prompt library (default :data:`MMDR_PROMPTS`).
         provider: free-form provider label for the manifest (``"openai"``, ``"llama_cpp"``, ...).
     """
 
@@ -133,19 +122,13 @@ class Judge:
 
         Args:
             module: audit label (:data:`MODULES`).
-            prompt: prompt name, e.g. ``"mmdr_evidence_pair_v1"``.
-            fields: values for the prompt's ``$placeholders``.
-            temperature: sampling temperature (the spec's per-judge value, ``mmdr.evaluator.<module>``).
+            temperature: the spec's per-judge value (``mmdr.evaluator.<module>``).
             images: encoded images placed before the text in the user message.
-            system: optional system message.
             seed_offset: added to the base seed (makes the two controller calls independent).
-            context: stored in the record (task id, pair index, ...).
-            max_tokens: override of the judge's output limit.
             parser: the named reply parser (``None``: any text is accepted).
 
         Returns:
-            The :class:`~mmir.llm.records.CallRecord`: ``status`` ``"ok"``, ``"failed"`` (no text) or
-            ``"rejected"`` (the parser refused the reply, kept in ``text``); the parsed value in ``value``.
+            The :class:`~mmir.llm.records.CallRecord`: ``status`` ``"ok"``, ``"failed"`` or ``"rejected"``.
 
         Raises:
             ValueError: the prompt's placeholders and ``fields`` differ.
@@ -169,11 +152,6 @@ class Judge:
         return self.client.skipped(module, reason, context)
 
     def complete_json(self, module: str, prompt: str, fields: Mapping[str, Any], **kw: Any) -> tuple[dict[str, Any] | None, CallRecord]:
-        """:meth:`complete` with the :data:`~mmir.llm.parsers.JSON_OBJECT` parser (spec §3).
-
-        Returns:
-            ``(obj, record)``; ``obj`` is ``None`` when the call failed or the reply was rejected (the caller
-            decides the fallback and records it with :meth:`~mmir.llm.records.CallRecord.use_fallback`).
-        """
+        """:meth:`complete` with the :data:`~mmir.llm.parsers.JSON_OBJECT` parser (spec §3): ``(obj or None, record)``."""
         r = self.complete(module, prompt, fields, parser=JSON_OBJECT, **kw)
         return (r.value if r.ok else None), r

@@ -1,15 +1,5 @@
-"""Offline glue between the MMDR evaluator and a prepared domain of this project.
-
-* :func:`mmir_uri` -- the citation URI of a document or image: ``mmir://<dataset>/<id>`` (the id
-  percent-encoded, ``/`` kept), read back by :class:`~mmir.benchmarks.mmdr.fetch.LocalCorpusFetcher`;
-* :class:`LocalDomain` -- documents, images and image text of one prepared domain
-  (:class:`mmir.data.index.DomainIndex` plus the query images' alt text), with :meth:`LocalDomain.resolve`
-  for the fetcher (document -> its text, image -> its bytes) and :meth:`LocalDomain.describe` for
-  text-only models;
-* :class:`ImageTextBackend` -- wraps a text-only judge backend so that image parts reach it as their
-  text description (captioner text and/or alt text), the project's usual way of showing images to
-  text-only models. Its cache identity names the description sources, so cached replies of a real
-  vision judge are never mixed with these.
+"""Offline glue between the MMDR evaluator and a prepared domain: ``mmir://`` URIs (:func:`mmir_uri`),
+:class:`LocalDomain` (documents, images, image text) and :class:`ImageTextBackend` (images as text).
 """
 
 from __future__ import annotations
@@ -42,13 +32,8 @@ class LocalDomain:
     """One prepared domain seen by the report writer and the judge.
 
     Args:
-        dataset: dataset name (the URI host).
         prepared_dir: ``data/prepared/<dataset>/<domain>``.
         captions: ``{image path: captioner text}`` (``results/captions/.../<captioner>.parquet``).
-
-    Attributes:
-        index: the :class:`mmir.data.index.DomainIndex` (``docs``, ``image_bytes``).
-        alt: ``{image path: alt text}`` of corpus and query images.
     """
 
     def __init__(self, dataset: str, prepared_dir: str | Path, captions: dict[str, str] | None = None):
@@ -79,7 +64,7 @@ class LocalDomain:
         return None
 
     def describe(self, path: str, sources: Sequence[str]) -> str:
-        """Text standing for the image ``path``: the chosen sources joined by newlines ("" when none has text).
+        """Text standing for the image ``path``: the chosen sources joined by newlines ("" when none).
 
         Raises:
             ValueError: an unknown source (accepted: :data:`IMAGE_TEXT_SOURCES`).
@@ -109,15 +94,9 @@ def read_captions(path: str | Path | None) -> dict[str, str]:
 
 
 class ImageTextBackend(Backend):
-    """A text-only backend that receives images as text.
+    """A text-only backend that receives images as text (``[Image <i>, given as text (<label>): ...]``).
 
-    Each ``{"type": "image"}`` part becomes ``[Image <i>, given as text (<label>): <description>]``; an
-    image with no known description becomes :data:`NO_DESCRIPTION` and is counted in ``stats``.
-
-    Args:
-        inner: the text-only backend.
-        describe: ``image bytes -> description`` (``None`` or ``""`` = unknown).
-        label: names the description sources (in the text and the cache identity), e.g. ``"caption+alt"``.
+    ``label`` names the description sources and enters the cache identity, so replies never mix with a vision judge's.
     """
 
     name = "image_text"

@@ -4,23 +4,14 @@
 type_final     engine          metrics (0..1)
 =============  ==============  =====================================================================
 photo/diagram  ``vqa``         semantic = faithful = vqa_score = P(yes), formatting = 1.0
-datachart      ``chart_qa``    data_accuracy = semantic = faithful = claim accuracy against the item's
-                               own text (text only: the image is never looked at, spec §10.6),
-                               formatting = 1.0
+datachart      ``chart_qa``    claim accuracy against the item's own text (spec §10.6), formatting = 1.0
 ocrchart       ``ocr_chart``   same claim accuracy, checked against the image; formatting = 0.9
-imgpair        ``imgpair``     faithful = conf (SUPPORTS), 0 (CONTRADICTS), 0.5*conf (UNCLEAR);
-                               semantic = faithful; formatting = 1.0
+imgpair        ``imgpair``     faithful = conf (SUPPORTS), 0 (CONTRADICTS), 0.5*conf (UNCLEAR)
 other          ``generic``     semantic = faithful = formatting = 0
 =============  ==============  =====================================================================
 
-VQA's P(yes) comes from first-token log-probabilities in the published code; with no log-probabilities
-the score is **0** (spec §10.7). Our :class:`~mmir.llm.backends.Backend` interface exposes no
-log-probabilities, so a ``p_yes`` callable can be supplied (e.g. from a local VLM's logits); without one,
-``vqa_mode="logprobs"`` (code behaviour, default) records a skipped call and scores 0, while
-``vqa_mode="text"`` asks the judge for YES/NO (1 / 0, 0.5 when unclear).
-
-Claim accuracy (chart/OCR engines) is the confidence-weighted share of supported claims, rounded to 4 dp
-(plain share when all confidences are 0); no claims -> 0.
+P(yes) needs log-probabilities, which backends do not expose: pass ``p_yes``, else ``vqa_mode="logprobs"``
+scores 0 (code behaviour, spec §10.7) and ``vqa_mode="text"`` asks for YES/NO.
 """
 
 from __future__ import annotations
@@ -43,15 +34,7 @@ YesProbability = Callable[[bytes, str], float | None]
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """Engine constants (spec §6.4).
-
-    Attributes:
-        vqa_mode: ``"logprobs"`` (code: P(yes) from ``p_yes``; 0 when unavailable) or ``"text"``.
-        vqa_temperature: 0.0; statement_chars: paragraph chars used when there is no caption (180).
-        chart_temperature, ocr_temperature: 0.1; max_claims: 15.
-        imgpair_temperature: 0.0.
-        formatting_vqa, formatting_chart, formatting_ocr, formatting_imgpair: 1.0, 1.0, 0.9, 1.0.
-    """
+    """Engine constants (spec §6.4); ``vqa_mode`` ``"logprobs"`` (code, 0 without ``p_yes``) or ``"text"``."""
 
     vqa_mode: str = "logprobs"
     vqa_temperature: float = 0.0
@@ -159,12 +142,7 @@ def _flag(v: Any) -> bool | None:
 
 
 def claim_accuracy(claims: Sequence[Mapping[str, Any]]) -> tuple[float, list[dict[str, Any]], list[str]]:
-    """Confidence-weighted share of supported claims, rounded to 4 dp (0 for no claims).
-
-    Returns:
-        ``(score, normalised claims, problems)``; a claim with a non-boolean ``is_supported`` counts as not
-        supported and a bad confidence as 1.0 (the code's default), each listed in ``problems``.
-    """
+    """Confidence-weighted share of supported claims, 4 dp (0 for none): ``(score, normalised claims, problems)``."""
     norm, problems = [], []
     for i, c in enumerate(claims):
         sup = _flag(c.get("is_supported"))

@@ -1,26 +1,15 @@
 """MOSAIC, Multimodal Support-Aligned Integrity Check (spec §6): MM on 0-100 from image-linked items.
 
-Pipeline for one report (run only when the gate of :func:`mmir.benchmarks.mmdr.aggregate.mosaic_gate` is open):
+Run only when :func:`mmir.benchmarks.mmdr.aggregate.mosaic_gate` is open: :func:`build_mm_items` (§6.2), type
+routing (§6.4; ``routing="code"`` falls back to photo, spec §10.9), image resolution, engines
+(:mod:`mmir.benchmarks.mmdr.mm_engines`) and the per-item score (§6.5)::
 
-1. :func:`build_mm_items` -- items from the audited claims of the golden file (§6.2): per claim, up to 2
-   image-like URLs found in its ``evidence_meta`` then the claim's own URL, each unused seed one item
-   (caption = claim[:240]); at most 9 image-text items (12 minus the image-pair budget 12//4 = 3);
-   image-pair items only for comparative claims whose ``sentence_urls`` hold 2+ images (unreachable with
-   code-behaviour claims, which drop ``sentence_urls``; spec §10.8).
-2. Type routing (§6.4): pass 1 from a text classifier (the judge), pass 2 after download from an optional
-   image classifier (CLIP-like, used when its probability >= 0.5). With ``routing="code"`` (default) the
-   keyword type of step 1 is discarded and the fallback is **photo** (spec §10.9); ``routing="keyword"``
-   falls back to the keyword type instead (the paper's reading).
-3. Image resolution (:mod:`mmir.benchmarks.mmdr.image_resolver`); unresolved items are ``missing_image`` and unscored.
-4. Engines (:mod:`mmir.benchmarks.mmdr.mm_engines`) and the per-item score (§6.5)::
+    score_overall = sum_k w_k m_k / sum_k w_k,   k in (semantic, faithful, formatting)
+    photo/imgpair (0.60, 0.25, 0.15)  diagram (0.50, 0.40, 0.10)  datachart (0.40, 0.50, 0.10)
+    ocrchart (0.40, 0.40, 0.20)  default (0.50, 0.30, 0.20)
 
-       score_overall = sum_k w_k m_k / sum_k w_k,   k in (semantic, faithful, formatting)
-       photo/imgpair (0.60, 0.25, 0.15)  diagram (0.50, 0.40, 0.10)  datachart (0.40, 0.50, 0.10)
-       ocrchart (0.40, 0.40, 0.20)  default (0.50, 0.30, 0.20)
-
-5. Aggregation (§6.6): ``MM = round(100 * mean(score_overall over scored items), 3)``; ``None`` (stored
-   as 0) when no item was built or none was scored. ``avg_metric_by_dim`` (semantic, faithful,
-   formatting, data_accuracy, vqa_score) gives the exported diagnostics Sem./Acc./VQA.
+Aggregation (§6.6): ``MM = round(100 * mean(score_overall over scored items), 3)``; ``None`` (stored as 0)
+when nothing was scored.
 """
 
 from __future__ import annotations
@@ -75,13 +64,9 @@ class MosaicConfig:
 
     Attributes:
         max_items: items per report (``mm_max_items`` 12); the image-pair budget is ``max(1, max_items//4)``.
-        caption_chars: caption = claim[:240]; seeds_per_claim: image URLs taken from ``evidence_meta`` (2).
-        pair_images: images considered per comparative sentence (3).
         routing: ``"code"`` (photo fallback, spec §10.9) or ``"keyword"`` (keyword type fallback).
         clip_threshold: image-classifier probability needed to override the text label (0.5).
-        classify_temperature: text classifier temperature.
         type_weights: per-type (semantic, faithful, formatting) weights (§6.5).
-        engines: :class:`~mmir.benchmarks.mmdr.mm_engines.EngineConfig`.
     """
 
     max_items: int = 12
@@ -161,15 +146,11 @@ def build_mm_items(
 ) -> list[dict[str, Any]]:
     """MOSAIC items from audited claims (spec §6.2, ``build_mm_items_from_golden``).
 
-    Args:
-        claims: golden-file claim dicts (``claim``, ``url``, ``evidence_meta``, optional ``sentence_urls``).
-        question_id: recorded as ``source_file``.
-        path_exists: local-path test (injectable for tests).
+    Per claim up to 2 image URLs of ``evidence_meta`` then its URL; at most 9 image-text items; image pairs only
+    for comparative claims with 2+ images in ``sentence_urls`` (spec §10.8).
 
     Returns:
-        Item dicts with ``index``, ``type_rule`` (keyword type), ``type_final``, ``cls_source``,
-        ``caption``, ``paragraphs``, ``image_path`` (the seed), ``missing_image``, ``source_url``,
-        ``source_file``, ``mm_mode`` (``img_txt`` or ``img_img``; pairs also ``image_path_b``).
+        Item dicts (``index``, ``type_rule``, ``type_final``, ``caption``, ``image_path``, ``mm_mode`` ...).
     """
     items: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -300,13 +281,7 @@ def _avg(xs: Sequence[float]) -> float | None:
 
 
 def aggregate_items(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Task summary (spec §6.6, written as ``final_summary.json``'s ``summary``).
-
-    Items carry ``type_final``, ``missing_image``, ``missing_reason`` and ``judge`` =
-    ``{"judge_name", "score_overall", "metrics"}``. Returns counts, coverage, ``avg_score_overall``
-    (mean over scored items, ``None`` if none), ``avg_score_by_type``, ``avg_score_by_judge`` and
-    ``avg_metric_by_dim`` (mean of each numeric metric over the items that have it).
-    """
+    """Task summary (spec §6.6, ``final_summary.json``'s ``summary``): counts, coverage and ``avg_*`` means over scored items."""
     n_total = len(items)
     n_acc = n_scored = 0
     scores: list[float] = []
@@ -355,15 +330,7 @@ def mm_score_from_summary(summary: Mapping[str, Any]) -> float | None:
 # ------------------------------------------------------------------------------------------- orchestration
 @dataclass
 class MosaicResult:
-    """MOSAIC outcome of one report.
-
-    Attributes:
-        mm_score: MM on 0-100 (3 dp) or ``None`` (no items, or none scored); ``mm`` is the stored value (0 for None).
-        summary: the aggregation (``None`` when no item was built: no summary file then).
-        items: the items with routing, resolution, engine output and judge.
-        summary_path: ``final_summary.json`` when written.
-        reason: why MM is None (``"no_items_from_golden"``, ``"no_item_scored"``).
-    """
+    """MOSAIC outcome of one report: ``mm_score`` 0-100 (3 dp) or ``None``; ``mm`` the stored value (0 for None)."""
 
     mm_score: float | None
     summary: dict[str, Any] | None
@@ -409,12 +376,7 @@ def run_mosaic(
     """MOSAIC for one report from its audited claims (spec §6.2-6.6).
 
     Args:
-        claims: the golden file's ``claims`` (:meth:`mmir.benchmarks.mmdr.trace.AuditedPair.to_dict` dicts).
-        judge: judge client (type classifier and engines).
-        resolver: :class:`~mmir.benchmarks.mmdr.image_resolver.ImageResolver` for the seeds.
-        question_id: task id (item ``source_file`` and audit context).
-        work_dir: when given, ``mm_router_routed/all_with_scores.json`` and ``final_summary.json`` are
-            written under it (atomically).
+        work_dir: when given, ``mm_router_routed/all_with_scores.json`` and ``final_summary.json`` go there.
         image_classifier: optional pass-2 classifier ``bytes -> (label, probability)``.
         p_yes: optional VQA probability function (see :mod:`mmir.benchmarks.mmdr.mm_engines`).
     """

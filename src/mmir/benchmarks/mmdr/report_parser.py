@@ -1,21 +1,7 @@
-"""How the MMDR-Bench evaluator reads a report (spec §2, "How the evaluator reads a report").
+"""How the MMDR-Bench evaluator reads a report (spec §2): references, citations, sentences, words, headings.
 
-Everything here is deterministic text processing, shared by FLAE (§4.1), claim extraction (§5.1) and
-the MOSAIC item builder (§6.2):
-
-* :func:`find_references_block` -- text from the **last** occurrence (case-insensitive) of any
-  references header word (``references``, ``reference``, 参考文献, 参考资料, 引用, 來源, 来源) to the end,
-  or the whole report when none occurs;
-* :func:`parse_references` -- ``{citation number (str): url}`` from that block. A line is accepted when it
-  is ``[1] url``, ``1. url``, ``1: url``, ``1 - url`` or ``- [2] url`` / ``* 2 url``; later duplicates
-  overwrite earlier ones;
-* :func:`citation_ids` -- the ``[n]`` markers (1-4 digits) in a piece of text;
-* :func:`split_sentences`, :func:`tokenize_words`, :func:`markdown_headings`, :func:`count_paragraphs`,
-  :func:`markdown_image_urls`.
-
-The URL schemes accepted in references, markdown links and bare URLs are ``http``, ``https`` and
-``file`` (the published code). Offline corpora cited as ``mmir://<dataset>/<doc_id>`` need
-``schemes=URL_SCHEMES + ("mmir",)``; every function that matches URLs takes ``schemes``.
+URL schemes are ``http``, ``https`` and ``file`` (the published code); offline corpora need
+``schemes=URL_SCHEMES + ("mmir",)``.
 """
 
 from __future__ import annotations
@@ -77,11 +63,7 @@ def tokenize_words(text: str) -> list[str]:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences (spec §2): split after 。！？!?. when whitespace follows, or at 2+ consecutive newlines.
-
-    Returns the stripped, non-empty pieces in order. A references block without blank lines therefore
-    stays one "sentence" (see :func:`mmir.benchmarks.mmdr.claims.extract_claim_pairs`).
-    """
+    """Sentences (spec §2): split after 。！？!?. when whitespace follows, or at 2+ newlines; stripped, non-empty."""
     return [c.strip() for c in SENTENCE_SPLIT_RE.split(text or "") if c and c.strip()]
 
 
@@ -122,12 +104,9 @@ def looks_like_image_url(url: str) -> bool:
 
 
 def find_references_block(report_text: str, headers: Sequence[str] = REFERENCE_HEADERS) -> str:
-    """The references block (spec §2): from the last case-insensitive occurrence of any header word to the
-    end; the whole report when no header word occurs.
+    """The references block (spec §2): from the last case-insensitive header word to the end (the whole report if none).
 
-    The search runs on the lower-cased report and slices the original at that index, as the published
-    code does. Because ``reference`` is a header word, a later mention of it (a URL path, a sentence)
-    moves the start of the block there: that is the "last-occurrence rule".
+    ``reference`` is a header word, so a later mention of it moves the start there (the "last-occurrence rule").
     """
     text = report_text or ""
     lower = text.lower()
@@ -136,12 +115,10 @@ def find_references_block(report_text: str, headers: Sequence[str] = REFERENCE_H
 
 
 def parse_references(report_text: str, schemes: Sequence[str] = URL_SCHEMES) -> dict[str, str]:
-    """Citation map ``{"1": url, ...}`` of a report (spec §2, "Reference lines").
+    """Citation map ``{"1": url, ...}`` of a report (spec §2, "Reference lines"); later lines replace earlier ones.
 
-    Only the lines of :func:`find_references_block` are read. A stripped line is accepted when it matches
-    ``^\\[?(\\d{1,4})\\]?\\s*[:.\\-]?\\s*(URL)\\s*$`` or the bullet form ``^[-*]\\s*\\[?(\\d{1,4})\\]?\\s*(URL)\\s*$``,
-    with URL = ``scheme://\\S+`` for ``scheme`` in ``schemes``. A later line with the same number replaces
-    the earlier URL. Keys keep the digits as written (``"01"`` and ``"1"`` are different numbers).
+    Line patterns ``^\\[?(\\d{1,4})\\]?\\s*[:.\\-]?\\s*(URL)\\s*$`` and ``^[-*]\\s*\\[?(\\d{1,4})\\]?\\s*(URL)\\s*$``;
+    keys keep the digits as written (``"01"`` != ``"1"``).
     """
     pats = _patterns(tuple(schemes))
     refs: dict[str, str] = {}

@@ -1,16 +1,7 @@
 """Score one task's report end to end (spec §3): FLAE, EVI (+ golden file), gate, MOSAIC, VEF, final.
 
-::
-
-    report -> FLAE (GEN) ─┐
-           -> EVI ────────┤ golden.json (audited claim-URL pairs)
-           -> if GEN > 0 and EVI > 0: MOSAIC (MM) from the golden claims   (else MM = 0)
-           -> VEF (needs ground truth; else 0)
-    FINAL_MMDR = round((2*GEN + 3*EVI + 3*MM + 2*VEF) / 10, 3)
-
-A report shorter than ``min_report_chars`` (1,000) is not judged: its record holds only
-``FINAL_MMDR = 0`` (an incomplete row in the export). An exception inside MOSAIC gives MM = 0 (spec
-§6.1); it is logged and stored in the record's ``mm.error``, never dropped.
+A report under ``min_report_chars`` (1,000) is not judged (``FINAL_MMDR = 0``); an exception inside MOSAIC
+gives MM = 0 (spec §6.1), stored in ``mm.error``.
 """
 
 from __future__ import annotations
@@ -76,15 +67,8 @@ def score_task(
     """Score one report (spec §3).
 
     Args:
-        task: the task (profile, text, images, ground truth).
-        report: the report markdown.
-        judge: judge client; fetcher: evidence fetcher (also used for MOSAIC images unless ``resolver``).
-        cfg: :class:`~mmir.benchmarks.mmdr.config.MMDRConfig`.
-        rules: rules text for the judges (default :func:`load_rules`).
         golden_path: where to write ``<qid>.golden.json`` (atomically); not written when ``None``.
         mm_work_dir: MOSAIC work folder (``final_summary.json`` goes to ``<it>/mm_router_routed/``).
-        image_classifier, p_yes: optional MOSAIC models (see :mod:`mmir.benchmarks.mmdr.mosaic`).
-        report_path: stored in the record; extra: merged into the record (report_model, judge_model, ...).
     """
     from mmir.core.io import write_text
 

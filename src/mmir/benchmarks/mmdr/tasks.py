@@ -1,18 +1,8 @@
 """MMDR-Bench task schema (spec §1): loading tasks and ground truth, ids, splits and scoring profiles.
 
-* :func:`load_tasks` reads ``quiz.json`` (a JSON list) or a ``.jsonl`` file (one object per line), accepts
-  the field aliases of the published loader and returns :class:`Task` objects; an optional ground-truth
-  file (for VEF, spec §5.5) is matched to tasks by line index first, then by id.
-* :func:`report_profile` gives the scoring profile (``research``, ``daily_easy``, ``daily_medium``,
-  ``daily_hard``); :func:`normalize_report_type` maps free-form profile names onto those four.
-* :func:`canonical_split` gives the leaderboard split (``Research`` for Q0-Q99, ``Daily`` for Q100-Q139).
-* :func:`format_task_for_llm` is the task text given to the agent and the judges.
-
-Differences from the published loader (all stricter; logged in the report): a line that is not JSON, a
-row that is not an object, a field of the wrong type or a task with neither text nor title raises
-:class:`~mmir.core.errors.DataError` naming the file, row and field, instead of being skipped silently; the
-ground truth is looked up in separate by-index and by-id maps (the published code keeps both in one
-dict, so a numeric GT id can shadow another row's index).
+Stricter than the published loader: a bad line, row or field raises :class:`~mmir.core.errors.DataError`
+(file, row, field named) instead of being skipped; ground truth is matched by row index and by id in
+separate maps (the published single dict lets a numeric GT id shadow another row's index).
 """
 
 from __future__ import annotations
@@ -58,16 +48,9 @@ class Task:
     Attributes:
         qid: canonical id (``Q<n>``; ``Q<n>_<k>`` for the k-th duplicate).
         raw_id: the id before de-duplication (used for ground-truth matching).
-        index: 0-based row of the task in its file.
-        title: caption/title, ``"Untitled"`` when absent.
-        text: body/text, falling back to the title.
         images: ``http(s)`` URLs as given, other entries as absolute paths under the image root.
         set: ``"research"`` or ``"daily"`` (explicit, else from the id number).
-        difficulty: lower-cased difficulty or ``None``.
-        language: lower-cased language or ``None``.
-        tags: metadata only.
         ground_truth: the textualised visual ground truth for VEF (``""`` when none).
-        source: ``"<file>:<row>"`` for error messages.
     """
 
     qid: str
@@ -187,9 +170,6 @@ def resolve_task_paths(
 def load_ground_truth(path: str | os.PathLike) -> tuple[dict[int, str], dict[str, str]]:
     """Ground-truth records (list or JSONL) as ``(by_row, by_id)`` maps of GT text (spec §1).
 
-    The text is the first non-empty of ``body``, ``text``, ``answer``, ``gt``; the id is ``qid``/``id``
-    (indexed both as written and, when all digits, as ``Q<n>``).
-
     Raises:
         DataError: unreadable file, bad JSON, a record that is not an object, a GT text that is not a string.
     """
@@ -223,18 +203,10 @@ def load_tasks(
     image_root: str | os.PathLike | None = None,
     gt_path: str | os.PathLike | None = None,
 ) -> list[Task]:
-    """Load the benchmark tasks (spec §1).
+    """Load the benchmark tasks (spec §1) from ``quiz.json`` (JSON list) or ``*.jsonl``, in file order.
 
-    Args:
-        tasks_path: ``quiz.json`` (JSON list) or ``*.jsonl``.
-        image_root: folder that relative image paths are resolved against (default: the tasks file's folder).
-        gt_path: optional ground-truth file (list or JSONL); a missing file raises.
-
-    Returns:
-        Tasks in file order. Ids: an all-digit id becomes ``Q<id>``; a missing id becomes ``Q<row>``; the
-        k-th repeat of an id becomes ``<id>_<k>``. The set is ``research``/``daily`` when given explicitly
-        (``set``/``split``/``regime``), else research when the id number (or the row, for a non-canonical
-        id) is below 100. Ground truth is matched by row index first, then by the raw id.
+    Ids: all-digit -> ``Q<id>``, missing -> ``Q<row>``, k-th repeat -> ``<id>_<k>``. Set: explicit, else research
+    when the id number (or row) is below 100. Ground truth matched by row index first, then by raw id.
 
     Raises:
         DataError: unreadable or invalid file, a row that is not an object, a field of the wrong type,
@@ -299,11 +271,7 @@ def load_tasks(
 
 # ----------------------------------------------------------------------------------------------- profiles
 def report_profile(task: Task) -> str:
-    """Scoring profile of a task (spec §1 ``determine_report_type``).
-
-    ``research`` for set research/academic; for set daily ``daily_easy``/``daily_hard`` by difficulty, else
-    ``daily_medium``; with no set, ``research`` if the id number is below 100, else ``daily_medium``.
-    """
+    """Scoring profile of a task (spec §1 ``determine_report_type``): research, or daily_easy/medium/hard by difficulty."""
     task_set = (task.set or "").strip().lower()
     diff = (task.difficulty or "").strip().lower()
     if task_set in ("research", "academic"):
@@ -317,11 +285,7 @@ def report_profile(task: Task) -> str:
 
 
 def normalize_report_type(report_type: str) -> str:
-    """Map a free-form profile name onto one of :data:`PROFILES` (the scorer's normalisation).
-
-    ``research*``/``academic``/``publishable``/``top_conference``/``deep`` -> research; names holding
-    ``daily_easy``/``daily_hard`` (or exactly ``easy``/``hard``) -> those; anything else -> daily_medium.
-    """
+    """Map a free-form profile name onto one of :data:`PROFILES` (the scorer's normalisation; default daily_medium)."""
     rt = (report_type or "").strip().lower().replace("-", "_").replace(" ", "_")
     if rt.startswith("research_") or rt in {"research", "academic", "publishable", "top_conference", "deep"}:
         return "research"

@@ -1,16 +1,9 @@
 """TRACE, Trustworthy Retrieval-Aligned Citation Evaluation (spec §5): EVI from audited claim-URL pairs,
 and ``TRACE = 0.6*EVI + 0.4*VEF`` (VEF in :mod:`mmir.benchmarks.mmdr.vef`).
 
-Per pair (§5.3): fetch the evidence (:func:`mmir.benchmarks.mmdr.fetch.fetch_evidence`), ask the evidence judge
-(temperature 0.1; excerpt <= 9,000 characters, rules <= 1,400) for ``support_strength``,
-``hallucination_prob``, ``inversion_prob``, ``chain_sound_prob`` and ``source_category``; then
-
-* ``s = clamp01(support_strength * depth_score)``; a failed fetch of a non-prohibited domain gets
-  ``s = max(s, 0.18)`` (spec §10.14); ``supported = s >= tau`` (0.55 research, 0.45 daily);
-* direct images and local files are **skipped**: not judged, excluded from every text statistic, kept
-  for MOSAIC.
-
-Over the n non-skipped pairs (§5.4)::
+Per pair (§5.3): ``s = clamp01(support_strength * depth_score)``, floor 0.18 for a failed non-prohibited
+fetch (spec §10.14), ``supported = s >= tau`` (0.55 research, 0.45 daily); direct images and local files
+are skipped (kept for MOSAIC). Over the n non-skipped pairs (§5.4)::
 
     E_con = (sum w_i s_i / sum w_i) * (1 - eta * violation_rate)            (w = relevance weight)
     E_cov = (1/Q_key) * sum_{key, not image-dependent} min(1, s_i/tau)      (prohibited pairs add 0)
@@ -18,8 +11,7 @@ Over the n non-skipped pairs (§5.4)::
     E_div = H_norm * min(1, (m_auth + 0.5*(m_acc - m_auth)) / 3)
     EVI   = 100 * softmax(ln[0.40, 0.25, 0.25, 0.10] + v_evidence + h) . (E_con, E_cov, E_fid, E_div)
 
-Degenerate branches: no pairs -> every E and EVI 0; every pair skipped -> E_con = E_cov = E_div = 0,
-**E_fid = 1**, EVI = 0 (the Con 0 / Cov 0 / Fid 100 reference rows).
+No pairs: everything 0; every pair skipped: E_fid = 1, the rest and EVI 0.
 """
 
 from __future__ import annotations
@@ -69,13 +61,8 @@ class TraceConfig:
         max_pairs: claim-URL pairs audited per report (40).
         tau_research, tau_daily: support threshold tau (0.55 / 0.45).
         fetch_failure_floor: support floor of a failed, non-prohibited fetch (0.18).
-        eta: violation penalty in E_con (1.0).
-        prior: (Con, Cov, Fid, Div) prior of the softmax (0.40, 0.25, 0.25, 0.10); ``prior_log_eps`` 1e-9.
         h_*: the heuristics: Con += 1.0 and Div -= 0.8 when violation_rate > 0.05; Cov += 0.8 when
             Q_key >= 3 and E_cov < 0.4; Fid += 0.8 when mean halluc > 0.25 or mean inversion > 0.15.
-        m_star: saturation of the source-count factor of E_div (3).
-        lambda_vef: VEF share of TRACE (0.4).
-        excerpt_chars, rules_chars: judge input limits (9,000 / 1,400); temperature: 0.1.
         pair_fallback: judge values used when a reply is unusable (0.35 / 0.25 / 0.10 / 0.45, unknown).
         schemes: URL schemes read from reports (add ``"mmir"`` for offline corpora).
         keep_sentence_urls: keep ``sentence_urls`` on pairs (paper reading; code drops them).
@@ -126,11 +113,7 @@ class PairJudgement:
 
 
 def parse_pair_judgement(obj: Mapping[str, Any] | None, call: CallRecord | None = None, cfg: TraceConfig = TraceConfig()) -> PairJudgement:
-    """Pair judgement from a parsed reply (spec §5.3).
-
-    ``None`` -> the fixed fallback (recorded on ``call``). A missing or non-numeric value becomes 0.0
-    (the code's default), an unknown category becomes ``"unknown"``; both are recorded on ``call``.
-    """
+    """Pair judgement from a parsed reply (spec §5.3); ``None`` -> the fallback, missing values 0.0 (recorded on ``call``)."""
     if obj is None:
         if call is not None:
             call.use_fallback("unparseable or empty reply")
@@ -166,15 +149,8 @@ def judge_pair(judge: Judge, claim: str, url: str, excerpt: str, rules: str, cfg
 class AuditedPair:
     """A claim-URL pair after fetching and judging (one entry of ``<qid>.golden.json``'s ``claims``).
 
-    Attributes:
-        claim, url, citation_id, relevance_weight, is_key_claim, depends_on_image: from extraction.
-        domain, source_category: the source and its category (judge's, else domain rules).
-        support_strength: ``s`` after the depth multiplier and the fetch-failure floor.
-        supported_by_source: ``s >= tau``.
-        hallucination_prob, inversion_prob, chain_sound_prob: judge values (0 for skipped pairs).
-        depth_score, evidence_meta: from :func:`~mmir.benchmarks.mmdr.fetch.fetch_evidence`.
-        skip_text_evidence: direct image / local file: excluded from the E_* statistics.
-        judge_fallback: the judge reply was replaced by the fallback.
+    ``support_strength`` is ``s`` after the depth multiplier and fetch-failure floor; ``skip_text_evidence``
+    pairs are excluded from the E_* statistics.
     """
 
     claim: str
@@ -251,14 +227,7 @@ def audit_pair(
 # ------------------------------------------------------------------------------------------- components
 @dataclass
 class EvidenceScores:
-    """E components and EVI of one report.
-
-    Attributes:
-        E_con, E_cov, E_fid, E_div: components in [0, 1].
-        score: EVI on 0-100, unrounded (``evi`` = rounded to 3 dp, the stored value).
-        weights: ``{"w_con", "w_cov", "w_fid", "w_div"}``.
-        stats: counts and intermediate values; ``stats["reason"]`` names a degenerate branch.
-    """
+    """E components in [0, 1] and EVI of one report (``score`` unrounded 0-100, ``evi`` rounded to 3 dp)."""
 
     E_con: float
     E_cov: float
@@ -284,13 +253,7 @@ def evidence_components(
     v_evidence: Sequence[float] = (0.0, 0.0, 0.0, 0.0),
     cfg: TraceConfig = TraceConfig(),
 ) -> EvidenceScores:
-    """E_con, E_cov, E_fid, E_div and EVI from audited pairs (spec §5.4); no LLM call.
-
-    Args:
-        audited: all audited pairs (skipped ones are excluded here).
-        profile: scoring profile (sets tau).
-        v_evidence: the controller's (Con, Cov, Fid, Div) logit shifts.
-    """
+    """E_con, E_cov, E_fid, E_div and EVI from audited pairs (spec §5.4); no LLM call."""
     profile = normalize_report_type(profile)
     if not audited:
         return EvidenceScores(0.0, 0.0, 0.0, 0.0, 0.0, _prior_weights(cfg),
@@ -357,12 +320,7 @@ def evidence_components(
 # ------------------------------------------------------------------------------------------- orchestration
 @dataclass
 class EvidenceResult:
-    """EVI of one report with everything needed for the golden file and MOSAIC.
-
-    Attributes:
-        scores: :class:`EvidenceScores`; audited: every audited pair (skipped included);
-        raw_pairs: extraction output before de-duplication; controller: its output.
-    """
+    """EVI of one report with everything needed for the golden file and MOSAIC."""
 
     scores: EvidenceScores
     audited: list[AuditedPair]
@@ -400,11 +358,7 @@ def run_evidence(
     controller_cfg: ControllerConfig = ControllerConfig(),
     context: Mapping[str, Any] | None = None,
 ) -> EvidenceResult:
-    """EVI for one report (spec §5.1-5.4): extract pairs, fetch, judge the non-skipped ones, call the
-    controller (unless ``controller`` is given) and compute the components.
-
-    The controller is called even when there are no pairs, as in the code (its output is then unused).
-    """
+    """EVI for one report (spec §5.1-5.4); the controller is called even with no pairs, as in the code."""
     profile = normalize_report_type(profile)
     raw, pairs = extract_claim_pairs(report, cfg.max_pairs, schemes=cfg.schemes, keep_sentence_urls=cfg.keep_sentence_urls)
     patience = fetch_cfg.patience_for(profile)

@@ -1,16 +1,8 @@
-"""VEF, Visual Evidence Fidelity (spec §5.5): a pass/fail check of the report against the task's
-textualised visual ground truth. VEF is 0 or 100 per task and enters TRACE with weight 0.4.
+"""VEF, Visual Evidence Fidelity (spec §5.5): pass/fail (100 / 0) of the report against the textualised visual
+ground truth; enters TRACE with weight 0.4.
 
-* No ground truth: VEF = 0, no call.
-* The judge sees the task **text only** (no title), the ground truth and the **entire** report
-  (untruncated), and returns ``{score, reason, verdict}``; segment ``DAILY`` for daily profiles, else
-  ``ACADEMIC``. The task's local images are attached before the prompt when ``attach_images`` (the
-  published code does this on Gemini only).
-* Code threshold (default): ``VEF = 100 if int(raw score) >= 6 else 0``; the judge's verdict is ignored
-  (spec §10.4). ``strict=True`` (the paper's reading) also requires verdict PASS.
-* An unparseable reply gives raw score 0, hence FAIL, and is a recorded fallback.
-
-Our prompt fixes the raw scale to 0-10 and states that identity errors force a score below 6.
+No ground truth: 0, no call. Code threshold (default): ``100 if int(raw score) >= 6``, verdict ignored (spec
+§10.4); ``strict=True`` also requires PASS. An unparseable reply is raw 0 (a recorded fallback).
 """
 
 from __future__ import annotations
@@ -34,10 +26,8 @@ class VEFConfig:
 
     Attributes:
         threshold: pass at raw score >= 6 (0-10 scale).
-        pass_score, fail_score: exported values (100 / 0).
         temperature: ``judge_temperature`` (0.1 in the code; the README's example uses 0.2).
         strict: also require verdict == PASS (paper reading; off for parity).
-        attach_images: attach the task's local images (needs a vision judge).
     """
 
     threshold: int = 6
@@ -50,14 +40,7 @@ class VEFConfig:
 
 @dataclass
 class VEFResult:
-    """VEF outcome of one task.
-
-    Attributes:
-        score: 100 (pass) or 0 (fail or no GT).
-        raw_score: the judge's integer score (0 when unparseable or no GT), stored for audit only.
-        verdict: judge verdict upper-cased (``"FAIL"`` forced below the threshold), ``"N/A"`` without GT.
-        has_gt: the task had ground truth; fallback_used: the reply was unusable.
-    """
+    """VEF outcome of one task: ``score`` 100/0, ``raw_score`` (audit only), ``verdict`` (``"N/A"`` without GT)."""
 
     score: float
     raw_score: int
@@ -108,16 +91,7 @@ def run_vef(
     cfg: VEFConfig = VEFConfig(),
     context: Mapping[str, Any] | None = None,
 ) -> VEFResult:
-    """VEF for one task (spec §5.5).
-
-    Args:
-        question: the task **text** (without its title).
-        ground_truth: textualised visual GT; empty -> VEF 0 with no call.
-        report: the entire report (not truncated).
-        profile: scoring profile (sets the segment).
-        images: the task's images; only local paths that exist are attached (when ``cfg.attach_images``).
-        load_image: optional loader for image entries (default: read local files).
-    """
+    """VEF for one task (spec §5.5): the task text (no title), the GT and the entire report go to the judge."""
     if not (ground_truth or "").strip():
         return VEFResult(cfg.fail_score, 0, "N/A", "no ground truth", False)
     blobs: list[bytes] = []

@@ -26,13 +26,9 @@ class Generation:
 
     Attributes:
         texts: ``n`` completions, in order.
-        prompt_tokens: prompt tokens as reported by the backend (``None`` if it reports none).
-        completion_tokens: completion tokens, summed over the ``n`` completions (``None`` if unreported).
+        prompt_tokens, completion_tokens: as reported (completion summed over ``n``; ``None`` if unreported).
         latency_s: wall time of the call, retries and back-off included.
-        retries: attempts beyond the first.
-        finish_reasons: one per completion (``"stop"``, ``"length"``, ...; ``None`` if unreported).
         retry_reasons: why each retry happened (``"timeout"``, ``"http 429"``, ...), in order.
-        model: model name reported by the backend, if any.
     """
 
     texts: list[str]
@@ -77,11 +73,7 @@ def is_empty_text(text: Any) -> bool:
 
 # ------------------------------------------------------------------------------------------------- base
 class Backend(abc.ABC):
-    """One text generator. Subclasses implement :meth:`_generate`; :meth:`generate` validates, times,
-    logs and records usage (``self.usage``, a :class:`~mmir.llm.accounting.Usage`).
-
-    Class attribute ``name`` is the backend kind (``"openai"``, ``"llama_cpp"``, ``"transformers"``).
-    """
+    """One text generator: subclasses implement :meth:`_generate`; ``name`` is the backend kind."""
 
     name: str = "backend"
     max_concurrency: int = 1
@@ -117,14 +109,7 @@ class Backend(abc.ABC):
         seed: int | None = None,
         n: int = 1,
     ) -> Generation:
-        """Generate ``n`` completions for ``messages``.
-
-        Args:
-            messages: chat messages (see the module docstring for the part types).
-            temperature: 0 = greedy.
-            max_tokens: completion length limit per completion.
-            seed: sampling seed, passed to the backend where it supports one.
-            n: number of completions.
+        """Generate ``n`` completions for ``messages`` (``temperature`` 0 = greedy).
 
         Returns:
             A :class:`Generation` with ``len(texts) == n``, every text non-empty.
@@ -150,17 +135,11 @@ class Backend(abc.ABC):
         return gen
 
     def generate_many(self, requests: Sequence[Any], *, return_failures: bool = False) -> list[Any]:
-        """Run several requests concurrently (at most ``self.max_concurrency`` at a time), keeping order.
+        """Run several requests concurrently (at most ``self.max_concurrency``), in request order.
 
         Args:
-            requests: each either a list of messages or a dict ``{"messages": ..., "temperature": ...,
-                "max_tokens": ..., "seed": ..., "n": ...}``.
-            return_failures: when True, a failed request yields its :class:`GenerationFailure` in place of
-                a :class:`Generation`; when False the first failure (in request order) is raised after all
-                requests have finished.
-
-        Returns:
-            One :class:`Generation` (or failure, see above) per request, in request order.
+            requests: lists of messages or dicts of :meth:`generate` arguments.
+            return_failures: yield each :class:`GenerationFailure` in place; else raise the first after all finish.
 
         Raises:
             GenerationFailure: see ``return_failures``.

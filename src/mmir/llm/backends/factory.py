@@ -21,14 +21,8 @@ BACKENDS: dict[str, type[Backend]] = {
 
 
 def make_backend(cfg: Mapping[str, Any]) -> Backend:
-    """Build a backend from a config dict.
-
-    ``cfg["backend"]`` is ``"openai"``, ``"llama_cpp"`` or ``"transformers"``; the other keys are that
-    class's constructor arguments, plus an optional ``prices: {prompt_per_token, completion_per_token}``
-    for cost accounting. Example::
-
-        make_backend({"backend": "openai", "model": "gpt-4o", "api_key_env": "OPENAI_API_KEY",
-                      "max_concurrency": 8})
+    """Build a backend from a config dict: ``backend`` (``openai``/``llama_cpp``/``transformers``), its constructor
+    arguments, and optional ``prices: {prompt_per_token, completion_per_token}``.
 
     Raises:
         ConfigError: unknown backend, unknown or missing keys (named in the message).
