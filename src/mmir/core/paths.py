@@ -16,6 +16,8 @@ use these functions, so the layout is defined once.
     results/m2rag/<dataset>/<domain>/<source>/<strategy>/  answers, evaluations, summary.json, pages/*.html
     results/mmdr/<dataset>/<domain>/{tasks,reports,run}/  MMDR tasks, baseline reports, the scored run
     results/tables/mmdr/                              MMDR leaderboard export (task scores, leaderboard, manifest)
+    results/tables/<name>.tex                         LaTeX export of each markdown table
+    results/report/{index.html,lineage.json,tables.tex}   the self-contained HTML report, its lineage, all tables in LaTeX
     results/tracking/<task>.json                      MLflow run ids of the last invocation
 
 Systems come before domains so that one system's outputs form one directory (a DVC output per system).
@@ -65,6 +67,10 @@ TABLE_SIGNIFICANCE = "results/tables/{task}.significance.json"
 REPRODUCTION_MD = "results/tables/reproduction.md"
 REPRODUCTION_CSV = "results/tables/reproduction.csv"
 TRACKING = "results/tracking/{task}.json"
+TABLE_TEX = "results/tables/{name}.tex"
+REPORT_HTML = "results/report/index.html"
+REPORT_LINEAGE = "results/report/lineage.json"
+REPORT_LATEX = "results/report/tables.tex"
 
 
 def prepared(dataset: str, domain: str, name: str) -> str:

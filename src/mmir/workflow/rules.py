@@ -49,6 +49,8 @@ class Rule:
         params: ``(config, wildcards) -> the config slice`` (JSON-like).
         run: the step, called with the :class:`Job`.
         directories: names in ``output`` that are directories.
+        extra_output: ``config -> {name: path}``: outputs whose number depends on the config (the report's LaTeX
+            files, one per table), added to ``output`` (no wildcards).
     """
 
     name: str
@@ -57,12 +59,17 @@ class Rule:
     params: Callable[[dict, W], dict[str, Any]]
     run: Callable[[Job], Any]
     directories: tuple[str, ...] = field(default=())
+    extra_output: Callable[[dict], dict[str, str]] | None = None
+
+    def outputs(self, config: dict) -> dict[str, str]:
+        """``output`` plus the config's :attr:`extra_output`."""
+        return {**self.output, **(self.extra_output(config) if self.extra_output is not None else {})}
 
     def job(self, config: dict, wildcards: W) -> Job:
         """The job of these wildcards (outputs formatted; inputs and params from the config)."""
         w = dict(wildcards)
         try:
-            out = {k: p.format(**w) for k, p in self.output.items()}
+            out = {k: p.format(**w) for k, p in self.outputs(config).items()}
         except KeyError as e:
             raise ConfigError("<wildcards>", f"rule {self.name} needs the wildcard {e.args[0]!r}") from e
         return Job(self.name, w, self.input(config, w), out, self.params(config, w))
@@ -104,6 +111,16 @@ def params(name: str):
 
     def deco(fn):
         RULES[name] = _replace(RULES[name], params=fn)
+        return fn
+
+    return deco
+
+
+def extra_outputs(name: str):
+    """Decorator: the config-dependent outputs of rule ``name`` (:attr:`Rule.extra_output`)."""
+
+    def deco(fn):
+        RULES[name] = _replace(RULES[name], extra_output=fn)
         return fn
 
     return deco
@@ -476,6 +493,43 @@ def _reproduction_params(config, w):
             "presets": {n: s.get("preset") for n, s in config["systems"].items()},
             "datasets": {n: d.get("repo_id") for n, d in config["datasets"].items()},
             "measure": config["evaluation"]["primary_measure"], "mlflow": config["mlflow"]}
+
+
+@rule("report_html", {"html": paths.REPORT_HTML, "lineage": paths.REPORT_LINEAGE, "latex": paths.REPORT_LATEX,
+                      "tracking": paths.TRACKING.replace("{task}", "report")})
+def _report_html(job: Job):
+    from mmir.workflow.report import report_step
+
+    o = job.output
+    tex = {k: v for k, v in o.items() if k.startswith("tex_")}
+    return report_step(job.params, list(job.input["files"]), list(job.input["prepared"]), o["html"], o["lineage"],
+                       o["latex"], tex, o["tracking"])
+
+
+@extra_outputs("report_html")
+def _report_html_tex(config):
+    from mmir.workflow.report import tex_outputs
+
+    return tex_outputs(config)
+
+
+@inputs("report_html")
+def _report_html_inputs(config, w):
+    """Every table, figure and MLflow record of the families the config runs, and the prepare reports (lineage)."""
+    from mmir.workflow.report import report_files
+    from mmir.workflow.targets import family_targets
+
+    return {"files": report_files(config), "prepared": family_targets(config, "prepare")}
+
+
+#: The config the report reads: what the lineage names (data, models, generators, prompts of the stages) and MLflow.
+REPORT_KEYS = ("datasets", "systems", "generators", "captioners", "reformulators", "ablations", "rag", "m2rag", "mmdr",
+               "mlflow")
+
+
+@params("report_html")
+def _report_html_params(config, w):
+    return {k: config.get(k) for k in REPORT_KEYS}
 
 
 def table_notes(config: dict, task: str) -> list[str]:
