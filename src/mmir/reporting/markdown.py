@@ -3,8 +3,8 @@ LaTeX export).
 
 Every ``results/tables/<name>.md`` is CommonMark with GFM pipe tables: a title (``#``), sections (``##`` per dataset
 or benchmark), notes as paragraphs, tables, and footnotes that start with a marker (``†``, ``‡``). markdown-it-py
-parses it; raw HTML in the text is never passed through (``html=False``: it is escaped) and images are not parsed
-(a report must not load anything).
+parses it; raw HTML in the text is never passed through (``html=False``: it is escaped), and images, links and
+autolinks are not parsed (their syntax stays text: a report loads and points to nothing outside itself).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ NOTE_MARKERS = ("†", "‡", "*")
 
 
 def parser() -> MarkdownIt:
-    """CommonMark + pipe tables, raw HTML escaped, images off (their syntax stays text)."""
-    return MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
+    """CommonMark + pipe tables, raw HTML escaped, images and links off (their syntax stays text)."""
+    return MarkdownIt("commonmark", {"html": False}).enable("table").disable(["image", "link", "autolink"])
 
 
 def plain_text(children: list[Token] | None) -> str:
