@@ -24,7 +24,7 @@ from mmir.core.io import write_json, write_text
 from mmir.reporting import html as H
 from mmir.reporting import latex as L
 from mmir.reporting.ablation import ablation_frame, write_ablation
-from mmir.reporting.lineage import lineage, prompt_library, safe_url
+from mmir.reporting.lineage import prompt_library, safe_url
 from mmir.reporting.markdown import parse_tables
 from mmir.workflow import steps
 from mmir.workflow.report import report_step

@@ -136,5 +136,6 @@ def family_targets(config: dict, family: str, *, dataset: str | None = None, tas
 
 
 def all_targets(config: dict) -> list[str]:
-    """Every table and MLflow record the config asks for, and the report of them all (Snakemake's default target)."""
-    return [t for f in ("task", "ablations", "rag", "m2rag", "mmdr", "reproduction", "report") for t in family_targets(config, f)]
+    """Every table and MLflow record the config asks for, and the report of them all (Snakemake's default target): the
+    targets of every family but ``prepare`` and ``captions`` (their files are inputs of the others)."""
+    return [t for f in FAMILIES if f not in ("prepare", "captions") for t in family_targets(config, f)]
