@@ -92,6 +92,10 @@ def test_the_report_page_holds_every_task_table_cell(workflow_dir):
     wd, _ = workflow_dir
     page = (wd / "results/report/index.html").read_text(encoding="utf-8")
     assert external_references(page) == [] and "Lineage of the numbers" in page
+    parent = json.loads((wd / "results/tracking/task1.json").read_text())["parent"]
+    lineage = json.loads((wd / "results/report/lineage.json").read_text())
+    assert lineage["tables"]["task1"]["mlflow_parent"] == parent and lineage["tables"]["task1"]["code_commit"]
+    assert f"computed by code commit <code>{lineage['tables']['task1']['code_commit']}</code>" in page
 
     class Cells(HTMLParser):
         def __init__(self):

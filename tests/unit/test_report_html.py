@@ -174,7 +174,8 @@ def test_group_tables_by_name(results):
 def test_page_is_self_contained_and_escaped(page, results):
     tmp, out, _, counts = page
     text = out["html"].read_text(encoding="utf-8")
-    assert counts == {"tables": 3, "figures": 2, "csv": 3, "latex_tables": 8, "html_bytes": len(text.encode())}
+    assert counts == {"tables": 3, "figures": 2, "csv": 3, "latex_tables": 8, "html_bytes": len(text.encode()),
+                      "tables_with_commit": 0}
     assert H.external_references(text) == []
     assert "<script>" not in text and "&lt;script&gt;alert(" in text  # the system name, escaped in md and CSV alike
     imgs = re.findall(r'<img src="data:image/png;base64,([^"]+)"', text)

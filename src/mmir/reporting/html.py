@@ -171,9 +171,19 @@ def _values(columns: list[str], rows: list[list[str]], column: str) -> list[str]
     return list(dict.fromkeys(r[i] for r in rows if i < len(r) and r[i]))
 
 
-def table_context(t: ReportTable) -> dict[str, Any]:
+def mlflow_parent(t: ReportTable) -> str | None:
+    """The MLflow parent run id in the table's ``results/tracking/<name>.json``, or None."""
+    if t.tracking is None:
+        return None
+    try:
+        return json.loads(t.tracking.read_text(encoding="utf-8")).get("parent")
+    except (OSError, ValueError):
+        return None
+
+
+def table_context(t: ReportTable, commit: str | None = None) -> dict[str, Any]:
     """What the template shows of one table (title, markdown HTML, CSV cells, figures, sources with their sha256,
-    the MLflow parent run, the datasets and systems its rows name)."""
+    the MLflow parent run and ``commit``, the code commit that computed it, the datasets and systems its rows name)."""
     from markupsafe import Markup
 
     title, body = (None, "")
@@ -184,18 +194,13 @@ def table_context(t: ReportTable) -> dict[str, Any]:
         if text.startswith("stage family") or text.startswith("note\n"):
             note = text.strip()
     columns, rows = read_csv(t.csv) if t.csv is not None else ([], [])
-    run = None
-    if t.tracking is not None:
-        try:
-            run = json.loads(t.tracking.read_text(encoding="utf-8")).get("parent")
-        except (OSError, ValueError):
-            run = None
+    run = mlflow_parent(t)
     sources = [{"path": str(p), "sha256": sha256(p)} for p in (t.md, t.csv, t.significance, *t.figures) if p is not None]
     return {"name": t.name, "anchor": f"table-{_slug(t.name)}", "title": title or LABELS.get(t.name, t.name),
             "nav": LABELS.get(t.name, title or t.name), "body": Markup(body), "note": note,
             "csv": {"columns": columns, "rows": rows, "file": str(t.csv) if t.csv else None},
             "figures": [{"name": f.name, "path": str(f), "uri": data_uri(f)} for f in t.figures],
-            "sources": sources, "mlflow_parent": run,
+            "sources": sources, "mlflow_parent": run, "commit": commit,
             "datasets": _values(columns, rows, "dataset"),
             "systems": _values(columns, rows, "system") or _values(columns, rows, "setting")}
 
@@ -210,17 +215,18 @@ def environment():
 
 
 def render_report(tables: Sequence[ReportTable], lineage: Mapping[str, Any], title: str = "mmir results",
-                  latex: Sequence[str] = ()) -> str:
-    """The page's HTML (see the module docstring). ``latex``: the LaTeX files exported beside the tables, listed."""
-    ctx = [table_context(t) for t in tables]
+                  latex: Sequence[str] = (), commits: Mapping[str, str] | None = None) -> str:
+    """The page's HTML (see the module docstring). ``latex``: the LaTeX files exported beside the tables, listed;
+    ``commits``: ``{table name: code commit that computed it}`` (its MLflow run's tag), where known."""
+    ctx = [table_context(t, (commits or {}).get(t.name)) for t in tables]
     return environment().get_template("report.html.j2").render(title=title, tables=ctx, lineage=lineage,
                                                                latex=list(latex))
 
 
 def write_report(tables: Sequence[ReportTable], lineage: Mapping[str, Any], out_html: str | Path,
-                 title: str = "mmir results", latex: Sequence[str] = ()) -> int:
-    """Render and write the page atomically; returns its size in bytes."""
-    html = render_report(tables, lineage, title, latex)
+                 title: str = "mmir results", latex: Sequence[str] = (), commits: Mapping[str, str] | None = None) -> int:
+    """Render and write the page atomically (:func:`render_report`); returns its size in bytes."""
+    html = render_report(tables, lineage, title, latex, commits)
     write_text(out_html, html)
     return len(html.encode("utf-8"))
 
@@ -239,5 +245,5 @@ def external_references(html: str) -> list[str]:
     return found
 
 
-__all__ = ["ReportTable", "data_uri", "external_references", "group_tables", "read_csv", "render_markdown",
+__all__ = ["ReportTable", "data_uri", "external_references", "group_tables", "mlflow_parent", "read_csv", "render_markdown",
            "render_report", "table_context", "write_report"]

@@ -63,12 +63,12 @@ def report_step(config: Mapping[str, Any], files: Sequence[str | Path], prepared
         tex: ``{name: results/tables/<name>.tex}`` for the markdown tables (from :func:`tex_outputs`).
 
     Returns:
-        Counts: tables, figures, csv files, latex tables, html bytes.
+        Counts: tables, figures, csv files, latex tables, html bytes, tables whose computing commit MLflow gave.
 
     Raises:
         FileNotFoundError: an input file is missing; ValueError: a figure of a type the page cannot embed.
     """
-    from mmir.reporting.html import group_tables, write_report
+    from mmir.reporting.html import group_tables, mlflow_parent, write_report
     from mmir.reporting.latex import latex_document, markdown_to_latex
     from mmir.reporting.lineage import lineage
     from mmir.reporting.markdown import parse_tables, title
@@ -91,14 +91,23 @@ def report_step(config: Mapping[str, Any], files: Sequence[str | Path], prepared
         write_text(p, f"% {Path(p).name}: no markdown table among the report's inputs\n")
     write_text(out_latex, latex_document(fragments, "mmir tables"))
     lin = lineage(config, prepared)
-    write_json(out_lineage, {**lin, "inputs": [str(f) for f in files]})
     latex_files = [str(p) for p in tex.values()] + [str(out_latex)]
-    size = write_report(tables, lin, out_html, "mmir results", latex_files)
+    parents = {t.name: mlflow_parent(t) for t in tables if mlflow_parent(t)}
+    commits = {}
+    if parents and config.get("mlflow") is not None:
+        from mmir.tracking import run_commits
+
+        by_run = run_commits(dict(config), list(parents.values()))
+        commits = {n: by_run[r] for n, r in parents.items() if r in by_run}
+    lin["tables"] = {t.name: {"mlflow_parent": parents.get(t.name), "code_commit": commits.get(t.name)} for t in tables}
+    size = write_report(tables, lin, out_html, "mmir results", latex_files, commits)
+    write_json(out_lineage, {**lin, "inputs": [str(f) for f in files]})
     counts = {"tables": len(tables), "figures": sum(len(t.figures) for t in tables),
-              "csv": sum(t.csv is not None for t in tables), "latex_tables": n_latex, "html_bytes": size}
+              "csv": sum(t.csv is not None for t in tables), "latex_tables": n_latex, "html_bytes": size,
+              "tables_with_commit": len(commits)}
     log.info("read %d files (%d tables: %s; %d figures; %d prepare.json); wrote %s (%d bytes), %s, %s and %d LaTeX "
-             "files (%d tables)%s", len(files), len(tables), ", ".join(t.name for t in tables) or "none",
-             counts["figures"], len(prepared), out_html, size, out_lineage, out_latex, len(tex), n_latex,
+             "files (%d tables); %d of %d tables name the commit that computed them (MLflow)%s", len(files), len(tables), ", ".join(t.name for t in tables) or "none",
+             counts["figures"], len(prepared), out_html, size, out_lineage, out_latex, len(tex), n_latex, len(commits), len(tables),
              f"; skipped (no markdown: figures or CSV only in the page, no LaTeX): {', '.join(skipped)}" if skipped else "")
     if missing:
         log.warning("no markdown for %d declared LaTeX files (a note was written): %s", len(missing), ", ".join(missing))
