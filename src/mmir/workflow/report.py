@@ -106,8 +106,9 @@ def report_step(config: Mapping[str, Any], files: Sequence[str | Path], prepared
               "csv": sum(t.csv is not None for t in tables), "latex_tables": n_latex, "html_bytes": size,
               "tables_with_commit": len(commits)}
     log.info("read %d files (%d tables: %s; %d figures; %d prepare.json); wrote %s (%d bytes), %s, %s and %d LaTeX "
-             "files (%d tables); %d of %d tables name the commit that computed them (MLflow)%s", len(files), len(tables), ", ".join(t.name for t in tables) or "none",
-             counts["figures"], len(prepared), out_html, size, out_lineage, out_latex, len(tex), n_latex, len(commits), len(tables),
+             "files (%d tables); %d of %d tables name the commit that computed them (MLflow)%s", len(files), len(tables),
+             ", ".join(t.name for t in tables) or "none", counts["figures"], len(prepared), out_html, size, out_lineage,
+             out_latex, len(tex), n_latex, len(commits), len(tables),
              f"; skipped (no markdown: figures or CSV only in the page, no LaTeX): {', '.join(skipped)}" if skipped else "")
     if missing:
         log.warning("no markdown for %d declared LaTeX files (a note was written): %s", len(missing), ", ".join(missing))
