@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -101,6 +102,31 @@ def _experiment(config: dict, project_dir: Path) -> str:
     if exp.tags.get(EXPERIMENT_KIND) != kind[EXPERIMENT_KIND]:
         mlflow.MlflowClient().set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND, kind[EXPERIMENT_KIND])
     return exp.experiment_id
+
+
+def run_commits(config: dict, run_ids: list[str], project_dir: str | Path = ".") -> dict[str, str]:
+    """``{run id: its git_commit tag}`` of MLflow runs of this store (runs not found, or without the tag, are left
+    out; a store that cannot be read gives ``{}``, logged as a warning)."""
+    if not run_ids:
+        return {}
+    try:
+        import mlflow
+
+        mlflow.set_tracking_uri(tracking_uri(config, project_dir))
+        client = mlflow.MlflowClient()
+        out = {}
+        for rid in run_ids:
+            try:
+                commit = client.get_run(rid).data.tags.get("git_commit")
+            except mlflow.exceptions.MlflowException:
+                continue
+            if commit:
+                out[rid] = commit
+        return out
+    except Exception as exc:  # the report still builds; the table then names no commit of its own
+        logging.getLogger("mmir.tracking").warning("could not read the MLflow runs' commits from %s: %s",
+                                                   redact(tracking_uri(config, project_dir)), exc)
+        return {}
 
 
 def log_units(config: dict, stage: str, params: dict, units: list[dict], project_dir: str | Path = ".") -> dict:

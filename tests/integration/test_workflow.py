@@ -81,6 +81,54 @@ def test_workflow_metrics_match_independent_computation(workflow_dir):
     assert "524 documents, 107 topics" in log
 
 
+def test_the_report_page_holds_every_task_table_cell(workflow_dir):
+    """The default target ends with the report: one self-contained page whose folded CSV tables equal the CSVs cell for
+    cell, and a LaTeX file per table."""
+    import csv
+    from html.parser import HTMLParser
+
+    from mmir.reporting.html import external_references
+
+    wd, _ = workflow_dir
+    page = (wd / "results/report/index.html").read_text(encoding="utf-8")
+    assert external_references(page) == [] and "Lineage of the numbers" in page
+    parent = json.loads((wd / "results/tracking/task1.json").read_text())["parent"]
+    lineage = json.loads((wd / "results/report/lineage.json").read_text())
+    assert lineage["tables"]["task1"]["mlflow_parent"] == parent and lineage["tables"]["task1"]["code_commit"]
+    assert f"computed by code commit <code>{lineage['tables']['task1']['code_commit']}</code>" in page
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.on, self.cell = [], False, None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "table":
+                self.on = dict(attrs).get("data-csv") == "task1"
+            elif self.on and tag == "tr":
+                self.rows.append([])
+            elif self.on and tag in ("td", "th"):
+                self.cell = ""
+
+        def handle_endtag(self, tag):
+            if self.on and tag in ("td", "th"):
+                self.rows[-1].append(self.cell.strip())
+                self.cell = None
+            elif tag == "table":
+                self.on = False
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell += data
+
+    p = Cells()
+    p.feed(page)
+    with open(wd / "results/tables/task1.csv", newline="", encoding="utf-8") as f:
+        assert p.rows == list(csv.reader(f))
+    assert r"\begin{tabular}" in (wd / "results/tables/task1.tex").read_text()
+    assert "read " in (wd / "logs/report_html.log").read_text()
+
+
 def test_mlflow_has_parent_and_a_child_per_unit(workflow_dir):
     wd, _ = workflow_dir
     ids = json.loads((wd / "results/tracking/task1.json").read_text())
@@ -102,8 +150,8 @@ def test_rerun_does_nothing_and_bm25_change_reruns_only_bm25(workflow_dir):
         proc = _snakemake(wd, "-n")
         out = proc.stdout + proc.stderr
         jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
-        assert jobs == {"retrieve": "1", "score": "1", "report": "1", "track": "1", "reproduction": "1", "all": "1",
-                        "total": "6"}, out[-3000:]
+        assert jobs == {"retrieve": "1", "score": "1", "report": "1", "track": "1", "reproduction": "1", "report_html": "1",
+                        "all": "1", "total": "7"}, out[-3000:]
         assert "results/runs/task1/openstax/bm25/statistics.trec" in out
         assert "results/runs/task1/openstax/minilm" not in out  # no dense retrieval (or encoding) job
     finally:

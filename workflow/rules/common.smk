@@ -36,9 +36,9 @@ def spec_params(name):
 
 
 def spec_output(name):
-    """The rule's named outputs (directories marked as such)."""
+    """The rule's named outputs (directories marked as such; config-dependent ones included)."""
     r = R.RULES[name]
-    return {k: directory(v) if k in r.directories else v for k, v in r.output.items()}
+    return {k: directory(v) if k in r.directories else v for k, v in r.output_patterns(config).items()}
 
 
 def system_kind(w):

@@ -1,5 +1,6 @@
 # report: the paper-style table per task (intervals, tests against the baseline); track: MLflow parent + child runs for
-# this invocation; reproduction: the expected scores (expected/*.yaml) checked against every table of this run.
+# this invocation; reproduction: the expected scores (expected/*.yaml) checked against every table of this run;
+# report_html: every table of the config on one self-contained HTML page with the lineage of its numbers, and LaTeX.
 
 
 rule report:
@@ -52,5 +53,23 @@ rule reproduction:
         mem_mb=1000,
     params:
         slice=spec_params("reproduction"),
+    script:
+        "../scripts/step.py"
+
+
+rule report_html:
+    input:
+        unpack(spec_input("report_html")),
+    output:
+        **spec_output("report_html"),
+    log:
+        "logs/report_html.log",
+    benchmark:
+        "benchmarks/report_html.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+    params:
+        slice=spec_params("report_html"),
     script:
         "../scripts/step.py"

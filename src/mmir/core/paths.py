@@ -16,6 +16,8 @@ use these functions, so the layout is defined once.
     results/m2rag/<dataset>/<domain>/<source>/<strategy>/  answers, evaluations, summary.json, pages/*.html
     results/mmdr/<dataset>/<domain>/{tasks,reports,run}/  MMDR tasks, baseline reports, the scored run
     results/tables/mmdr/                              MMDR leaderboard export (task scores, leaderboard, manifest)
+    results/tables/<name>.tex                         LaTeX export of each markdown table
+    results/report/{index.html,lineage.json,tables.tex}   the self-contained HTML report, its lineage, all tables in LaTeX
     results/tracking/<task>.json                      MLflow run ids of the last invocation
     results/essentiality/<dataset>/<domain>/labels.{parquet,json}   image essentiality and type labels (+ counts)
     results/tables/essentiality.{md,csv}, results/plots/essentiality.{png,csv}   scores by essentiality / image type
@@ -75,6 +77,10 @@ ESSENTIALITY_MD = "results/tables/essentiality.md"
 ESSENTIALITY_CSV = "results/tables/essentiality.csv"
 ESSENTIALITY_PLOT = "results/plots/essentiality.png"
 ESSENTIALITY_PLOT_DATA = "results/plots/essentiality.csv"
+TABLE_TEX = "results/tables/{name}.tex"
+REPORT_HTML = "results/report/index.html"
+REPORT_LINEAGE = "results/report/lineage.json"
+REPORT_LATEX = "results/report/tables.tex"
 
 
 def prepared(dataset: str, domain: str, name: str) -> str:

@@ -51,6 +51,8 @@ class Rule:
         directories: names in ``output`` that are directories.
         retry_from: for a stage that calls an LLM, where it writes ``llm_failures`` (a pattern over the output
             names, e.g. ``"{reports}/summary.json"``): the params then carry :func:`retry_token`.
+        extra_output: ``config -> {name: path}``: outputs whose number depends on the config (the report's LaTeX
+            files, one per table), added to ``output`` (no wildcards).
     """
 
     name: str
@@ -60,11 +62,16 @@ class Rule:
     run: Callable[[Job], Any]
     directories: tuple[str, ...] = field(default=())
     retry_from: str | None = None
+    extra_output: Callable[[dict], dict[str, str]] | None = None
 
-    def outputs(self, wildcards: W) -> dict[str, str]:
+    def output_patterns(self, config: dict) -> dict[str, str]:
+        """``output`` plus the config's :attr:`extra_output` (patterns with ``{wildcards}``)."""
+        return {**self.output, **(self.extra_output(config) if self.extra_output is not None else {})}
+
+    def outputs(self, config: dict, wildcards: W) -> dict[str, str]:
         """The output paths of these wildcards (ConfigError naming a missing wildcard)."""
         try:
-            return {k: p.format(**wildcards) for k, p in self.output.items()}
+            return {k: p.format(**wildcards) for k, p in self.output_patterns(config).items()}
         except KeyError as e:
             raise ConfigError("<wildcards>", f"rule {self.name} needs the wildcard {e.args[0]!r}") from e
 
@@ -73,12 +80,12 @@ class Rule:
         p = self.params(config, wildcards)
         if self.retry_from is None:
             return p
-        return p | {"retry": retry_token(self.retry_from.format(**self.outputs(wildcards)))}
+        return p | {"retry": retry_token(self.retry_from.format(**self.outputs(config, wildcards)))}
 
     def job(self, config: dict, wildcards: W) -> Job:
         """The job of these wildcards (outputs formatted; inputs and params from the config)."""
         w = dict(wildcards)
-        return Job(self.name, w, self.input(config, w), self.outputs(w), self.slice(config, w))
+        return Job(self.name, w, self.input(config, w), self.outputs(config, w), self.slice(config, w))
 
 
 def retry_token(summary: str | Path) -> str:
@@ -133,6 +140,16 @@ def params(name: str):
 
     def deco(fn):
         RULES[name] = _replace(RULES[name], params=fn)
+        return fn
+
+    return deco
+
+
+def extra_outputs(name: str):
+    """Decorator: the config-dependent outputs of rule ``name`` (:attr:`Rule.extra_output`)."""
+
+    def deco(fn):
+        RULES[name] = _replace(RULES[name], extra_output=fn)
         return fn
 
     return deco
@@ -527,6 +544,43 @@ def _reproduction_params(config, w):
             "datasets": {n: d.get("repo_id") for n, d in config["datasets"].items()},
             "samples": {n: d.get("sample") for n, d in config["datasets"].items()},
             "measure": config["evaluation"]["primary_measure"], "mlflow": config["mlflow"]}
+
+
+@rule("report_html", {"html": paths.REPORT_HTML, "lineage": paths.REPORT_LINEAGE, "latex": paths.REPORT_LATEX,
+                      "tracking": paths.TRACKING.replace("{task}", "report")})
+def _report_html(job: Job):
+    from mmir.workflow.report import report_step
+
+    o = job.output
+    tex = {k: v for k, v in o.items() if k.startswith("tex_")}
+    return report_step(job.params, list(job.input["files"]), list(job.input["prepared"]), o["html"], o["lineage"],
+                       o["latex"], tex, o["tracking"])
+
+
+@extra_outputs("report_html")
+def _report_html_tex(config):
+    from mmir.workflow.report import tex_outputs
+
+    return tex_outputs(config)
+
+
+@inputs("report_html")
+def _report_html_inputs(config, w):
+    """Every table, figure and MLflow record of the families the config runs, and the prepare reports (lineage)."""
+    from mmir.workflow.report import report_files
+    from mmir.workflow.targets import family_targets
+
+    return {"files": report_files(config), "prepared": family_targets(config, "prepare")}
+
+
+#: The config the report reads: what the lineage names (data, models, generators, prompts of the stages) and MLflow.
+REPORT_KEYS = ("datasets", "systems", "generators", "captioners", "reformulators", "ablations", "rag", "m2rag", "mmdr",
+               "mlflow")
+
+
+@params("report_html")
+def _report_html_params(config, w):
+    return {k: config.get(k) for k in REPORT_KEYS}
 
 
 def table_notes(config: dict, task: str) -> list[str]:

@@ -3,7 +3,8 @@ asks Snakemake for (``python -m mmir snakemake <family>``).
 
 Families: ``prepare`` (per dataset), ``captions``, ``task`` (per task: runs, metrics, table, MLflow),
 ``ablations``, ``rag``, ``m2rag``, ``mmdr``, ``essentiality`` (image essentiality and types, scores by class),
-``reproduction`` (expected scores vs this run's tables).
+``reproduction`` (expected scores vs this run's tables), ``report`` (the HTML page of every table, its lineage and
+the LaTeX export: last, it reads every other family's tables).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from mmir.core import paths
 from mmir.data.domains import has_multimodal, has_query_images
 from mmir.workflow import units as U
 
-FAMILIES = ("prepare", "captions", "task", "ablations", "rag", "m2rag", "mmdr", "essentiality", "reproduction")
+FAMILIES = ("prepare", "captions", "task", "ablations", "rag", "m2rag", "mmdr", "essentiality", "reproduction", "report")
 
 #: What DVC tracks of each family (dvc.yaml's outs, metrics and plots; a test keeps the two equal). ``{dataset}`` /
 #: ``{task}`` are the family's foreach key. When a config has no unit of a family these are still created (empty
@@ -36,6 +37,9 @@ FAMILY_OUTPUTS = {
     "essentiality": ["results/essentiality", "results/tables/essentiality.md", "results/tables/essentiality.csv",
                      "results/tracking/essentiality.json", "results/plots/essentiality.csv", "results/plots/essentiality.png"],
     "reproduction": ["results/tables/reproduction.md", "results/tables/reproduction.csv", "results/tracking/reproduction.json"],
+    # the page, its lineage and the all-tables LaTeX document; the per-table results/tables/<name>.tex vary with the
+    # config, so DVC tracks their combined copy (results/report/tables.tex), Snakemake each file
+    "report": ["results/report", "results/tracking/report.json"],
 }
 
 
@@ -131,9 +135,15 @@ def family_targets(config: dict, family: str, *, dataset: str | None = None, tas
     if family == "mmdr":
         return [paths.MMDR_TABLE_MD, paths.MMDR_TABLE_CSV, paths.TRACKING.format(task="mmdr")] \
             if U.mmdr_units(config) else []
+    if family == "report":
+        from mmir.workflow.report import tex_outputs
+
+        return [paths.REPORT_HTML, paths.REPORT_LINEAGE, paths.REPORT_LATEX, paths.TRACKING.format(task="report"),
+                *tex_outputs(config).values()]
     raise ValueError(f"unknown stage family {family!r}; known: {', '.join(FAMILIES)}")
 
 
 def all_targets(config: dict) -> list[str]:
-    """Every table and MLflow record the config asks for (Snakemake's default target)."""
-    return [t for f in ("task", "ablations", "rag", "m2rag", "mmdr", "essentiality", "reproduction") for t in family_targets(config, f)]
+    """Every table and MLflow record the config asks for, and the report of them all (Snakemake's default target): the
+    targets of every family but ``prepare`` and ``captions`` (their files are inputs of the others)."""
+    return [t for f in FAMILIES if f not in ("prepare", "captions") for t in family_targets(config, f)]

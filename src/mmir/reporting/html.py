@@ -1,0 +1,249 @@
+"""The report: one self-contained HTML page (``results/report/index.html``) with every table the config produced, its
+figures, its notes and the lineage of its numbers.
+
+The page loads nothing: no script, stylesheet, font or image URL; figures are embedded as ``data:`` URIs and the
+style sheet is inline. It is rendered by Jinja2 with autoescape (template ``templates/report.html.j2``): every value
+from a table or the config is escaped; the only markup passed through is markdown-it's rendering of the tables'
+markdown, which escapes raw HTML itself (:mod:`mmir.reporting.markdown`).
+
+Each table is shown twice: its markdown (title, notes, the table with its significance markers, interval tables,
+footnotes; exactly what ``<name>.md`` says) and, folded, every cell of ``<name>.csv`` as written.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmir.core.io import write_text
+from mmir.reporting.markdown import parser, plain_text
+
+#: The order of the known tables on the page; any other table follows, by name.
+ORDER = ("task1", "task2", "task3", "task4", "caption_ablation", "reformulation_ablation", "rag", "m2rag", "mmdr",
+         "essentiality", "reproduction")
+#: What the navigation calls the known tables when their markdown has no title.
+LABELS = {"task1": "Task 1", "task2": "Task 2", "task3": "Task 3", "task4": "Task 4", "rag": "RAG QA", "m2rag": "M2RAG",
+          "mmdr": "MMDeepResearch-Bench", "reproduction": "Reproduction check", "essentiality": "Essentiality",
+          "caption_ablation": "Caption ablation", "reformulation_ablation": "Reformulation ablation"}
+IMAGE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+_SUFFIXES = (".significance.json", ".metrics.json", ".md", ".csv", ".tex")
+
+
+@dataclass
+class ReportTable:
+    """The files of one table: ``results/tables/<name>.{md,csv,significance.json}``, its figures
+    (``results/plots/<name>*.png``) and its MLflow record (``results/tracking/<name>.json``)."""
+
+    name: str
+    md: Path | None = None
+    csv: Path | None = None
+    significance: Path | None = None
+    tracking: Path | None = None
+    figures: list[Path] = field(default_factory=list)
+
+
+def _stem(path: Path) -> str:
+    n = path.name
+    for s in _SUFFIXES:
+        if n.endswith(s):
+            return n[: -len(s)]
+    return path.stem
+
+
+def group_tables(files: Sequence[str | Path]) -> list[ReportTable]:
+    """The tables among ``files`` (the report rule's inputs), in :data:`ORDER`, then by name.
+
+    A file belongs to table ``<name>`` by its name: ``results/tables/<name>.md`` / ``.csv`` / ``.significance.json``,
+    ``results/tracking/<name>.json``, a figure ``results/plots/<name>.png`` or ``<name>_<anything>.png`` (plot data
+    CSVs are left out: the figure shows them). A table needs its ``.md`` or its ``.csv``; figures of no table
+    become a table of their own (figures only). Other files are ignored.
+    """
+    tables: dict[str, ReportTable] = {}
+    figures: list[Path] = []
+    tracking: dict[str, Path] = {}
+    for f in map(Path, files):
+        parent = f.parent.name
+        if parent == "tables" and f.name.endswith((".md", ".csv", ".significance.json")):
+            t = tables.setdefault(_stem(f), ReportTable(_stem(f)))
+            kind = "significance" if f.name.endswith(".significance.json") else f.suffix[1:]
+            setattr(t, kind, f)
+        elif parent == "plots" and f.suffix.lower() in IMAGE_TYPES:
+            figures.append(f)
+        elif parent == "tracking" and f.suffix == ".json":
+            tracking[f.stem] = f
+    for fig in figures:
+        owner = next((n for n in sorted(tables, key=len, reverse=True) if fig.stem == n or fig.stem.startswith(n + "_")), None)
+        if owner is None:
+            owner = fig.stem.split("_")[0] if fig.stem.split("_")[0] in tables else fig.stem
+            tables.setdefault(owner, ReportTable(owner))
+        tables[owner].figures.append(fig)
+    for name, t in tables.items():
+        t.tracking = tracking.get(name)
+    rank = {n: i for i, n in enumerate(ORDER)}
+    return sorted(tables.values(), key=lambda t: (rank.get(t.name, len(ORDER)), t.name))
+
+
+def data_uri(path: str | Path) -> str:
+    """The file as a ``data:`` URI (base64), typed by its suffix.
+
+    Raises:
+        ValueError: not an image type of :data:`IMAGE_TYPES`.
+    """
+    p = Path(path)
+    kind = IMAGE_TYPES.get(p.suffix.lower())
+    if kind is None:
+        raise ValueError(f"{p}: not an image the report can embed ({', '.join(IMAGE_TYPES)})")
+    return f"data:{kind};base64," + base64.b64encode(p.read_bytes()).decode("ascii")
+
+
+def sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
+
+
+def render_markdown(text: str, name: str) -> tuple[str | None, str]:
+    """``(title, html)`` of a table's markdown: the first level-1 heading is the title (left out of the HTML), the
+    other headings move one level down (the page's sections are ``h2``), each table gets ``class="md-table"``,
+    ``data-table=<name>``, ``data-section=<its nearest heading>`` and ``data-index`` (0-based), inside a scrolling
+    ``div``. Raw HTML in the markdown is escaped, image syntax stays text."""
+    md = parser()
+    tokens = md.parse(text)
+    title, section, index, out = None, "", 0, []
+    skip = 0
+    for i, t in enumerate(tokens):
+        if skip:
+            skip -= 1
+            continue
+        if t.type == "heading_open":
+            txt = plain_text(tokens[i + 1].children)
+            if t.tag == "h1" and title is None:
+                title, skip = txt, 2
+                continue
+            section = txt
+            level = min(int(t.tag[1]) + 1, 6)
+            t.tag = f"h{level}"
+            tokens[i + 2].tag = f"h{level}"
+            t.attrSet("id", f"{_slug(name)}-{_slug(txt)}-{i}")
+        elif t.type == "table_open":
+            t.attrSet("class", "md-table")
+            t.attrSet("data-table", name)
+            t.attrSet("data-section", section)
+            t.attrSet("data-index", str(index))
+            index += 1
+        out.append(t)
+
+    def table_open(self, tokens, idx, options, env):
+        return '<div class="scroll">' + self.renderToken(tokens, idx, options, env)
+
+    def table_close(self, tokens, idx, options, env):
+        return self.renderToken(tokens, idx, options, env) + "</div>\n"
+
+    md.add_render_rule("table_open", table_open)
+    md.add_render_rule("table_close", table_close)
+    return title, md.renderer.render(out, md.options, {})
+
+
+def read_csv(path: str | Path) -> tuple[list[str], list[list[str]]]:
+    """``(columns, rows)`` of a CSV, every cell the string as written."""
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    return (rows[0], rows[1:]) if rows else ([], [])
+
+
+def _values(columns: list[str], rows: list[list[str]], column: str) -> list[str]:
+    if column not in columns:
+        return []
+    i = columns.index(column)
+    return list(dict.fromkeys(r[i] for r in rows if i < len(r) and r[i]))
+
+
+def mlflow_parent(t: ReportTable) -> str | None:
+    """The MLflow parent run id in the table's ``results/tracking/<name>.json``, or None."""
+    if t.tracking is None:
+        return None
+    try:
+        return json.loads(t.tracking.read_text(encoding="utf-8")).get("parent")
+    except (OSError, ValueError):
+        return None
+
+
+def table_context(t: ReportTable, commit: str | None = None) -> dict[str, Any]:
+    """What the template shows of one table (title, markdown HTML, CSV cells, figures, sources with their sha256,
+    the MLflow parent run and ``commit``, the code commit that computed it, the datasets and systems its rows name)."""
+    from markupsafe import Markup
+
+    title, body = (None, "")
+    note = None
+    if t.md is not None:
+        text = t.md.read_text(encoding="utf-8")
+        title, body = render_markdown(text, t.name)
+        if text.startswith("stage family") or text.startswith("note\n"):
+            note = text.strip()
+    columns, rows = read_csv(t.csv) if t.csv is not None else ([], [])
+    run = mlflow_parent(t)
+    sources = [{"path": str(p), "sha256": sha256(p)} for p in (t.md, t.csv, t.significance, *t.figures) if p is not None]
+    return {"name": t.name, "anchor": f"table-{_slug(t.name)}", "title": title or LABELS.get(t.name, t.name),
+            "nav": LABELS.get(t.name, title or t.name), "body": Markup(body), "note": note,
+            "csv": {"columns": columns, "rows": rows, "file": str(t.csv) if t.csv else None},
+            "figures": [{"name": f.name, "path": str(f), "uri": data_uri(f)} for f in t.figures],
+            "sources": sources, "mlflow_parent": run, "commit": commit,
+            "datasets": _values(columns, rows, "dataset"),
+            "systems": _values(columns, rows, "system") or _values(columns, rows, "setting")}
+
+
+def environment():
+    """The Jinja2 environment of the report templates (autoescape on for ``.html`` / ``.j2``, undefined is an error)."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    return Environment(loader=PackageLoader("mmir.reporting", "templates"), undefined=StrictUndefined,
+                       autoescape=select_autoescape(enabled_extensions=("html", "j2"), default_for_string=True,
+                                                    default=True), trim_blocks=True, lstrip_blocks=True)
+
+
+def render_report(tables: Sequence[ReportTable], lineage: Mapping[str, Any], title: str = "mmir results",
+                  latex: Sequence[str] = (), commits: Mapping[str, str] | None = None) -> str:
+    """The page's HTML (see the module docstring). ``latex``: the LaTeX files exported beside the tables, listed;
+    ``commits``: ``{table name: code commit that computed it}`` (its MLflow run's tag), where known."""
+    ctx = [table_context(t, (commits or {}).get(t.name)) for t in tables]
+    return environment().get_template("report.html.j2").render(title=title, tables=ctx, lineage=lineage,
+                                                               latex=list(latex))
+
+
+def write_report(tables: Sequence[ReportTable], lineage: Mapping[str, Any], out_html: str | Path,
+                 title: str = "mmir results", latex: Sequence[str] = (), commits: Mapping[str, str] | None = None) -> int:
+    """Render and write the page atomically (:func:`render_report`); returns its size in bytes."""
+    html = render_report(tables, lineage, title, latex, commits)
+    write_text(out_html, html)
+    return len(html.encode("utf-8"))
+
+
+def external_references(html: str) -> list[str]:
+    """Every reference in ``html`` a browser would load from elsewhere (a ``src``/``href``/``url()``/``@import`` that is
+    not a ``data:`` URI or an in-page ``#anchor``, any ``<script>``, ``<link>``, ``<iframe>``, ``<object>``, ``<embed>``):
+    empty for a self-contained page."""
+    found = []
+    for m in re.finditer(r"""\b(src|href|srcset|poster|action|formaction)\s*=\s*(["'])(.*?)\2""", html, re.I | re.S):
+        v = m.group(3).strip()
+        if not (v.startswith("data:") or v.startswith("#")):
+            found.append(m.group(0)[:120])
+    found += [m.group(0)[:120] for m in re.finditer(r"url\(\s*(?!['\"]?data:)[^)]*\)|@import[^;]*", html, re.I)]
+    found += [m.group(0) for m in re.finditer(r"<\s*(script|link|iframe|object|embed)\b", html, re.I)]
+    return found
+
+
+__all__ = ["ReportTable", "data_uri", "external_references", "group_tables", "mlflow_parent", "read_csv", "render_markdown",
+           "render_report", "table_context", "write_report"]

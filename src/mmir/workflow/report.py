@@ -1,0 +1,124 @@
+"""The ``report_html`` step: every table the config produced, as one self-contained HTML page
+(``results/report/index.html``, :mod:`mmir.reporting.html`) with the lineage of its numbers
+(``results/report/lineage.json``, :mod:`mmir.reporting.lineage`), each table's markdown exported as LaTeX
+(``results/tables/<name>.tex``, :mod:`mmir.reporting.latex`) and all of them in one compilable document
+(``results/report/tables.tex``); logged to MLflow as one run with these files as artifacts."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mmir.core.io import write_json, write_text
+
+log = logging.getLogger("mmir.workflow.report")
+
+#: Families whose outputs are not tables (or are the report itself).
+NOT_TABLES = ("prepare", "captions", "report")
+
+
+def report_files(config: dict) -> list[str]:
+    """The report's inputs: every table (``.md``, ``.csv``, ``.significance.json``), figure (``.png``) and MLflow
+    record (``results/tracking/*.json``) of every stage family the config runs (:func:`mmir.workflow.targets.family_targets`),
+    in family order. A family added to :data:`mmir.workflow.targets.FAMILIES` is picked up as it is."""
+    from mmir.workflow.targets import FAMILIES, family_targets
+
+    out = []
+    for family in FAMILIES:
+        if family in NOT_TABLES:
+            continue
+        for t in family_targets(config, family):
+            p = Path(t)
+            if p.parent.as_posix() == "results/tables" and p.name.endswith((".md", ".csv", ".significance.json")) \
+                    or p.parent.as_posix() == "results/plots" and p.suffix == ".png" \
+                    or p.parent.as_posix() == "results/tracking" and p.suffix == ".json":
+                out.append(t)
+    return list(dict.fromkeys(out))
+
+
+def tex_outputs(config: dict) -> dict[str, str]:
+    """``{output name: results/tables/<name>.tex}``, one per markdown table among :func:`report_files`."""
+    from mmir.core import paths
+
+    out = {}
+    for f in report_files(config):
+        p = Path(f)
+        if p.parent.as_posix() == "results/tables" and p.suffix == ".md":
+            out["tex_" + "".join(c if c.isalnum() else "_" for c in p.stem)] = paths.TABLE_TEX.format(name=p.stem)
+    return out
+
+
+def report_step(config: Mapping[str, Any], files: Sequence[str | Path], prepared: Sequence[str | Path], out_html: str | Path,
+                out_lineage: str | Path, out_latex: str | Path, tex: Mapping[str, str | Path],
+                out_tracking: str | Path | None = None) -> dict[str, int]:
+    """Build the page, the lineage JSON, the LaTeX files; log them to MLflow when ``out_tracking`` is given.
+
+    Args:
+        config: the rule's slice (datasets, systems, generators, captioners, reformulators, ablations, rag, m2rag, mmdr,
+            mlflow).
+        files: :func:`report_files` of the config (tables, figures, MLflow records).
+        prepared: the ``prepare.json`` of every prepared domain (sizes and fetched revisions for the lineage).
+        tex: ``{name: results/tables/<name>.tex}`` for the markdown tables (from :func:`tex_outputs`).
+
+    Returns:
+        Counts: tables, figures, csv files, latex tables, html bytes, tables whose computing commit MLflow gave.
+
+    Raises:
+        FileNotFoundError: an input file is missing; ValueError: a figure of a type the page cannot embed.
+    """
+    from mmir.reporting.html import group_tables, mlflow_parent, write_report
+    from mmir.reporting.latex import latex_document, markdown_to_latex
+    from mmir.reporting.lineage import lineage
+    from mmir.reporting.markdown import parse_tables, title
+
+    tables = group_tables(files)
+    tex_by_stem = {Path(p).stem: Path(p) for p in tex.values()}
+    fragments, n_latex, skipped = [], 0, []
+    for t in tables:
+        if t.md is None:
+            skipped.append(t.name)
+            continue
+        text = t.md.read_text(encoding="utf-8")
+        frag = markdown_to_latex(text, t.name, str(t.md))
+        n_latex += len(parse_tables(text))
+        if t.name in tex_by_stem:
+            write_text(tex_by_stem[t.name], frag)
+        fragments.append((title(text) or t.name, frag))
+    missing = [str(p) for s, p in tex_by_stem.items() if not any(t.name == s and t.md is not None for t in tables)]
+    for p in missing:  # declared but no markdown among the inputs: say so in the file rather than leave it absent
+        write_text(p, f"% {Path(p).name}: no markdown table among the report's inputs\n")
+    write_text(out_latex, latex_document(fragments, "mmir tables"))
+    lin = lineage(config, prepared)
+    latex_files = [str(p) for p in tex.values()] + [str(out_latex)]
+    parents = {t.name: mlflow_parent(t) for t in tables if mlflow_parent(t)}
+    commits = {}
+    if parents and config.get("mlflow") is not None:
+        from mmir.tracking import run_commits
+
+        by_run = run_commits(dict(config), list(parents.values()))
+        commits = {n: by_run[r] for n, r in parents.items() if r in by_run}
+    lin["tables"] = {t.name: {"mlflow_parent": parents.get(t.name), "code_commit": commits.get(t.name)} for t in tables}
+    size = write_report(tables, lin, out_html, "mmir results", latex_files, commits)
+    write_json(out_lineage, {**lin, "inputs": [str(f) for f in files]})
+    counts = {"tables": len(tables), "figures": sum(len(t.figures) for t in tables),
+              "csv": sum(t.csv is not None for t in tables), "latex_tables": n_latex, "html_bytes": size,
+              "tables_with_commit": len(commits)}
+    log.info("read %d files (%d tables: %s; %d figures; %d prepare.json); wrote %s (%d bytes), %s, %s and %d LaTeX "
+             "files (%d tables); %d of %d tables name the commit that computed them (MLflow)%s", len(files), len(tables),
+             ", ".join(t.name for t in tables) or "none", counts["figures"], len(prepared), out_html, size, out_lineage,
+             out_latex, len(tex), n_latex, len(commits), len(tables),
+             f"; skipped (no markdown: figures or CSV only in the page, no LaTeX): {', '.join(skipped)}" if skipped else "")
+    if missing:
+        log.warning("no markdown for %d declared LaTeX files (a note was written): %s", len(missing), ", ".join(missing))
+    if out_tracking is not None:
+        from mmir.tracking import log_units, redact, tracking_uri
+
+        params = {"tables": [t.name for t in tables], "code_commit": lin["code"]["label"]}
+        ids = log_units(dict(config), "report", params,
+                        [{"name": "report/html", "tags": {"rule": "report_html"},
+                          "metrics": {k: v for k, v in counts.items()},
+                          "artifacts": [str(out_html), str(out_lineage), str(out_latex), *map(str, tex.values())]}])
+        write_json(out_tracking, {"tracking_uri": redact(tracking_uri(dict(config))), **ids, "counts": counts})
+    return counts
