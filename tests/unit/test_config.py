@@ -74,7 +74,8 @@ def test_project_params_validate_and_resolve_units(tmp_path):
     assert set(cfg["systems"]) >= {"bm25", "minilm", "clip-untrained"}
     full = load_config(PROJECT_ROOT / "params.yaml", [PROJECT_ROOT / "workflow" / "configs" / "offline-full.yaml"])
     assert "e5-small" in full["systems"] and all(d["sample"] is None for d in full["datasets"].values())
-    assert cfg["datasets"]["openstax"]["domains"] == ["statistics", "calculus-1"]
+    assert cfg["datasets"]["openstax"]["domains"] == ["statistics"]
+    assert full["datasets"]["openstax"]["domains"] == ["statistics", "calculus-1"]
 
 
 def test_domains_all_lists_local_files_and_shards(tmp_path):
