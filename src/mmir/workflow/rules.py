@@ -541,7 +541,7 @@ def _reproduction_params(config, w):
 
     return {"expected": list(config["expected"]), "grids": grids(config),
             "presets": {n: s.get("preset") for n, s in config["systems"].items()},
-            "datasets": {n: d.get("repo_id") for n, d in config["datasets"].items()},
+            "datasets": {n: d.get("repo_id") if d["source"] == "hf" else None for n, d in config["datasets"].items()},
             "samples": {n: d.get("sample") for n, d in config["datasets"].items()},
             "measure": config["evaluation"]["primary_measure"], "mlflow": config["mlflow"]}
 
