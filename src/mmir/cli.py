@@ -103,7 +103,9 @@ def cmd_expected(config, args) -> int:
         raise ConfigError("tasks", "no results/tables/<task>.metrics.json of this config's tasks yet: run the workflow first")
     doc = freeze(obs, {n: d.get("sample") for n, d in config["datasets"].items()}, benchmark=args.benchmark,
                  source=f"mmir run at commit {commit_label()}", tolerance=args.tolerance)
-    write_text(args.out, yaml.safe_dump(doc, sort_keys=False, width=140))
+    flow = [yaml.safe_dump(e, sort_keys=False, default_flow_style=True, width=1000).strip() for e in doc["entries"]]
+    write_text(args.out, yaml.safe_dump({"defaults": doc["defaults"]}, sort_keys=False, width=1000)
+               + "entries:\n" + "".join(f"  - {line}\n" for line in flow))
     print(f"wrote {args.out}: {len(doc['entries'])} expected values; add it to the config's `expected` list")
     return 0
 
