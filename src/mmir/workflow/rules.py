@@ -89,19 +89,20 @@ class Rule:
 
 
 def retry_token(summary: str | Path) -> str:
-    """``"ok"``, unless the summary JSON an LLM stage wrote last time counts failed calls (``llm_failures > 0``):
-    then ``"failed:<n>@<mtime_ns>"``, which differs from the params Snakemake recorded when that summary was
-    written, so a plain ``snakemake`` reruns the job. The generation cache never stores a failed call as final,
-    so the rerun repeats only the failed calls (the rest are cache hits), until none fail; the one rerun after
-    that finds every call cached."""
+    """``"ok"``, or ``"failed:<n>"`` when the summary JSON an LLM stage wrote last time counts ``n`` failed calls.
+
+    The token differs from the params Snakemake recorded when that summary was written, so a plain ``snakemake``
+    reruns the job; the generation cache never stores a failed call as final, so the rerun repeats only the failed
+    calls (the rest are cache hits). The job reruns while the count changes; a count that stays the same (a judge
+    that answers the same unusable reply again) stops the reruns, so an unchanged rerun still ends with nothing to
+    do; ``--forcerun <rule>`` retries again."""
     import json
 
-    f = Path(summary)
     try:
-        failures = int(json.loads(f.read_text(encoding="utf-8")).get("llm_failures") or 0)
+        failures = int(json.loads(Path(summary).read_text(encoding="utf-8")).get("llm_failures") or 0)
     except (OSError, ValueError, AttributeError):
         return "ok"  # not written yet, or unreadable: the job runs anyway
-    return f"failed:{failures}@{f.stat().st_mtime_ns}" if failures else "ok"
+    return f"failed:{failures}" if failures else "ok"
 
 
 RULES: dict[str, Rule] = {}
