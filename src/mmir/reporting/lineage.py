@@ -141,8 +141,8 @@ def prompts_lineage(used: Mapping[str, Sequence[str] | None]) -> list[dict[str, 
 
 
 def used_prompts(config: Mapping[str, Any]) -> dict[str, list[str] | None]:
-    """The prompts of the stages this config runs: the reformulators' and VLM captioners' (by name), and every
-    prompt of the RAG, M2RAG and MMDR benchmarks when those stages are configured."""
+    """The prompts of the stages this config runs: the reformulators', VLM captioners' and essentiality classifier's
+    (by name), and every prompt of the RAG, M2RAG and MMDR benchmarks when those stages are configured."""
     mm = []
     ref = (config.get("ablations") or {}).get("reformulation") or {}
     for r in ref.get("reformulators", []) if ref.get("systems") else []:
@@ -150,6 +150,9 @@ def used_prompts(config: Mapping[str, Any]) -> dict[str, list[str] | None]:
     for c in (config.get("captioners") or {}).values():
         if c and c.get("kind") == "vlm" and c.get("prompt"):
             mm.append(c["prompt"])
+    ess = config.get("essentiality")
+    if ess and not ess.get("labels"):  # the classifier's two prompts (a labels file calls no model)
+        mm += [ess["prompt"], ess["type_prompt"]]
     out: dict[str, list[str] | None] = {}
     if mm:
         out["mmbright"] = list(dict.fromkeys(mm))
