@@ -57,10 +57,11 @@ def kept_items(topics: pd.DataFrame, qrels: Mapping, excluded: Mapping, mm, s: S
         t = mm.topics.set_index("qid")
         for q in qids:
             if q in t.index:
-                docs |= {d for task in ("task2",) for d in [*mm.qrels[task].get(q, {}), *mm.excluded[task].get(q, [])]}
+                docs |= {*mm.qrels["task2"].get(q, {}), *mm.excluded["task2"].get(q, [])}
                 images |= set(t.at[q, "positive_images"]) | set(t.at[q, "negative_images"])
-    return set(qids), _with_distractors(docs, corpus_ids, s.distractors, rng), \
-        _with_distractors(images, image_paths, s.distractors, rng) if mm is not None else None
+    kept_docs = _with_distractors(docs, corpus_ids, s.distractors, rng)  # documents drawn first, then images
+    kept_images = _with_distractors(images, image_paths, s.distractors, rng) if mm is not None else None
+    return set(qids), kept_docs, kept_images
 
 
 def _with_distractors(judged: set[str], universe: list[str], n: int, rng: np.random.Generator) -> set[str]:
