@@ -39,7 +39,7 @@ def test_m2rag_three_strategies_with_the_local_llm(tmp_path):
     wd = tmp_path / "wf"
     wd.mkdir()
     (wd / "params.yaml").write_text(yaml.safe_dump(params))
-    proc = _snakemake(wd, "results/tables/m2rag.md")
+    proc = _snakemake(wd, "results/tables/m2rag.md", timeout=3600)  # three strategies of the local 0.5B: ~10 min on 2 cores
     assert proc.returncode == 0, proc.stderr[-4000:]
     base = wd / "results/m2rag/os/statistics/bm25"
 
