@@ -106,6 +106,9 @@ def test_mmdr_two_tasks_with_the_local_llm(tmp_path):
     db = sqlite3.connect(wd / "mlflow.db")
     assert db.execute("SELECT COUNT(*) FROM runs WHERE name = 'mmdr/os/statistics'").fetchone()[0] == 1
 
+    # a plain rerun asks the judge again for exactly the calls that failed (retry token of mmdr_score); after it,
     # an unchanged rerun has nothing to do
+    retried = snakemake(wd, "results/tables/mmdr.md", timeout=5400)
+    assert retried.returncode == 0, retried.stderr[-4000:]
     again = snakemake(wd, "-n", "results/tables/mmdr.md", timeout=5400)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
