@@ -414,9 +414,21 @@ COLUMNS = ["system", "column", "n", "mean", "ci_low", "ci_high", "interval", "ba
            "significant", "test_resamples", "exact"]
 
 
-def _compare(rows: list[str], domains: list[str], settings: Settings, key: Sequence[str], values, interval) -> pd.DataFrame:
-    """The loop both table functions share. ``values(row, domain) -> {qid: value}`` (what is tested, paired by
-    qid; empty when the row lacks the domain); ``interval(row, domains, rng) -> Interval`` of the cell."""
+def _compare(scores: Mapping[str, Mapping[str, Any]], settings: Settings, key: Sequence[str], per_query,
+             interval) -> pd.DataFrame:
+    """The loop both table functions share. ``per_query(row, domain) -> {qid: value}`` (what is tested, paired by
+    qid; empty when the row lacks the domain; computed once per cell); ``interval(row, domains, rng) -> Interval``."""
+    rows = list(scores)
+    if not rows:
+        return pd.DataFrame(columns=COLUMNS)
+    domains = list(dict.fromkeys(d for r in rows for d in scores[r]))
+    cache: dict[tuple[str, str], dict[str, float]] = {}
+
+    def values(r, d):
+        if (r, d) not in cache:
+            cache[r, d] = per_query(r, d)
+        return cache[r, d]
+
     s_ = settings
     base = s_.baseline if s_.baseline in rows else rows[0]
     out = []
@@ -461,23 +473,15 @@ def table_statistics(scores: Mapping[str, Mapping[str, pd.Series]], settings: Se
         One row per (system, column) with :data:`COLUMNS`; tests pair queries by qid, the Avg. interval and test
         are stratified by domain; test columns NaN for the baseline and where a test cannot run.
     """
-    rows = list(scores)
-    if not rows:
-        return pd.DataFrame(columns=COLUMNS)
-    domains = list(dict.fromkeys(d for r in rows for d in scores[r]))
-    cache: dict[tuple[str, str], dict[str, float]] = {}
-
-    def values(r, d):
-        if (r, d) not in cache:
-            s = scores[r].get(d)
-            cache[r, d] = {} if s is None else dict(zip(map(str, s.index), s.to_numpy(dtype=float)))
-        return cache[r, d]
+    def per_query(r, d):
+        s = scores[r].get(d)
+        return {} if s is None else dict(zip(map(str, s.index), s.to_numpy(dtype=float)))
 
     def interval(r, cols, rng):
         return bootstrap_interval([scores[r][d].to_numpy(dtype=float) for d in cols], confidence=settings.confidence,
                                   resamples=settings.resamples, method=settings.interval, rng=rng)
 
-    return _compare(rows, domains, settings, key, values, interval)
+    return _compare(scores, settings, key, per_query, interval)
 
 
 def judged_table_statistics(scores: Mapping[str, Mapping[str, Mapping[str, Any]]], settings: Settings,
@@ -491,28 +495,20 @@ def judged_table_statistics(scores: Mapping[str, Mapping[str, Mapping[str, Any]]
         :data:`COLUMNS`; ``mean`` is :func:`judged_estimate`, the interval :func:`two_level_interval`, the tests
         :func:`paired_test` on per-answer means.
     """
-    rows = list(scores)
-    if not rows:
-        return pd.DataFrame(columns=COLUMNS)
-    domains = list(dict.fromkeys(d for r in rows for d in scores[r]))
-    cache: dict[tuple[str, str], dict[str, float]] = {}
-
-    def values(r, d):
-        if (r, d) not in cache:
-            means = {}
-            for q, v in scores[r].get(d, {}).items():
-                v = np.asarray(v, dtype=float).ravel()
-                v = v[np.isfinite(v)]
-                if v.size:
-                    means[str(q)] = float(v.mean())
-            cache[r, d] = means
-        return cache[r, d]
+    def per_query(r, d):
+        means = {}
+        for q, v in scores[r].get(d, {}).items():
+            v = np.asarray(v, dtype=float).ravel()
+            v = v[np.isfinite(v)]
+            if v.size:
+                means[str(q)] = float(v.mean())
+        return means
 
     def interval(r, cols, rng):
         return two_level_interval([list(scores[r][d].values()) for d in cols], confidence=settings.confidence,
                                   resamples=settings.resamples, repeats=settings.repeats, rng=rng)
 
-    return _compare(rows, domains, settings, key, values, interval)
+    return _compare(scores, settings, key, per_query, interval)
 
 
 def family_size(stats: pd.DataFrame, settings: Settings) -> int:
