@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mmir.config.models.mmdr_evaluator import MAX_PAIRS
 from mmir.benchmarks.mmdr.report_parser import (
     CITATION_RE,
     URL_SCHEMES,
@@ -22,7 +23,6 @@ from mmir.benchmarks.mmdr.report_parser import (
     url_pattern,
 )
 
-MAX_PAIRS = 40
 DEDUP_CLAIM_CHARS = 180
 NO_CLAIM_TEXT = "Evidence referenced in report."
 

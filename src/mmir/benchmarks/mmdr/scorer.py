@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mmir.benchmarks.mmdr.aggregate import mosaic_gate, results_record, too_short_record
-from mmir.benchmarks.mmdr.config import MMDRConfig
+from mmir.config.models.mmdr_evaluator import MMDREvaluatorConfig
 from mmir.benchmarks.mmdr.controller import run_controller
 from mmir.benchmarks.mmdr.fetch import Fetcher
 from mmir.benchmarks.mmdr.flae import FLAEResult, run_flae
@@ -54,7 +54,7 @@ def score_task(
     judge: Judge,
     fetcher: Fetcher,
     *,
-    cfg: MMDRConfig = MMDRConfig(),
+    cfg: MMDREvaluatorConfig = MMDREvaluatorConfig(),
     rules: str | None = None,
     resolver: ImageResolver | None = None,
     golden_path: str | Path | None = None,

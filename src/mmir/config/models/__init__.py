@@ -10,7 +10,9 @@ from mmir.config.models.evaluation import (AblationsConfig, CaptionGrid, Encodin
 from mmir.config.models.generators import (Captioner, Generator, LlamaCppGenerator, OCRCaptioner, OpenAIGenerator, Prices,
                                            ReformulatorConfig, TransformersGenerator, VLMCaptioner)
 from mmir.config.models.m2rag import DevsetConfig, M2RAGConfig, SelectionConfig
-from mmir.config.models.mmdr import EvaluatorSettings, MMDRConfig
+from mmir.config.models.mmdr import MMDRConfig
+from mmir.config.models.mmdr_evaluator import (ControllerConfig, EngineConfig, FetchConfig, FLAEConfig, MMDREvaluatorConfig,
+                                               MosaicConfig, TraceConfig, VEFConfig)
 from mmir.config.models.params import Params
 from mmir.config.models.rag import RagConfig
 from mmir.config.models.resources import JobResources, ResourcesConfig
@@ -21,7 +23,7 @@ from mmir.config.parse import parse, parse_dataset, parse_params, parse_system
 
 __all__ = [
     "AblationsConfig", "BM25System", "CaptionGrid", "Captioner", "Dataset", "DenseSystem", "DevsetConfig", "EmbeddingsAPISystem",
-    "EncodingConfig", "EssentialityConfig", "EvaluationConfig", "EvaluatorSettings", "Generator", "HFTextSystem", "HubDataset",
+    "EncodingConfig", "EssentialityConfig", "EvaluationConfig", "ControllerConfig", "EngineConfig", "FetchConfig", "FLAEConfig", "MMDREvaluatorConfig", "MosaicConfig", "TraceConfig", "VEFConfig", "Generator", "HFTextSystem", "HubDataset",
     "IntegrityConfig", "JobResources", "LlamaCppGenerator", "LocalDataset", "M2RAGConfig", "MMDRConfig", "MMSystem",
     "MlflowConfig", "OCRCaptioner", "OpenAIGenerator", "Params", "PathsConfig", "Prices", "RagConfig", "ReformulationGrid",
     "ReformulatorConfig", "ResourcesConfig", "SampleConfig", "Section", "SelectionConfig", "SentenceTransformersSystem",
