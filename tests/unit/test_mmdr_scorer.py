@@ -12,12 +12,12 @@ from PIL import Image
 from scripted import ScriptedBackend
 
 from mmir.benchmarks.mmdr.aggregate import final_mmdr
-from mmir.config.models import MMDREvaluatorConfig
 from mmir.benchmarks.mmdr.export import export_leaderboard, provenance
 from mmir.benchmarks.mmdr.fetch import default_fetcher
 from mmir.benchmarks.mmdr.judge import Judge
 from mmir.benchmarks.mmdr.scorer import legacy_final, score_task
 from mmir.benchmarks.mmdr.tasks import Task
+from mmir.config.models import MMDREvaluatorConfig
 
 DOCS = {("openstax", "bio-10"): "Mitosis produces two identical daughter cells. Each has 46 chromosomes in humans.",
         ("openstax", "bio-11"): "Meiosis halves the chromosome number, producing four gametes."}

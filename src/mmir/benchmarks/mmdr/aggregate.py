@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mmir.config.models.mmdr_evaluator import MMDR_WEIGHTS, parse_weights
+from mmir.config.models.mmdr_evaluator import MMDR_WEIGHTS
 
 #: Leaderboard weights (FLAE, TRACE, MOSAIC).
 OVERALL_WEIGHTS: tuple[float, float, float] = (0.2, 0.5, 0.3)

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mmir.config.models.mmdr_evaluator import MAX_PAIRS
 from mmir.benchmarks.mmdr.report_parser import (
     CITATION_RE,
     URL_SCHEMES,
@@ -22,6 +21,7 @@ from mmir.benchmarks.mmdr.report_parser import (
     split_sentences,
     url_pattern,
 )
+from mmir.config.models.mmdr_evaluator import MAX_PAIRS
 
 DEDUP_CLAIM_CHARS = 180
 NO_CLAIM_TEXT = "Evidence referenced in report."

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmir.benchmarks.mmdr.judge import Judge, as_number, clamp01
-from mmir.llm.records import CallRecord
 from mmir.config.models.mmdr_evaluator import ControllerConfig
+from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_controller_v1"
 USES = {"flae": 0, "trace": 1}  # seed offsets of the two controller uses

@@ -28,7 +28,7 @@ from mmir.benchmarks.mmdr.report_parser import (
     tokenize_words,
 )
 from mmir.benchmarks.mmdr.sources import domain_of
-from mmir.config.models.mmdr_evaluator import CHROME_UA, FetchConfig
+from mmir.config.models.mmdr_evaluator import FetchConfig
 
 DIRECT_IMAGE_FILE = "DIRECT_IMAGE_FILE"
 

@@ -35,8 +35,8 @@ from mmir.benchmarks.mmdr.report_parser import (
     tokenize_words,
 )
 from mmir.benchmarks.mmdr.tasks import normalize_report_type
-from mmir.llm.records import CallRecord
 from mmir.config.models.mmdr_evaluator import SECTION_NAMES, FLAEConfig
+from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_flae_features_v1"
 FEATURE_KEYS = ("E", "p_analysis", "rho_connective", "rho_synthesis", "U", "O", "T", "kappa", "theta")

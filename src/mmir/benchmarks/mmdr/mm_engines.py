@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmir.benchmarks.mmdr.judge import Judge, as_number, clamp01
-from mmir.llm.parsers import JSON_ARRAY, JSON_OBJECT, YES_NO
 from mmir.config.models.mmdr_evaluator import EngineConfig
+from mmir.llm.parsers import JSON_ARRAY, JSON_OBJECT, YES_NO
 
 PROMPT_VQA = "mmdr_vqa_yesno_v1"
 PROMPT_CHART = "mmdr_chart_claims_v1"

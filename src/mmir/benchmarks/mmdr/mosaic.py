@@ -19,15 +19,13 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mmir.benchmarks.mmdr.image_resolver import ImageResolver
 from mmir.benchmarks.mmdr.judge import Judge
 from mmir.benchmarks.mmdr.mm_engines import (
-from mmir.config.models.mmdr_evaluator import MosaicConfig
-    EngineConfig,
     EngineOutput,
     YesProbability,
     decide_engine,
@@ -38,6 +36,7 @@ from mmir.config.models.mmdr_evaluator import MosaicConfig
     run_vqa,
     vqa_statement,
 )
+from mmir.config.models.mmdr_evaluator import MosaicConfig
 
 PROMPT_TYPE = "mmdr_mm_type_v1"
 MM_TYPES = ("diagram", "datachart", "ocrchart", "photo")

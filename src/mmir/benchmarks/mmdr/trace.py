@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from mmir.benchmarks.mmdr.aggregate import (
     trace_value as trace_score,  # noqa: F401  (TRACE = 0.6*EVI + 0.4*VEF)
 )
-from mmir.benchmarks.mmdr.claims import MAX_PAIRS, ClaimPair, extract_claim_pairs
+from mmir.benchmarks.mmdr.claims import ClaimPair, extract_claim_pairs
 from mmir.benchmarks.mmdr.controller import (
     ControllerConfig,
     ControllerOutput,
@@ -33,7 +33,6 @@ from mmir.benchmarks.mmdr.controller import (
 from mmir.benchmarks.mmdr.fetch import Evidence, FetchConfig, Fetcher, fetch_evidence
 from mmir.benchmarks.mmdr.flae import harmonic_mean, softmax
 from mmir.benchmarks.mmdr.judge import Judge, as_number, clamp01
-from mmir.benchmarks.mmdr.report_parser import URL_SCHEMES
 from mmir.benchmarks.mmdr.sources import (
     CATEGORIES,
     classify_source,
@@ -41,8 +40,8 @@ from mmir.benchmarks.mmdr.sources import (
     is_prohibited,
 )
 from mmir.benchmarks.mmdr.tasks import normalize_report_type
-from mmir.llm.records import CallRecord
 from mmir.config.models.mmdr_evaluator import TraceConfig
+from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_evidence_pair_v1"
 PAIR_KEYS = ("support_strength", "hallucination_prob", "inversion_prob", "chain_sound_prob")

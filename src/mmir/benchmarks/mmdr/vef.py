@@ -15,8 +15,8 @@ from typing import Any
 
 from mmir.benchmarks.mmdr.judge import Judge, as_number
 from mmir.benchmarks.mmdr.tasks import normalize_report_type
-from mmir.llm.records import CallRecord
 from mmir.config.models.mmdr_evaluator import VEFConfig
+from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_vef_v1"
 

@@ -31,7 +31,8 @@ class MMDRConfig(Section):
     report_max_tokens: int = Field(700, ge=1, description="reply limit of each report")
     posthoc_citations: bool = Field(True, description="add post-hoc citations to the model's uncited sentences (best-covering source "
                                     "by stemmed word overlap; Figure i / image cues -> the figure), counted apart")
-    posthoc_min_overlap: Number = Field(0.3, ge=0, le=1, description="share of a sentence's content words a source must contain to be attached")
+    posthoc_min_overlap: Number = Field(0.3, ge=0, le=1, description="share of a sentence's content words a source must contain to "
+                                        "be attached")
     report_temperature: Number = Field(0.0, ge=0, description="0 = greedy (the spec's agents use 0.7)")
     judge_max_tokens: int = Field(512, ge=1, description="judge output limit per call (the spec's judges: 4096)")
     judge_images: Literal["text", "image"] = Field(
