@@ -27,6 +27,9 @@ class Section(BaseModel):
 
     #: keys this model refuses with a reason (e.g. a setting of another backend), besides :data:`NO_KEYS`
     refused: ClassVar[dict[str, str]] = {}
+    #: None: :func:`fill` writes every field; else only the fields given and these (constants that would flood the
+    #: filled config, and the MLflow params made from it, stay in the typed object)
+    filled: ClassVar[frozenset[str] | None] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -48,10 +51,13 @@ def fill(model: BaseModel) -> Any:
     """``model`` as the JSON-like dict :func:`mmir.config.validate_config` returns: every default written, except
     ``unset`` fields the user did not give."""
     out = {}
+    only = getattr(model, "filled", None)
     for name, field in type(model).model_fields.items():
         value = getattr(model, name)
         extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
         if value is None and extra.get("x-unset") and name not in model.model_fields_set:
+            continue
+        if only is not None and name not in only and name not in model.model_fields_set:
             continue
         out[name] = _fill_value(value)
     return out
