@@ -2,7 +2,7 @@
 definition, one default and one line of documentation; workflow/schemas/params.schema.yaml is generated from
 :class:`Params` (``python -m mmir.config.schema --write``). Parse a dict with :mod:`mmir.config.parse`."""
 
-from mmir.config.models.base import Section, fill
+from mmir.config.models.base import Section, default_of, fill
 from mmir.config.models.datasets import Dataset, HubDataset, IntegrityConfig, LocalDataset, SampleConfig, TrecDataset
 from mmir.config.models.essentiality import EssentialityConfig
 from mmir.config.models.evaluation import (
@@ -53,7 +53,7 @@ from mmir.config.models.systems import (
 from mmir.config.parse import parse, parse_dataset, parse_params, parse_system
 
 __all__ = [
-    "AblationsConfig", "BM25System", "Captioner", "CaptionGrid", "ControllerConfig", "Dataset", "DenseSystem", "DevsetConfig",
+    "AblationsConfig", "BM25System", "Captioner", "CaptionGrid", "ControllerConfig", "Dataset", "default_of", "DenseSystem", "DevsetConfig",
     "EmbeddingsAPISystem", "EncodingConfig", "EngineConfig", "EssentialityConfig", "EvaluationConfig", "FetchConfig", "fill",
     "FLAEConfig", "Generator", "HFTextSystem", "HubDataset", "IntegrityConfig", "JobResources", "LlamaCppGenerator",
     "LocalDataset", "M2RAGConfig", "MlflowConfig", "MMDRConfig", "MMDREvaluatorConfig", "MMSystem", "MosaicConfig",

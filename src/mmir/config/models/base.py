@@ -42,6 +42,11 @@ class Section(BaseModel):
         return data
 
 
+def default_of(model: type[BaseModel], field: str) -> Any:
+    """The default of ``model.field``: for a library function's keyword default that must equal the config's."""
+    return model.model_fields[field].get_default(call_default_factory=True)
+
+
 def unset(description: str, **kw: Any) -> Any:
     """A field with no default in params.yaml: ``None`` when not given, and then left out of the filled dict."""
     return Field(None, description=description, json_schema_extra={"x-unset": True}, **kw)
