@@ -70,8 +70,6 @@ def fill(model: BaseModel) -> Any:
 
 def _fill_value(value: Any) -> Any:
     if isinstance(value, BaseModel):
-        if type(value).model_config.get("extra") == "allow":
-            return {**fill(value), **{k: _fill_value(v) for k, v in (value.model_extra or {}).items()}}
         return fill(value)
     if isinstance(value, dict):
         return {k: _fill_value(v) for k, v in value.items()}
