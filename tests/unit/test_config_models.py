@@ -129,3 +129,41 @@ def test_models_are_frozen_and_refuse_unknown_keys():
     with pytest.raises(Exception, match="frozen"):
         p.evaluation.top_k = 10
     assert isinstance(p, Params) and p.evaluation.top_k == 1000 and p.measures[0] == "nDCG@10"
+
+
+G = {"generators": {"g": {"backend": "llama_cpp"}}}
+
+
+@pytest.mark.parametrize("mutate, key", [  # the keys the jsonschema validation named before the models (same cases)
+    (lambda c: c["systems"]["bm25"].update(model="m"), "systems.bm25.model"),
+    (lambda c: c["systems"].update(d={"kind": "dense", "model": "m", "approximate": "lsh"}), "systems.d.approximate"),
+    (lambda c: c["systems"].update(m={"encoder": "x"}), "systems.m.kind"),
+    (lambda c: c["systems"].update({"a b": {"kind": "bm25"}}), "systems.a b"),
+    (lambda c: c["datasets"]["t"].pop("source"), "datasets.t.source"),
+    (lambda c: c["datasets"].update(v={"source": "trec"}), "datasets.v.root"),
+    (lambda c: c["datasets"].update(v={"source": "trec", "root": "r", "domains": ["a", "b"]}), "datasets.v.domains"),
+    (lambda c: c["datasets"]["t"].update(domains=["a b"]), "datasets.t.domains.0"),
+    (lambda c: c["datasets"]["t"].update(sample={"queries": 0}), "datasets.t.sample.queries"),
+    (lambda c: c["datasets"]["t"].update(integrity={"missing_gold": "ignore"}), "datasets.t.integrity.missing_gold"),
+    (lambda c: c.update(tasks=[]), "tasks"),
+    (lambda c: c.update(captioners={"c": {"kind": "ocr", "generator": "g"}}), "captioners.c.generator"),
+    (lambda c: c.update(generators={"g": {"model": "m"}}), "generators.g.backend"),
+    (lambda c: c.update(G, rag={"generator": "g", "judge": "g", "settings": ["topk"]}), "rag.settings.0"),
+    (lambda c: c.update(G, m2rag={"generator": "g", "judge": "g", "strategies": []}), "m2rag.strategies"),
+    (lambda c: c.update(G, m2rag={"generator": "g", "judge": "g", "devset": {"levels": [1]}}), "m2rag.devset.path"),
+    (lambda c: c.update(G, mmdr={"generator": "g", "judge": "g", "image_text": ["x"]}), "mmdr.image_text.0"),
+    (lambda c: c.update(G, mmdr={"generator": "g", "judge": "g", "evaluator": {"flae": {"temperature": -1}}}),
+     "mmdr.evaluator.flae.temperature"),
+    (lambda c: c.update(G, essentiality={"task": "task1"}), "essentiality.task"),
+    (lambda c: c.update(resources={"encode": {"threads": 0}}), "resources.encode.threads"),
+    (lambda c: c["systems"]["bm25"].update(resources={"gpus": 1}), "systems.bm25.resources.gpus"),
+    (lambda c: c.update(significance={"alpha": 1}), "significance.alpha"),
+    (lambda c: c.update(expected="x"), "expected"),
+    (lambda c: c.update(foo=1), "foo"),
+])
+def test_schema_errors_name_the_same_keys_as_before(mutate, key):
+    cfg = copy.deepcopy(BASE)
+    mutate(cfg)
+    with pytest.raises(ConfigError) as exc:
+        fill_config(cfg, "params.yaml")
+    assert exc.value.key == key
