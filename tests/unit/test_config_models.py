@@ -134,7 +134,7 @@ def test_models_are_frozen_and_refuse_unknown_keys():
 G = {"generators": {"g": {"backend": "llama_cpp"}}}
 
 
-@pytest.mark.parametrize("mutate, key", [  # the keys the jsonschema validation named before the models (same cases)
+@pytest.mark.parametrize("mutate, key", [  # the keys the jsonschema validation named (systems.<bad name>: more precise now)
     (lambda c: c["systems"]["bm25"].update(model="m"), "systems.bm25.model"),
     (lambda c: c["systems"].update(d={"kind": "dense", "model": "m", "approximate": "lsh"}), "systems.d.approximate"),
     (lambda c: c["systems"].update(m={"encoder": "x"}), "systems.m.kind"),
