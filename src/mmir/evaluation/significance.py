@@ -19,81 +19,27 @@ does not depend on its table's other cells. README: "Significance and the reprod
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pandas as pd
 
-TESTS = ("permutation", "bootstrap")
-CORRECTIONS = ("holm", "bh", "none")
-INTERVALS = ("percentile", "bca")
-FAMILIES = ("column", "table")
+from mmir.config.models import SignificanceConfig
+
+TESTS, CORRECTIONS, INTERVALS, FAMILIES = (get_args(SignificanceConfig.model_fields[k].annotation)
+                                           for k in ("test", "correction", "interval", "family"))
+_DEFAULT = SignificanceConfig()  # keyword defaults below = the config's
 AVG = "Avg."
 _MAX_CELLS = 4_000_000  # floats per resampling block (bounds memory: ~32 MB)
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The ``significance`` config section (defaults = ``workflow/schemas/params.schema.yaml``).
-
-    Attributes:
-        baseline: system every other row is tested against; None = the first system of each table.
-        test: ``permutation`` (sign flips) or ``bootstrap`` (shift method).
-        correction: ``holm`` (FWER), ``bh`` (Benjamini-Hochberg FDR) or ``none``.
-        alpha: significance level of the markers (corrected p < alpha).
-        resamples: random sign patterns / bootstrap resamples per test and interval.
-        interval: ``percentile`` or ``bca``.
-        family: what one correction covers: ``column`` (one domain or Avg. column) or ``table`` (one dataset's table).
-        repeats: judged scores: ``one`` judging drawn per resampled answer, or ``all`` (judgings resampled).
-    """
-
-    baseline: str | None = None
-    test: str = "permutation"
-    correction: str = "holm"
-    alpha: float = 0.05
-    resamples: int = 10000
-    seed: int = 0
-    confidence: float = 0.95
-    interval: str = "percentile"
-    family: str = "column"
-    repeats: str = "one"
-
-    def __post_init__(self):
-        for name, allowed in (("test", TESTS), ("correction", CORRECTIONS), ("interval", INTERVALS),
-                              ("family", FAMILIES), ("repeats", ("one", "all"))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"significance.{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
-        if not 0 < self.alpha < 1 or not 0 < self.confidence < 1:
-            raise ValueError("significance.alpha and significance.confidence must lie strictly between 0 and 1")
-        if self.resamples < 1:
-            raise ValueError("significance.resamples must be >= 1")
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None) -> Settings:
-        """Settings from a config slice (unknown keys ignored, missing keys at their defaults).
-
-        Raises:
-            ValueError: a value outside its allowed set.
-        """
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (cfg or {}).items() if k in names})
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def describe_test(self) -> str:
-        """One phrase naming the test, e.g. for a table footnote."""
-        return ("two-sided paired randomization test (sign flips of the per-query differences)" if self.test == "permutation"
-                else "two-sided paired bootstrap test (shift method)")
-
-    def describe_correction(self) -> str:
-        return {"holm": "Holm-corrected", "bh": "Benjamini-Hochberg-corrected", "none": "uncorrected"}[self.correction]
+#: the ``significance`` config section (:class:`mmir.config.models.SignificanceConfig`), under its old name
+Settings = SignificanceConfig
 
 
 def rng_for(seed: int, *key: object) -> np.random.Generator:
@@ -124,11 +70,6 @@ def _paired_strata(a: Any, b: Any) -> list[np.ndarray]:
     return [x - y for x, y in zip(sa, sb)]
 
 
-def macro_mean(strata: Any) -> float:
-    """Mean over strata of each stratum's mean (the tables' Avg.); a 1-D array is one stratum."""
-    return float(np.mean([s.mean() for s in _as_strata(strata)]))
-
-
 def _reaches(t: np.ndarray, observed: float) -> np.ndarray:
     """|t| >= |observed|, with a relative tolerance for equal statistics computed in another order."""
     return np.abs(t) >= abs(observed) - 1e-12 * max(1.0, abs(observed))
@@ -154,7 +95,7 @@ class TestResult:
     exact: bool
 
 
-def sign_flip_test(a: Any, b: Any, *, resamples: int = 10000, rng: np.random.Generator | None = None) -> TestResult:
+def sign_flip_test(a: Any, b: Any, *, resamples: int = _DEFAULT.resamples, rng: np.random.Generator | None = None) -> TestResult:
     """Two-sided paired randomization test of mean(a - b) = 0, stratified when given strata (Fisher; module docstring).
 
     Args:
@@ -200,7 +141,7 @@ def _stratified_bootstrap_means(strata: list[np.ndarray], resamples: int, rng: n
     return out / len(strata)
 
 
-def paired_bootstrap_test(a: Any, b: Any, *, resamples: int = 10000, rng: np.random.Generator | None = None) -> TestResult:
+def paired_bootstrap_test(a: Any, b: Any, *, resamples: int = _DEFAULT.resamples, rng: np.random.Generator | None = None) -> TestResult:
     """Two-sided paired bootstrap test of mean(a - b) = 0 (shift method, Efron & Tibshirani 1993 §16.4; stratified).
 
     Args and raises as :func:`sign_flip_test`; ``p = (1 + #{|T*| >= |T|}) / (resamples + 1)``.
@@ -214,7 +155,7 @@ def paired_bootstrap_test(a: Any, b: Any, *, resamples: int = 10000, rng: np.ran
     return TestResult(observed, (1 + int(_reaches(t, observed).sum())) / (resamples + 1), "bootstrap", resamples, False)
 
 
-def paired_test(a: Any, b: Any, *, test: str = "permutation", resamples: int = 10000,
+def paired_test(a: Any, b: Any, *, test: str = _DEFAULT.test, resamples: int = _DEFAULT.resamples,
                 rng: np.random.Generator | None = None) -> TestResult:
     """:func:`sign_flip_test` (``test="permutation"``) or :func:`paired_bootstrap_test` (``"bootstrap"``).
 
@@ -244,8 +185,8 @@ def _percentile(t: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def bootstrap_interval(x: Any, *, confidence: float = 0.95, resamples: int = 10000, method: str = "percentile",
-                       rng: np.random.Generator | None = None) -> Interval:
+def bootstrap_interval(x: Any, *, confidence: float = _DEFAULT.confidence, resamples: int = _DEFAULT.resamples,
+                       method: str = _DEFAULT.interval, rng: np.random.Generator | None = None) -> Interval:
     """Bootstrap confidence interval of a mean, or of the macro mean over strata (domains resampled separately).
 
     Args:
@@ -309,7 +250,7 @@ def judged_estimate(scores: Any) -> float:
     return float(np.mean([np.mean([a.mean() for a in dom]) for dom in _judged_strata(scores)]))
 
 
-def two_level_replicates(scores: Any, *, resamples: int = 10000, repeats: str = "one",
+def two_level_replicates(scores: Any, *, resamples: int = _DEFAULT.resamples, repeats: str = _DEFAULT.repeats,
                          rng: np.random.Generator | None = None) -> np.ndarray:
     """The bootstrap replicates behind :func:`two_level_interval`: float64 ``(resamples,)``.
 
@@ -341,8 +282,8 @@ def two_level_replicates(scores: Any, *, resamples: int = 10000, repeats: str = 
     return total / len(domains)
 
 
-def two_level_interval(scores: Any, *, confidence: float = 0.95, resamples: int = 10000, repeats: str = "one",
-                       rng: np.random.Generator | None = None) -> Interval:
+def two_level_interval(scores: Any, *, confidence: float = _DEFAULT.confidence, resamples: int = _DEFAULT.resamples,
+                       repeats: str = _DEFAULT.repeats, rng: np.random.Generator | None = None) -> Interval:
     """Bootstrap interval of a judged score with answer-to-answer and judge-repeat variance (two-stage bootstrap).
 
     One replicate, within each domain: draw ``n`` answers with replacement; per drawn answer take one of its
@@ -361,7 +302,7 @@ def two_level_interval(scores: Any, *, confidence: float = 0.95, resamples: int 
 
 
 # ------------------------------------------------------------------------------------------------- corrections
-def adjust_pvalues(p: Any, method: str = "holm") -> np.ndarray:
+def adjust_pvalues(p: Any, method: str = _DEFAULT.correction) -> np.ndarray:
     """Adjusted p-values of one family; NaN entries stay NaN and are not counted. Same shape as ``p``, float64.
 
     ``holm``: ``p_(i) -> max_{j<=i} min(1, (m - j + 1) p_(j))`` (Holm 1979); ``bh``: Benjamini-Hochberg
