@@ -29,7 +29,7 @@ import numpy as np
 from mmir.core.errors import ConfigError, MmirError
 from mmir.core.http import parse_retry_after
 from mmir.core.secrets import Secret, scrub
-from mmir.encoders.text import TextEncoder
+from mmir.encoders.text_base import TextEncoder
 
 log = logging.getLogger(__name__)
 

