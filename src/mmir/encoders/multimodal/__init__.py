@@ -14,11 +14,21 @@ from mmir.encoders.multimodal.gme import (
     GME_DEFAULT_INSTRUCTION,
     GME_INSTRUCTIONS,
     GmeEncoder,
+    GmeRecipe,
     build_gme,
     gme_fetch_image,
     qwen_smart_resize,
 )
-from mmir.encoders.multimodal.hf_dual import DEFAULT_CLIP, DEFAULT_SIGLIP, HFDualEncoder, build_clip, build_siglip
+from mmir.encoders.multimodal.hf_dual import (
+    CLIP_TEXT,
+    DEFAULT_CLIP,
+    DEFAULT_SIGLIP,
+    SIGLIP_TEXT,
+    HFDualEncoder,
+    TextRecipe,
+    build_clip,
+    build_siglip,
+)
 from mmir.encoders.multimodal.jina_clip import DEFAULT_JINA_CLIP, JinaClipEncoder, build_jina_clip
 from mmir.encoders.multimodal.nomic_vision import (
     DEFAULT_NOMIC_TEXT,
@@ -39,11 +49,11 @@ from mmir.encoders.multimodal.registry import (
 )
 
 __all__ = [
-    "DEFAULT_BGE_VL", "DEFAULT_CLIP", "DEFAULT_GME_2B", "DEFAULT_GME_7B", "DEFAULT_JINA_CLIP", "DEFAULT_NOMIC_TEXT",
+    "CLIP_TEXT", "DEFAULT_BGE_VL", "DEFAULT_CLIP", "DEFAULT_GME_2B", "DEFAULT_GME_7B", "DEFAULT_JINA_CLIP", "DEFAULT_NOMIC_TEXT",
     "DEFAULT_NOMIC_VISION", "DEFAULT_SIGLIP", "GME_DEFAULT_INSTRUCTION", "GME_INSTRUCTIONS", "MM_MODELS",
-    "NOMIC_TEXT_REVISION", "STATUS_RANDOM", "STATUS_REMOTE", "STATUS_VERIFIED", "BgeVlEncoder", "GmeEncoder",
+    "NOMIC_TEXT_REVISION", "SIGLIP_TEXT", "STATUS_RANDOM", "STATUS_REMOTE", "STATUS_VERIFIED", "BgeVlEncoder", "GmeEncoder", "GmeRecipe",
     "HFDualEncoder", "JinaClipEncoder", "MMModelEntry", "MultimodalEncoder", "NomicVisionEncoder", "OpenClipEncoder",
-    "Role", "build_bge_vl", "build_clip", "build_gme", "build_jina_clip", "build_mm_encoder", "build_nomic_vision",
+    "Role", "TextRecipe", "build_bge_vl", "build_clip", "build_gme", "build_jina_clip", "build_mm_encoder", "build_nomic_vision",
     "build_open_clip", "build_siglip", "default_device", "features_tensor", "gme_fetch_image", "l2_normalize",
     "local_fingerprint", "make_mm_encoder", "qwen_smart_resize",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -57,6 +58,22 @@ def gme_fetch_image(img: Image.Image) -> Image.Image:
     return img if (rw, rh) == (w, h) else img.resize((rw, rh))
 
 
+@dataclass(frozen=True)
+class GmeRecipe:
+    """The prompt and size settings of ``gme_inference.py`` (model card).
+
+    Attributes:
+        query_instruction: the system instruction of queries (None: the default one, as documents).
+        min_image_tokens, max_image_tokens: image area bounds, ``* 28 * 28`` pixels.
+        max_length: tokens of a prompt, image tokens included.
+    """
+
+    query_instruction: str | None = None
+    min_image_tokens: int = 256
+    max_image_tokens: int = 1280
+    max_length: int = 1800
+
+
 class GmeEncoder(MultimodalEncoder):
     """GME-Qwen2-VL (Zhang et al. 2024) following the ``gme_inference.py`` of its model card.
 
@@ -67,15 +84,15 @@ class GmeEncoder(MultimodalEncoder):
 
     family = "gme"
 
-    def __init__(self, model, processor, *, model_id: str, revision: str | None, device: str | None = None,
-                 batch_size: int = 8, half: bool = True, query_instruction: str | None = None,
-                 min_image_tokens: int = 256, max_image_tokens: int = 1280, max_length: int = 1800):
+    def __init__(self, model, processor, *, model_id: str, revision: str | None, recipe: GmeRecipe = GmeRecipe(),
+                 device: str | None = None, batch_size: int = 8, half: bool = True):
         super().__init__(model_id=model_id, revision=revision, device=device, batch_size=batch_size, half=half)
         self.model = model.to(self.device).eval()
         self.processor = processor
         self.processor.tokenizer.padding_side = "right"  # as in the model card
-        self.query_instruction = query_instruction
-        self.min_image_tokens, self.max_image_tokens, self.max_length = min_image_tokens, max_image_tokens, max_length
+        self.query_instruction = recipe.query_instruction
+        self.min_image_tokens, self.max_image_tokens = recipe.min_image_tokens, recipe.max_image_tokens
+        self.max_length = recipe.max_length
         self._dim = int(model.config.text_config.hidden_size)
 
     @property
@@ -162,12 +179,11 @@ class GmeEncoder(MultimodalEncoder):
 
 
 def build_gme(model_id: str = DEFAULT_GME_2B, revision: str | None = "main", *, model=None, processor=None,
-              device: str | None = None, batch_size: int = 8, half: bool = True, query_instruction: str | None = None,
-              min_image_tokens: int = 256, max_image_tokens: int = 1280, max_length: int = 1800,
+              recipe: GmeRecipe = GmeRecipe(), device: str | None = None, batch_size: int = 8, half: bool = True,
               **load_kwargs) -> GmeEncoder:
     """GME-Qwen2-VL 2B/7B via transformers (float16 on CUDA as the model card, float32 on CPU).
 
-    Pixels: ``min/max_image_tokens * 28 * 28`` as in the model card.
+    Pixels: ``recipe.min/max_image_tokens * 28 * 28`` as in the model card.
     """
     if model is None or processor is None:
         from transformers import AutoProcessor, Qwen2VLForConditionalGeneration
@@ -177,10 +193,9 @@ def build_gme(model_id: str = DEFAULT_GME_2B, revision: str | None = "main", *, 
         model = Qwen2VLForConditionalGeneration.from_pretrained(model_id, revision=revision, dtype=dtype,
                                                                 **load_kwargs)
         # the image area bounds of gme_inference.py (min_pixels / max_pixels), as transformers 5 names them
-        size = {"shortest_edge": min_image_tokens * 28 * 28, "longest_edge": max_image_tokens * 28 * 28}
+        size = {"shortest_edge": recipe.min_image_tokens * 28 * 28, "longest_edge": recipe.max_image_tokens * 28 * 28}
         processor = AutoProcessor.from_pretrained(model_id, revision=revision, size=size, **load_kwargs)
         revision = hub_or_local_revision(model, model_id, revision)
-    return GmeEncoder(model, processor, model_id=model_id, revision=revision, device=device, batch_size=batch_size,
-                      half=half, query_instruction=query_instruction, min_image_tokens=min_image_tokens,
-                      max_image_tokens=max_image_tokens, max_length=max_length)
+    return GmeEncoder(model, processor, model_id=model_id, revision=revision, recipe=recipe, device=device,
+                      batch_size=batch_size, half=half)
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from mmir.encoders.multimodal.base import MultimodalEncoder, features_tensor, hf_token_lengths, hub_or_local_revision
@@ -12,28 +14,42 @@ DEFAULT_CLIP = "openai/clip-vit-large-patch14"
 DEFAULT_SIGLIP = "google/siglip-so400m-patch14-384"
 
 
-class HFDualEncoder(MultimodalEncoder):
-    """A transformers dual encoder with ``get_text_features`` / ``get_image_features`` (CLIP, SigLIP).
+@dataclass(frozen=True)
+class TextRecipe:
+    """How a dual encoder's text tower was trained to read text (every field is in the cache key).
 
-    Args:
-        text_padding: ``"longest"`` (CLIP) or ``"max_length"`` (SigLIP, as trained).
+    Attributes:
+        family: the cache-key family, ``"clip"`` or ``"siglip"``.
+        padding: ``"longest"`` (CLIP) or ``"max_length"`` (SigLIP, as trained).
         pass_attention_mask: give the text tower the attention mask (CLIP; SigLIP was trained without one).
-        max_text_tokens: default ``text_config.max_position_embeddings`` (CLIP 77, SigLIP 64).
+        max_tokens: None = ``text_config.max_position_embeddings`` (CLIP 77, SigLIP 64).
     """
+
+    family: str
+    padding: str
+    pass_attention_mask: bool
+    max_tokens: int | None = None
+
+
+CLIP_TEXT = TextRecipe("clip", padding="longest", pass_attention_mask=True)
+SIGLIP_TEXT = TextRecipe("siglip", padding="max_length", pass_attention_mask=False)
+
+
+class HFDualEncoder(MultimodalEncoder):
+    """A transformers dual encoder with ``get_text_features`` / ``get_image_features`` (CLIP, SigLIP); ``text``
+    says how its text tower reads (:data:`CLIP_TEXT`, :data:`SIGLIP_TEXT`)."""
 
     family = "hf-dual"
 
-    def __init__(self, model, processor, *, model_id: str, revision: str | None, family: str = "clip",
-                 text_padding: str = "longest", pass_attention_mask: bool = True,
-                 max_text_tokens: int | None = None, device: str | None = None, batch_size: int = 32,
-                 half: bool = True):
+    def __init__(self, model, processor, *, model_id: str, revision: str | None, text: TextRecipe = CLIP_TEXT,
+                 device: str | None = None, batch_size: int = 32, half: bool = True):
         super().__init__(model_id=model_id, revision=revision, device=device, batch_size=batch_size, half=half)
-        self.family = family
+        self.family = text.family
         self.model = model.to(self.device).eval()
         self.processor = processor
-        self.text_padding, self.pass_attention_mask = text_padding, pass_attention_mask
+        self.text_padding, self.pass_attention_mask = text.padding, text.pass_attention_mask
         tc = model.config.text_config
-        self.max_text_tokens = int(max_text_tokens or tc.max_position_embeddings)
+        self.max_text_tokens = int(text.max_tokens or tc.max_position_embeddings)
         with torch.inference_mode():
             probe = features_tensor(
                 self.model.get_text_features(
@@ -96,8 +112,7 @@ def build_clip(model_id: str = DEFAULT_CLIP, revision: str | None = "main", *, m
         model = CLIPModel.from_pretrained(model_id, revision=revision, **load_kwargs)
         processor = CLIPProcessor.from_pretrained(model_id, revision=revision, **load_kwargs)
         revision = hub_or_local_revision(model, model_id, revision)
-    return HFDualEncoder(model, processor, model_id=model_id, revision=revision, family="clip",
-                         text_padding="longest", pass_attention_mask=True, device=device,
+    return HFDualEncoder(model, processor, model_id=model_id, revision=revision, text=CLIP_TEXT, device=device,
                          batch_size=batch_size, half=half)
 
 
@@ -111,7 +126,6 @@ def build_siglip(model_id: str = DEFAULT_SIGLIP, revision: str | None = "main", 
         model = SiglipModel.from_pretrained(model_id, revision=revision, **load_kwargs)
         processor = AutoProcessor.from_pretrained(model_id, revision=revision, **load_kwargs)
         revision = hub_or_local_revision(model, model_id, revision)
-    return HFDualEncoder(model, processor, model_id=model_id, revision=revision, family="siglip",
-                         text_padding="max_length", pass_attention_mask=False, device=device,
+    return HFDualEncoder(model, processor, model_id=model_id, revision=revision, text=SIGLIP_TEXT, device=device,
                          batch_size=batch_size, half=half)
 

@@ -3,11 +3,13 @@ system (:func:`make_mm_encoder`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
+from mmir.config.models import MMSystem, parse
 from mmir.encoders.multimodal.base import MultimodalEncoder
 from mmir.encoders.multimodal.bge_vl import DEFAULT_BGE_VL, build_bge_vl
 from mmir.encoders.multimodal.gme import DEFAULT_GME_2B, DEFAULT_GME_7B, build_gme
@@ -73,20 +75,27 @@ def build_mm_encoder(name: str, **kwargs) -> MultimodalEncoder:
 
 
 
-def make_mm_encoder(system: dict):
-    """Build the encoder of a validated ``kind: mm`` system. ``random_init`` builds the real architecture
-    with seeded random weights (offline runs; tables label the row untrained)."""
-    name = system["encoder"]
-    kw = {"device": system.get("device"), "batch_size": system["batch_size"], "half": system.get("half", True)}
-    if system.get("random_init"):
-        torch.manual_seed(system["seed"])
+def make_mm_encoder(system: MMSystem | Mapping[str, Any]) -> MultimodalEncoder:
+    """The encoder of a ``kind: mm`` system (:class:`~mmir.config.models.MMSystem`; a params-slice dict is parsed
+    into one). ``random_init`` builds the real architecture with seeded random weights (offline runs; tables label
+    the row untrained).
+
+    Raises:
+        ConfigError: a dict that is not a valid mm system. ValueError: ``random_init`` for a non-open_clip encoder.
+    """
+    if isinstance(system, Mapping):
+        system = parse(MMSystem, dict(system), key="system")
+    name = system.encoder
+    kw = {"device": system.device, "batch_size": system.batch_size, "half": system.half}
+    if system.random_init:
+        torch.manual_seed(system.seed)
         if not name.startswith("open_clip:"):
             raise ValueError(f"random_init is supported for open_clip:<arch> encoders, not {name!r}")
         enc = build_mm_encoder(name.split("@")[0], **kw)
-        enc.revision = f"random-init:seed={system['seed']}"
+        enc.revision = f"random-init:seed={system.seed}"
         return enc
-    if system.get("model"):
-        kw["model_id"] = system["model"]
-    if system.get("revision") and not name.startswith("open_clip:"):
-        kw["revision"] = system["revision"]
+    if system.model:
+        kw["model_id"] = system.model
+    if system.revision and not name.startswith("open_clip:"):
+        kw["revision"] = system.revision
     return build_mm_encoder(name, **kw)
