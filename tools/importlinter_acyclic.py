@@ -1,9 +1,11 @@
 """An import-linter contract type that forbids import cycles between modules (``acyclic``).
 
-import-linter's own ``acyclic_siblings`` squashes each package into one node, so it misses a cycle through a
-package's ``__init__`` (``pkg.base`` importing ``pkg`` while ``pkg/__init__.py`` imports ``pkg.base``) and names
-the dependencies to remove rather than the cycle. This contract reads the module graph as grimp builds it
-(imports inside functions count: they run too) and reports every cycle as its chain of modules and lines.
+Why not import-linter's own ``acyclic_siblings``: it squashes each package into one node, so it misses a cycle
+through a package's ``__init__`` (``pkg.base`` importing ``pkg`` while ``pkg/__init__.py`` imports ``pkg.base``),
+reports sibling packages whose modules form no cycle (``pkg.models/__init__`` re-exporting ``pkg.parse``, which
+imports ``pkg.models.systems``), and names the imports to remove rather than the cycle. This contract reads the
+module graph as grimp builds it (imports inside functions count: they run too) and reports every cycle as its
+chain of modules and lines.
 
 Configured in pyproject.toml (``contract_types = ["acyclic: tools.importlinter_acyclic.AcyclicContract"]``);
 lint-imports puts the working directory on ``sys.path``, so run it from the project root.
