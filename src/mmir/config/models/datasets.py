@@ -16,9 +16,29 @@ class SampleConfig(Section):
     """A deterministic sample for fast runs (mmir.data.sample), named in every table caption."""
 
     queries: int | None = Field(None, ge=1, description="the first N topics per domain; null = all")
-    corpus: Literal["all", "judged"] = Field("all", description="all, or judged: the documents and images the topics judge plus `distractors`")
+    corpus: Literal["all", "judged"] = Field("all", description="all, or judged: the documents and images the topics judge plus "
+                                             "`distractors`")
     distractors: int = Field(0, ge=0, description="other documents and images of each kind added to a judged corpus")
     seed: int = Field(0, description="seed of the distractor draw")
+
+    @classmethod
+    def from_config(cls, section: dict | SampleConfig | None) -> SampleConfig | None:
+        """``None`` for no sample (config ``null`` or absent).
+
+        Raises:
+            ConfigError: naming ``sample.<key>``.
+        """
+        from mmir.config.parse import parse
+
+        return parse(cls, section, "sample") if section else None
+
+    def describe(self) -> str:
+        """One line for table captions, e.g. ``first 8 queries per domain; corpus: their judged items + 200 others``."""
+        q = f"first {self.queries} queries per domain" if self.queries else "all queries"
+        if self.corpus == "all":
+            return f"sample: {q}; full corpus"
+        return (f"sample: {q}; corpus: the items they judge (documents, images) + {self.distractors} others of each kind "
+                f"(seed {self.seed})")
 
 
 class IntegrityConfig(Section):

@@ -65,11 +65,13 @@ class M2RAGConfig(Section):
     context_tokens: int = Field(256, ge=0, description="text window above and below each output image (spec §6.5)")
     recall_threshold: Number = Field(8, description="input images scored at or above this are the important ones of image recall "
                                     "(spec §6.6)")
-    separate_encoder: str | None = Field(None, description="a dense system whose encoder matches images to answer lines (separate strategy)")
+    separate_encoder: str | None = Field(None, description="a dense system whose encoder matches images to answer lines "
+                                         "(separate strategy)")
     separate_threshold: Number = Field(0.1, description="minimum line-to-chunk cosine similarity (spec §4.3)")
     released_parse: bool = Field(False, description="score integer-free 0-10 judge replies 0 as the released code (default: a "
                                  "counted failure)")
     seed: int = Field(0, description="sampling seed")
-    selection: SelectionConfig = Field(SelectionConfig(), description="thresholds and caps of spec §2.2-3 (defaults = the released configs)")
+    selection: SelectionConfig = Field(SelectionConfig(), description="thresholds and caps of spec §2.2-3 (defaults = the released "
+                                       "configs)")
     devset: DevsetConfig | None = Field(None, description="the M2RAG-Bench dev set as one more knowledge-base source: a local copy "
                                         "of the hub dataset ylwt/M2RAG-Bench")

@@ -4,52 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from mmir.config.models.base import Number, Section
+from mmir.config.models.mmdr_evaluator import EngineConfig, MMDREvaluatorConfig, MosaicConfig, TraceConfig, VEFConfig
 
 ImageText = Literal["caption", "alt"]
-
-
-class _Open(Section):
-    # the evaluator's other constants are checked by mmir.benchmarks.mmdr (MMDRConfig.from_mapping)
-    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
-
-
-class FLAESettings(_Open):
-    temperature: Number = Field(0.2, ge=0, description="FLAE feature judge (spec §4.2)")
-
-
-class ControllerSettings(_Open):
-    temperature: Number = Field(0.2, ge=0, description="task controller (spec §4.5)")
-
-
-class TraceSettings(_Open):
-    temperature: Number = Field(0.1, ge=0, description="claim-source evidence judge (spec §5.3)")
-
-
-class VEFSettings(_Open):
-    temperature: Number = Field(0.1, ge=0, description="visual evidence fidelity judge (spec §3 judge_temperature, §5.5)")
-
-
-class EngineSettings(_Open):
-    vqa_temperature: Number = Field(0.0, ge=0, description="VQA engine")
-    chart_temperature: Number = Field(0.1, ge=0, description="chart engine")
-    ocr_temperature: Number = Field(0.1, ge=0, description="OCR engine")
-    imgpair_temperature: Number = Field(0.0, ge=0, description="image-pair engine")
-
-
-class MosaicSettings(_Open):
-    classify_temperature: Number = Field(0.0, ge=0, description="figure type classifier (spec §6.4)")
-    engines: EngineSettings = Field(EngineSettings(), description="the MOSAIC engines")
-
-
-class EvaluatorSettings(_Open):
-    flae: FLAESettings = Field(FLAESettings(), description="FLAE")
-    controller: ControllerSettings = Field(ControllerSettings(), description="task controller")
-    trace: TraceSettings = Field(TraceSettings(), description="TRACE")
-    vef: VEFSettings = Field(VEFSettings(), description="VEF")
-    mosaic: MosaicSettings = Field(MosaicSettings(), description="MOSAIC")
 
 
 class MMDRConfig(Section):
@@ -71,7 +31,8 @@ class MMDRConfig(Section):
     report_max_tokens: int = Field(700, ge=1, description="reply limit of each report")
     posthoc_citations: bool = Field(True, description="add post-hoc citations to the model's uncited sentences (best-covering source "
                                     "by stemmed word overlap; Figure i / image cues -> the figure), counted apart")
-    posthoc_min_overlap: Number = Field(0.3, ge=0, le=1, description="share of a sentence's content words a source must contain to be attached")
+    posthoc_min_overlap: Number = Field(0.3, ge=0, le=1, description="share of a sentence's content words a source must contain to "
+                                        "be attached")
     report_temperature: Number = Field(0.0, ge=0, description="0 = greedy (the spec's agents use 0.7)")
     judge_max_tokens: int = Field(512, ge=1, description="judge output limit per call (the spec's judges: 4096)")
     judge_images: Literal["text", "image"] = Field(
@@ -79,8 +40,8 @@ class MMDRConfig(Section):
         "description (judge_image_text), for text-only judges; image = as image parts, for vision judges")
     judge_image_text: list[ImageText] = Field(["caption", "alt"], description="description sources of images shown to a text-only judge")
     seed: int = Field(0, description="sampling seed")
-    evaluator: EvaluatorSettings = Field(
-        EvaluatorSettings(trace={"schemes": ["http", "https", "file", "mmir"]}, vef={"attach_images": False},
-                          mosaic={"engines": {"vqa_mode": "text"}}),
+    evaluator: MMDREvaluatorConfig = Field(
+        MMDREvaluatorConfig(trace=TraceConfig(schemes=("http", "https", "file", "mmir")), vef=VEFConfig(attach_images=False),
+                            mosaic=MosaicConfig(engines=EngineConfig(vqa_mode="text"))),
         description="the evaluator's settings (every constant of the spec, e.g. min_report_chars, gate, trace.max_pairs, "
         "vef.strict, mosaic.routing); trace.schemes must include mmir")

@@ -34,7 +34,8 @@ class BM25System(_System):
 
     kind: Literal["bm25"] = Field(description="bm25 = lexical BM25")
     backend: Literal["bm25s", "rank_bm25"] = Field("bm25s", description="bm25s (fast, default) or rank_bm25 (reference implementation)")
-    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = Field("lucene", description="bm25s scoring variant; BRIGHT uses lucene")
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = Field("lucene", description="bm25s scoring variant; BRIGHT "
+                                                                              "uses lucene")
     k1: Number = Field(0.9, gt=0, description="term-frequency saturation")
     b: Number = Field(0.4, ge=0, le=1, description="document-length normalisation")
     stopwords: str | None = Field("en", description="bm25s stopword list, null = none")
