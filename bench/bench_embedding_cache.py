@@ -12,9 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from mmir.config.models import SentenceTransformersSystem
 from mmir.data.trec import read_trec_documents
 from mmir.encoders.cache import EmbeddingCache, content_key, encoder_key
-from mmir.config.models import SentenceTransformersSystem
 from mmir.encoders.text import SentenceTransformerEncoder
 
 

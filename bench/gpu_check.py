@@ -36,8 +36,8 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=2000)
     ap.add_argument("--images", type=int, default=512)
     args = ap.parse_args()
-    from mmir.encoders.multimodal import build_open_clip
     from mmir.config.models import SentenceTransformersSystem
+    from mmir.encoders.multimodal import build_open_clip
     from mmir.encoders.text import SentenceTransformerEncoder
 
     root = Path(args.data)
