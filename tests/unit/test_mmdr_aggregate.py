@@ -1,4 +1,4 @@
-"""mmir.benchmarks.mmdr.aggregate + mmir.benchmarks.mmdr.config: final formula in both forms, the gate, records, settings."""
+"""mmir.benchmarks.mmdr.aggregate and the evaluator settings (mmir.config.models.mmdr_evaluator): formula, gate, records."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from mmir.benchmarks.mmdr.aggregate import (
     final_mmdr,
     mosaic_gate,
     overall_score,
-    parse_weights,
     results_record,
     trace_value,
 )
 from mmir.config.models import MMDREvaluatorConfig
+from mmir.config.models.mmdr_evaluator import parse_weights
 from mmir.core.errors import ConfigError
 
 

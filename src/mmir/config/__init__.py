@@ -137,20 +137,22 @@ def validate_config(config: dict, file: str | None = None) -> dict:
     return config
 
 
-def check_references(config: dict, section: str, file: str | None, **pools: str) -> None:
-    """Cross-references of a stage section: each ``key=pool`` value a key of ``config[pool]``; ``task``/``datasets`` known.
+def check_references(params: Params, section: str, file: str | None, **pools: str) -> None:
+    """Cross-references of a stage section: each ``key=pool`` value a key of ``params.<pool>``; ``task``/``datasets``
+    known.
 
     Raises:
         ConfigError: naming ``<section>.<key>`` (``<section>.datasets.<i>`` for a dataset).
     """
-    sec = config[section]
+    sec = getattr(params, section)
     for key, pool in pools.items():
-        if sec[key] not in config[pool]:
-            raise ConfigError(f"{section}.{key}", f"{sec[key]!r} is not a key of {pool}", file)
-    if "task" in sec and sec["task"] not in config["tasks"]:
-        raise ConfigError(f"{section}.task", f"{sec['task']!r} is not in tasks", file)
-    for i, d in enumerate(sec.get("datasets") or []):
-        if d not in config["datasets"]:
+        if getattr(sec, key) not in getattr(params, pool):
+            raise ConfigError(f"{section}.{key}", f"{getattr(sec, key)!r} is not a key of {pool}", file)
+    task = getattr(sec, "task", None)
+    if task is not None and task not in params.tasks:
+        raise ConfigError(f"{section}.task", f"{task!r} is not in tasks", file)
+    for i, d in enumerate(getattr(sec, "datasets", None) or []):
+        if d not in params.datasets:
             raise ConfigError(f"{section}.datasets.{i}", f"{d!r} is not a key of datasets", file)
 
 

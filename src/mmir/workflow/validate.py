@@ -29,9 +29,9 @@ def validate_config(config: dict, file: str | None = None) -> dict:
     """
     cfg.validate_config(config, file)
     check_dense_api_systems(config, file)
-    for check in (check_mmbright, check_rag, check_m2rag, check_mmdr):
-        check(config, file)
     params = parse_params(config, file)
+    for check in (check_mmbright, check_rag, check_m2rag, check_mmdr):
+        check(params, file)
     for name, ds in params.datasets.items():
         check_dataset(name, ds, file)
     check_reporting(params, file)
