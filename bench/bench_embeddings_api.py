@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmir.config.models import EmbeddingsAPISystem
 from mmir.encoders.embeddings_api import OpenAIEmbeddingEncoder
 
 WORDS = ("retrieval reasoning image query document passage gold negative cache vector batch server model "
@@ -106,8 +107,9 @@ def start_latency_server(latency_s: float, dim: int = 256) -> ThreadingHTTPServe
 def compare(name: str, base_url: str, model: str, api_key_env: str | None, texts: list[str], args) -> float:
     """Time both modes in ABBA order; prints the walls and returns median(sequential) / median(concurrent)."""
     def encoder(conc: int) -> OpenAIEmbeddingEncoder:
-        return OpenAIEmbeddingEncoder(model, base_url=base_url, api_key_env=api_key_env, batch_size=args.batch_size,
-                                      max_concurrency=conc, timeout_s=300, max_retries=2)
+        return OpenAIEmbeddingEncoder(EmbeddingsAPISystem(kind="dense", backend="openai", model=model, base_url=base_url,
+                                                          api_key_env=api_key_env, batch_size=args.batch_size,
+                                                          max_concurrency=conc, timeout_s=300, max_retries=2))
 
     ref = encoder(1).encode_documents(texts[: args.batch_size])  # warm-up (first request loads caches)
     walls: dict[str, list[float]] = {"sequential": [], "concurrent": []}

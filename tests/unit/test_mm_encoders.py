@@ -19,6 +19,7 @@ from PIL import Image
 from mmir.data.images import CorruptImage, ImageTally, blank_image
 from mmir.encoders import multimodal as mm
 from mmir.encoders.cache import EmbeddingCache, content_key, encoder_key
+from mmir.retrieval.fusion import build_query_vectors
 
 LONG_TEXT = " ".join(["the cat sat on the mat and looked at the graph"] * 46)  # 506 words
 TEXTS = ["the cat", "a diagram of the heart, with labels", "x", LONG_TEXT]
@@ -165,7 +166,7 @@ def tiny_gme():
     model = Qwen2VLForConditionalGeneration(cfg).eval()
     instr = mm.GME_INSTRUCTIONS["document"]
     enc = mm.build_gme("test/tiny-gme", revision="random", model=model, processor=proc, device="cpu", batch_size=2,
-                       query_instruction=instr, min_image_tokens=4, max_image_tokens=16)
+                       recipe=mm.GmeRecipe(query_instruction=instr, min_image_tokens=4, max_image_tokens=16))
     return enc, model, proc
 
 
@@ -384,54 +385,18 @@ def test_registry_names_and_status(tiny_clip):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# query construction (MM-BRIGHT §4.1)
+# query construction (MM-BRIGHT §4.1, mmir.retrieval.fusion) with a real encoder
 # ---------------------------------------------------------------------------------------------------------
-
-def test_build_query_vectors_paper_protocol():
-    s = 1 / np.sqrt(2)
-    text = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 2]], dtype=np.float32)
-    images = [np.array([[0, 1, 0], [1, 0, 0]], np.float32), None, np.zeros((0, 3), np.float32)]
-    blank = np.array([0, 0, 1], np.float32)
-    q = mm.build_query_vectors(text, images, blank_vec=blank)  # first image, mean fusion
-    np.testing.assert_allclose(q, [[s, s, 0], [0, s, s], [0, 0, 1]], atol=1e-6)
-    # mean of all images (extension)
-    qm = mm.build_query_vectors(text, images, image_mode="mean", blank_vec=blank)
-    expect0 = np.array([1, 0, 0]) + np.array([s, s, 0])
-    np.testing.assert_allclose(qm[0], expect0 / np.linalg.norm(expect0), atol=1e-6)
-    eye = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
-    np.testing.assert_allclose(mm.build_query_vectors(text, images, fusion="text"), eye)
-    np.testing.assert_allclose(mm.build_query_vectors(text, images, image_mode="none"), eye)
-    np.testing.assert_allclose(mm.build_query_vectors(text, images, fusion="image", blank_vec=blank),
-                               [[0, 1, 0], [0, 0, 1], [0, 0, 1]])
-    with pytest.raises(ValueError, match="blank"):
-        mm.build_query_vectors(text, images)
-    with pytest.raises(ValueError):
-        mm.build_query_vectors(text, images, image_mode="none", fusion="image")
-    with pytest.raises(ValueError):
-        mm.build_query_vectors(text, images[:2], blank_vec=blank)
-
 
 def test_blank_substitution_with_real_encoder(tiny_clip):
     enc, _, _ = tiny_clip
     t = enc.encode_text(["a graph", "the cat"], role="query")
     blank = enc.encode_images([blank_image()])[0]
     img = enc.encode_images(_images()[:1])
-    q = mm.build_query_vectors(t, [img, None], blank_vec=blank)
+    q = build_query_vectors(t, [img, None], blank_vec=blank)
     for r, iv in enumerate([img[0], blank]):
         v = t[r] + iv
         np.testing.assert_allclose(q[r], v / np.linalg.norm(v), atol=1e-6)
-
-
-def test_pair_vectors():
-    t = np.array([[3, 4], [1, 0]], np.float32)
-    out = mm.pair_vectors(t, [None, np.array([0, 2], np.float32)])
-    s = 1 / np.sqrt(2)
-    np.testing.assert_allclose(out, [[0.6, 0.8], [s, s]], atol=1e-6)
-    np.testing.assert_allclose(mm.pair_vectors(t, None), [[0.6, 0.8], [1, 0]], atol=1e-6)
-    np.testing.assert_allclose(mm.pair_vectors(t, np.array([[0.6, 0.8], [0, 1]], np.float32)), [[0.6, 0.8], [s, s]],
-                               atol=1e-6)
-    with pytest.raises(ValueError):
-        mm.pair_vectors(t, [None])
 
 
 def test_local_fingerprint_tracks_content(tmp_path):

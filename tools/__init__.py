@@ -1,0 +1,1 @@
+"""Development tools that run outside the ``mmir`` package (lint plugins)."""
