@@ -398,6 +398,47 @@ def test_dvc_stages_match_dvc_stage_list():
     assert not any(s.startswith(("track", "retrieve", "score", "caption@")) for s in stages)
 
 
+# --- the files and modules the docs name ----------------------------------------------------------------------------
+
+
+def missing_references(path: Path) -> list[str]:
+    """Project paths (``src/…``, ``tests/…``, ``bench/…``, ``workflow/…``, ``expected/…``, ``docs/…``) and ``mmir.…``
+    modules (with a function, class or constant after them) named in backticks in ``path`` that do not exist."""
+    out = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for ref in re.findall(r"`((?:src|tests|bench|workflow|expected|docs)/[^`\s{}<>*]+)`", line):
+            if not (PROJECT / ref).exists():
+                out.append(f"{path.name}:{number}: no file {ref}")
+        for ref in re.findall(r"`(mmir(?:\.\w+)+)", line):
+            parts = ref.split(".")
+            for k in range(len(parts), 0, -1):
+                base = PROJECT / "src" / Path(*parts[:k])
+                module = base.with_suffix(".py") if base.with_suffix(".py").exists() else base / "__init__.py"
+                if module.exists():
+                    rest = parts[k:]
+                    pattern = rf"^\s*(?:(?:async\s+)?def|class)\s+{re.escape(rest[0])}\b|^{re.escape(rest[0])}\s*[:=]" if rest else ""
+                    if rest and not re.search(pattern, module.read_text(encoding="utf-8"), re.M):
+                        out.append(f"{path.name}:{number}: {'.'.join(parts[:k])} has no {rest[0]}")
+                    break
+            else:
+                out.append(f"{path.name}:{number}: no module {ref}")
+    return out
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(PROJECT)))
+def test_every_file_and_module_the_docs_name_exists(path):
+    missing = missing_references(path)
+    assert not missing, "\n".join(missing)
+
+
+def test_a_renamed_module_or_file_fails(tmp_path):
+    doc = tmp_path / "page.md"
+    doc.write_text("`mmir.retrieval.topk.topk_inner_product` in `src/mmir/retrieval/topk.py`\n"
+                   "`mmir.retrieval.topk.top_k` and `mmir.retreival` in `bench/bench_nothing.py`\n")
+    assert missing_references(doc) == ["page.md:2: no file bench/bench_nothing.py", "page.md:2: mmir.retrieval.topk has no top_k",
+                                       "page.md:2: mmir has no retreival"]
+
+
 # --- the architecture page's module sizes ---------------------------------------------------------------------------
 
 
