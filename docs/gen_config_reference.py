@@ -113,13 +113,21 @@ def field_rows(model: type[BaseModel], prefix: str = "", variant: str = "", _see
     for name, field in model.model_fields.items():
         key = f"{prefix}{field.alias or name}"
         rows.append(Row(key, type_name(field.annotation), default_text(field), _first_line(field.description), variant))
-        nested = _nested(field.annotation, key)
-        several = len({m for _, m in nested}) > 1
+        nested = [(k, m) for k, m in _nested(field.annotation, key) if m not in _seen]  # recursion: documented once
+        if len({m for _, m in nested}) <= 1:
+            for sub_key, sub in nested:
+                rows.extend(field_rows(sub, f"{sub_key}.", variant, (*_seen, model, sub)))
+            continue
+        # variants (datasets by source, systems by kind): a key every variant defines alike is one row; the others
+        # name the variants that define them
+        merged: dict[tuple, list[str]] = {}
         for sub_key, sub in nested:
-            if sub in _seen:  # a recursive model: documented once, where it first appears
-                continue
-            label = sub.__name__ if several else variant
-            rows.extend(field_rows(sub, f"{sub_key}.", label, (*_seen, model, sub)))
+            for r in field_rows(sub, f"{sub_key}.", "", (*_seen, model, sub)):
+                merged.setdefault((r.key, r.type, r.default, r.description), []).append(r.variant or sub.__name__)
+        everyone = {sub.__name__ for _, sub in nested}
+        for (k, t, d, desc), names in merged.items():
+            label = variant if set(names) >= everyone else ", ".join(dict.fromkeys(names))
+            rows.append(Row(k, t, d, desc, label))
     return rows
 
 
