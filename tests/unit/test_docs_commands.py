@@ -406,7 +406,7 @@ def missing_references(path: Path) -> list[str]:
     modules (with a function, class or constant after them) named in backticks in ``path`` that do not exist."""
     out = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        for ref in re.findall(r"`((?:src|tests|bench|workflow|expected|docs)/[^`\s{}<>*]+)`", line):
+        for ref in re.findall(r"`((?:src|tests|bench|workflow|expected|docs)/[^`\s{}<>*…]+)`", line):
             if not (PROJECT / ref).exists():
                 out.append(f"{path.name}:{number}: no file {ref}")
         for ref in re.findall(r"`(mmir(?:\.\w+)+)", line):
