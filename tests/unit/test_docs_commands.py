@@ -19,6 +19,8 @@ import importlib.util
 import io
 import re
 import shlex
+import shutil
+import subprocess
 import sys
 import typing
 from dataclasses import dataclass
@@ -396,6 +398,14 @@ def test_dvc_stages_match_dvc_stage_list():
     assert {f"task@task{i}" for i in range(1, 5)} <= stages
     assert {"prepare@openstax", "prepare@vaswani"} <= stages
     assert not any(s.startswith(("track", "retrieve", "score", "caption@")) for s in stages)
+
+
+def test_dvc_stages_equal_what_dvc_stage_list_prints():
+    dvc = shutil.which("dvc", path=str(Path(sys.executable).parent)) or shutil.which("dvc")
+    if dvc is None:
+        pytest.skip("dvc is not installed")
+    listed = subprocess.run([dvc, "stage", "list"], cwd=PROJECT, capture_output=True, text=True, timeout=300, check=True)
+    assert {line.split()[0] for line in listed.stdout.splitlines() if line.strip()} == dvc_stages()
 
 
 # --- the files and modules the docs name ----------------------------------------------------------------------------
