@@ -135,6 +135,12 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _prose(text: str) -> str:
+    """A description as a table cell: ``<rule>`` outside code spans escaped, so markdown does not read it as HTML."""
+    parts = text.split("`")
+    return _cell("`".join(p if i % 2 else p.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts)))
+
+
 def render(model: type[BaseModel], title: str = "Configuration reference") -> str:
     """The markdown page: an introduction, then one table per top-level field of ``model``."""
     out = [
@@ -154,12 +160,13 @@ def render(model: type[BaseModel], title: str = "Configuration reference") -> st
         out += [f"## `{section}`", ""]
         head = mine[0]
         if head.description:
-            out += [head.description, ""]
+            out += [_prose(head.description), ""]
         with_variant = any(r.variant for r in mine)
         out.append("| key | type | default | description |" + (" variant |" if with_variant else ""))
         out.append("|---|---|---|---|" + ("---|" if with_variant else ""))
         for r in mine:
-            cells = [f"`{r.key}`", f"`{_cell(r.type)}`", f"`{_cell(r.default)}`", _cell(r.description)]
+            # the type as plain text: Python-Markdown keeps the backslash of an escaped pipe inside a code span
+            cells = [f"`{r.key}`", _prose(r.type), f"`{_cell(r.default)}`", _prose(r.description)]
             if with_variant:
                 cells.append(f"`{r.variant}`" if r.variant else "")
             out.append("| " + " | ".join(cells) + " |")

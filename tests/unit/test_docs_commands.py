@@ -508,5 +508,6 @@ def test_the_reference_walks_fields_variants_and_defaults():
     assert rows["expected"].type == "list[str] | None" and rows["expected"].default == "null"
     page = gen.render(Params)
     assert "## `systems`" in page and "## `evaluation`" in page
-    assert "| `systems.<name>.k1` | `float` | `0.9` | term-frequency saturation. | `BM25` |" in page
-    assert "| `evaluation.top_k` | `int` | `1000` | depth of every run file |" in page
+    assert "| `systems.<name>.k1` | float | `0.9` | term-frequency saturation. | `BM25` |" in page
+    assert "| `evaluation.top_k` | int | `1000` | depth of every run file |" in page
+    assert '| `evaluation.protocol` | "official" \\| "strict" | `"official"` | negative_ids removed or kept |' in page
