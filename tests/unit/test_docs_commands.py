@@ -8,7 +8,8 @@ against ``workflow/profiles/`` and ``--configfile <f>`` paths inside the project
 <stage>`` against dvc.yaml's stages with ``foreach`` expanded over params.yaml (what ``dvc stage list`` prints);
 ``dvc exp run -S <key>=<value>`` against the config models (the JSON schema until they exist). The module-size table
 of docs/architecture.md is checked against ``src/mmir`` too. The configuration reference generator
-(docs/gen_config_reference.py) is tested on a small model of its own.
+(docs/gen_config_reference.py) is tested on a small model of its own. ``python <script>.py`` commands name a script
+of the project that exists.
 """
 
 from __future__ import annotations
@@ -320,6 +321,14 @@ def check_dvc(args: list[str]) -> str | None:
     return None
 
 
+def _script(words: tuple[str, ...]) -> Path | None:
+    """The project script a ``python <path>.py`` / ``bash <path>.sh`` command runs (None for any other command)."""
+    runners = PYTHONS | {"bash", "sh"}
+    if len(words) >= 2 and (words[0] in runners or words[0].endswith("/python")) and words[1].endswith((".py", ".sh")):
+        return _repo_path(words[1])
+    return None
+
+
 def problems_in(path: Path) -> list[str]:
     """``path:line: `command`: what does not exist`` for each command of ``path`` that names something missing."""
     parser = None
@@ -335,6 +344,8 @@ def problems_in(path: Path) -> list[str]:
             problem = check_snakemake(args)
         elif (args := _after(cmd.words, "dvc")) is not None:
             problem = check_dvc(args)
+        elif (script := _script(cmd.words)) is not None and not script.is_file():
+            problem = f"no script {script.relative_to(PROJECT)}"
         if problem:
             out.append(f"{cmd.where()}: {problem}")
     return out
@@ -368,6 +379,7 @@ def test_the_docs_show_commands_of_every_kind():
     ("snakemake --cores 2 --configfile workflow/configs/nope.yaml off.yaml", "no config file 'workflow/configs/nope.yaml'"),
     ("dvc repro track@task1", "no DVC stage track@task1"),
     ("dvc exp run -S systems.bm25.k11=1.2", "no config key systems.bm25.k11"),
+    (".venv/bin/python bench/bench_bm26.py", "no script bench/bench_bm26.py"),
 ])
 def test_a_misspelt_command_fails_naming_file_line_and_command(tmp_path, command, expected):
     doc = tmp_path / "README.md"
