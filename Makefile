@@ -2,6 +2,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CORES ?= all
+# strict: a broken link, a missing page or a failing hook (the generated configuration reference) stops the build
+MKDOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 .PHONY: setup run reproduce test lint docs repro bench mlflow-ui clean
 
@@ -35,12 +37,12 @@ lint: setup
 	$(VENV)/bin/ruff check src tests bench workflow/scripts docs
 	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
 	$(VENV)/bin/lint-imports
-	$(MAKE) docs
+	$(MKDOCS_BUILD)
 
 # the documentation site (mkdocs.yml, docs/): strict, so a broken link or a failing hook stops CI; the configuration
 # reference page is generated from the config models at every build (docs/hooks.py)
 docs: setup
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	$(MKDOCS_BUILD)
 
 repro: setup
 	. $(VENV)/bin/activate && dvc repro
