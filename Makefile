@@ -2,8 +2,9 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CORES ?= all
-# strict: a broken link, a missing page or a failing hook (the generated configuration reference) stops the build
-MKDOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+# strict: a broken link, a missing page or a failing hook (the generated configuration reference) stops the build;
+# never --quiet, which hides the warnings that strict mode counts (the build then passes whatever they say)
+MKDOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 .PHONY: setup run reproduce test lint docs repro bench mlflow-ui clean
 
