@@ -2,8 +2,11 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CORES ?= all
+# strict: a broken link, a missing page or a failing hook (the generated configuration reference) stops the build;
+# never --quiet, which hides the warnings that strict mode counts (the build then passes whatever they say)
+MKDOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-.PHONY: setup run reproduce test lint repro bench mlflow-ui clean
+.PHONY: setup run reproduce test lint docs repro bench mlflow-ui clean
 
 setup: $(VENV)/.installed
 
@@ -29,11 +32,18 @@ reproduce: setup
 test: setup lint
 	$(PY) -m pytest
 
-# ruff (line length 140, pyproject.toml), snakefmt, the import-layer contract; `snakemake --lint` runs as a test
+# ruff (line length 140, pyproject.toml), snakefmt, the import-layer contract, the strict docs build;
+# `snakemake --lint` runs as a test
 lint: setup
-	$(VENV)/bin/ruff check src tests bench workflow/scripts
+	$(VENV)/bin/ruff check src tests bench workflow/scripts docs
 	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
 	$(VENV)/bin/lint-imports
+	$(MKDOCS_BUILD)
+
+# the documentation site (mkdocs.yml, docs/): strict, so a broken link or a failing hook stops CI; the configuration
+# reference page is generated from the config models at every build (docs/hooks.py)
+docs: setup
+	$(MKDOCS_BUILD)
 
 repro: setup
 	. $(VENV)/bin/activate && dvc repro
@@ -51,4 +61,4 @@ mlflow-ui: setup
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db
 
 clean:
-	rm -rf .snakemake data/prepared data/raw results logs benchmarks
+	rm -rf .snakemake data/prepared data/raw results logs benchmarks site

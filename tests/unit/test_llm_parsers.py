@@ -91,7 +91,7 @@ def test_first_json_is_our_native_ragas_rule():
 
 
 def test_score_0_100_is_the_readme_rag_judge_rule():
-    _says(PROJECT / "README.md", "Parsing is strict (`Score: 85`, `**Score**: 85.`, `85/100`, JSON `{\"score\": 85}`, a bare "
+    _says(PROJECT / "docs" / "rag.md", "Parsing is strict (`Score: 85`, `**Score**: 85.`, `85/100`, JSON `{\"score\": 85}`, a bare "
           "number; out of range or words only is not a score)")
     cases = {"Score: 85": 85.0, "85/100": 85.0, "**Score**: 85.": 85.0, '{"score": 72, "why": "ok"}': 72.0,
              "The answer is mostly right.\nScore: 90": 90.0, "score=40": 40.0, "  100 ": 100.0, "0": 0.0}
@@ -102,7 +102,7 @@ def test_score_0_100_is_the_readme_rag_judge_rule():
 
 
 def test_search_query_is_the_readme_reformulation_marker():
-    _says(PROJECT / "README.md", "then writes a search query after `Search query:`")
+    _says(PROJECT / "docs" / "generative.md", "then writes a search query after `Search query:`")
     assert SEARCH_QUERY("I think...\nSearch query: **bayes theorem proof**").value == "bayes theorem proof"
     assert SEARCH_QUERY("search query: a\nmore\nSEARCH QUERY: \"last one\"").value == "last one"  # the LAST marker
     assert not SEARCH_QUERY("no marker").ok and not SEARCH_QUERY("Search query:   ").ok
