@@ -1,4 +1,5 @@
-"""Dicts to typed config objects: :func:`parse` and its shorthands. A pydantic error becomes a
+"""Dicts to typed config objects: :func:`parse` (the shorthands ``parse_system``/``parse_dataset``/``parse_params`` live in
+:mod:`mmir.config.models`, which this module never imports). A pydantic error becomes a
 :class:`~mmir.core.errors.ConfigError` naming the user's dotted key (``systems.bm25.k1``), never pydantic's union tags."""
 
 from __future__ import annotations
@@ -77,24 +78,3 @@ def parse(model: type[T] | Any, data: Any, key: str = "", file: str | None = Non
         where = max((k for k in keys if k == keys[0] or k.startswith(keys[0] + ".")), key=len)
         messages = dict.fromkeys(error_message(e) for e, k in zip(errors, keys) if k == where)
         raise ConfigError(where, "; or: ".join(messages), file) from None
-
-
-def parse_system(d: Any, key: str = "systems", file: str | None = None):
-    """A ``systems.<name>`` entry as a :data:`~mmir.config.models.System` (BM25System, a dense system, MMSystem)."""
-    from mmir.config.models.systems import System
-
-    return parse(System, d, key, file)
-
-
-def parse_dataset(d: Any, key: str = "datasets", file: str | None = None):
-    """A ``datasets.<name>`` entry as a :data:`~mmir.config.models.Dataset` (HubDataset, LocalDataset, TrecDataset)."""
-    from mmir.config.models.datasets import Dataset
-
-    return parse(Dataset, d, key, file)
-
-
-def parse_params(config: dict, file: str | None = None):
-    """The whole config as :class:`~mmir.config.models.Params` (nulls dropped and presets expanded beforehand)."""
-    from mmir.config.models.params import Params
-
-    return parse(Params, config, "", file)

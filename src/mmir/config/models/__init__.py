@@ -51,7 +51,23 @@ from mmir.config.models.systems import (
     SentenceTransformersSystem,
     System,
 )
-from mmir.config.parse import parse, parse_dataset, parse_params, parse_system
+from mmir.config.parse import parse
+
+
+def parse_system(d, key: str = "systems", file: str | None = None) -> System:
+    """A ``systems.<name>`` entry as a :data:`System` (BM25System, a dense system, MMSystem)."""
+    return parse(System, d, key, file)
+
+
+def parse_dataset(d, key: str = "datasets", file: str | None = None) -> Dataset:
+    """A ``datasets.<name>`` entry as a :data:`Dataset` (HubDataset, LocalDataset, TrecDataset)."""
+    return parse(Dataset, d, key, file)
+
+
+def parse_params(config: dict, file: str | None = None) -> Params:
+    """The whole config as :class:`Params` (nulls dropped and presets expanded beforehand)."""
+    return parse(Params, config, "", file)
+
 
 __all__ = [
     "AblationsConfig", "BM25System", "Captioner", "CaptionGrid", "ControllerConfig", "Dataset", "default_of", "DenseSystem",
