@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from mmir.core.io import write_json
+from mmir.core.tasks import task as task_spec
 
 log = logging.getLogger("mmir.workflow.retrieval")
 
@@ -225,7 +226,7 @@ def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict
     if system["kind"] == "bm25":
         r = BM25Retriever(system)
         r.index(item_texts(items, prep, image_text))
-        scores, idx = r.search(query_texts(qs, image_text) if task not in ("task1", "ablation") else qs.texts, k, exclude)
+        scores, idx = r.search(query_texts(qs, image_text) if task_spec(task).multimodal else qs.texts, k, exclude)
         scale = 1.0
     else:
         matrix, qvecs, used = _vectors(task, system, items, qs, stores or {}, queries, cache_root, encoder, prep.name)
@@ -266,15 +267,16 @@ def _vectors(task, system, items, qs, stores, variants, cache_root, encoder, dom
         used |= {f"encode_{kind}_{k}": v for k, v in e.items() if k.startswith("api_")}
         for part, n in (e.get("pair_text_cuts") or {}).items():
             used[f"pair_text_cut_{part}"] = n
+    spec = task_spec(task)
     if system["kind"] == "dense":
-        item_kind = {"task1": "documents", "ablation": "documents", "task2": "documents", "task3": "images", "task4": "pairs"}[task]
+        item_kind = spec.ranks
         store = opened[item_kind]
         _check_ids(store.ids, items.ids, stores[item_kind])
         if variants is not None:  # ablation query variants: encoded here, through the cache
             qvecs = _encode_inline(KindEncoder(system, encoder, domain=domain), qs.texts, cache_root, system["batch_size"])
             used["query_variants_encoded"] = len(qs)
         else:
-            qstore = opened["queries" if task == "task1" else "mm_queries"]
+            qstore = opened[next(k for k in spec.dense_kinds if k != item_kind)]
             _check_ids(qstore.ids, qs.qids, "queries")
             qvecs = np.asarray(qstore.matrix[0:len(qs)], dtype=np.float32)
         return store.matrix, qvecs, used
@@ -287,12 +289,9 @@ def _vectors(task, system, items, qs, stores, variants, cache_root, encoder, dom
     else:
         qi = opened[img_kind]
         qvecs = query_vectors(tvecs, qs.image_paths, qi.ids, qi.matrix, system["image_mode"], system["fusion"])
-    if task == "task2":
-        _check_ids(opened["documents"].ids, items.ids, stores["documents"])
-        return opened["documents"].matrix, qvecs, used
-    if task == "task3":
-        _check_ids(opened["images"].ids, items.ids, stores["images"])
-        return opened["images"].matrix, qvecs, used
+    if spec.ranks != "pairs":  # documents or images: their own store; pairs are fused from both
+        _check_ids(opened[spec.ranks].ids, items.ids, stores[spec.ranks])
+        return opened[spec.ranks].matrix, qvecs, used
     doc_rows, img_rows = pair_rows(items.doc_ids, items.image_paths, opened["documents"].ids, opened["images"].ids)
     return PairMatrix(opened["documents"].matrix, opened["images"].matrix, doc_rows, img_rows), qvecs, used
 
