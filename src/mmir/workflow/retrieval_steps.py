@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -55,9 +56,28 @@ def pair_budget(system: dict):
     return PairBudget(chars, system.get("pair_image_share", 0.25))
 
 
-def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, shard: int, shards: int,
-           encoding: dict, cache_root: str | Path, store_dir: str | Path, out_seal: str | Path, out_stats: str | Path,
-           captions: str | Path | None = None, alt_text: bool = False, encoder=None) -> dict:
+@dataclass(frozen=True)
+class EncodeJob:
+    """One encode job: shard ``shard`` of ``shards`` of ``kind`` (:mod:`mmir.retrieval.encoding`) of system
+    ``system_name`` on a prepared domain, written into ``store_dir`` (``out_seal`` and ``out_stats`` its shard's
+    seal and stats); ``captions``: the image text a dense system reads for pairs, images and multimodal queries."""
+
+    prepared_dir: str | Path
+    system_name: str
+    system: dict
+    kind: str
+    shard: int
+    shards: int
+    encoding: dict
+    cache_root: str | Path
+    store_dir: str | Path
+    out_seal: str | Path
+    out_stats: str | Path
+    captions: str | Path | None = None
+    alt_text: bool = False
+
+
+def encode(job: EncodeJob, encoder=None) -> dict:
     """Encode shard ``shard`` of ``shards`` of ``kind`` (:mod:`mmir.retrieval.encoding`) into ``store_dir``.
 
     Rows ``[start, stop)`` come from :func:`mmir.workflow.shards.shard_range` (pairs: the pairs of the documents of
@@ -73,10 +93,11 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
     from mmir.retrieval.encoding import KindEncoder, kind_rows
     from mmir.workflow.shards import shard_range
 
+    system_name, system, kind, shard, shards, encoding = job.system_name, job.system, job.kind, job.shard, job.shards, job.encoding
     t0 = time.perf_counter()
-    prep, store = Path(prepared_dir), Path(store_dir)
+    prep, store = Path(job.prepared_dir), Path(job.store_dir)
     budget = pair_budget(system)
-    rows = kind_rows(kind, prep, system, _image_text(system, captions, prep, alt_text), budget)
+    rows = kind_rows(kind, prep, system, _image_text(system, job.captions, prep, job.alt_text), budget)
     if kind == "pairs":  # along the documents' shards
         import pandas as pd
 
@@ -97,7 +118,7 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
     totals = {"hits": 0, "misses": 0, "model_calls": 0}
     # an API encoder takes several requests' worth per call, to send them concurrently
     per_call = getattr(enc.encoder, "cache_batch_size", None) or system["batch_size"]
-    with EmbeddingCache(cache_root, enc.spec) as cache:
+    with EmbeddingCache(job.cache_root, enc.spec) as cache:
         def compute(a: int, b: int) -> np.ndarray:
             m, st = cache.encode(payloads[a:b], keys[a:b], fn, batch_size=per_call)
             for k_ in totals:
@@ -130,12 +151,12 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
              "pair_text_cuts": {"documents": budget.cut_documents, "images": budget.cut_images} if kind == "pairs" else {},
              **api,
              "seconds": round(time.perf_counter() - t0, 2)}
-    write_json(out_stats, stats)
+    write_json(job.out_stats, stats)
     log.info("read %s (%d %s rows, shard %d of %d: rows %d..%d); wrote %s: %d batches computed, %d skipped (already "
              "written), %d model calls, %d cache hits; truncations %s; %.1fs", prep, len(rows), kind, shard, shards,
              start, stop, store, ws.batches_computed, ws.batches_skipped, totals["model_calls"], totals["hits"],
              truncations or "none", stats["seconds"])
-    if not Path(out_seal).exists():
+    if not Path(job.out_seal).exists():
         raise RuntimeError(f"shard {shard} of {store} was not sealed")
     return stats
 
@@ -199,13 +220,31 @@ def tie_stats(scores: np.ndarray, depth: int = 10) -> dict[str, int]:
     return {f"tied_top{depth}_items": tied, f"queries_with_ties_top{depth}": queries}
 
 
-def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict, evaluation: dict, out_run: str | Path,
-             out_stats: str | Path, stores: dict[str, str] | None = None, captions: str | Path | None = None,
-             queries: str | Path | None = None, cache_root: str | Path | None = None, encoder=None) -> dict:
-    """Run one system on one prepared domain for one task; writes the TREC run and its stats.
+@dataclass(frozen=True)
+class RetrieveJob:
+    """One retrieve job: system ``system_name`` on a prepared domain for ``task``, the TREC run to ``out_run``.
 
-    ``stores``: the kind -> store directory of a dense/mm system (from the encode jobs). ``queries``: an ablation's
-    query variants (Task 1), encoded here through the embedding cache (a few thousand short texts at most).
+    ``evaluation``: the retrieve slice of ``evaluation`` (``protocol``, ``top_k``; ``task4_protocol``,
+    ``chunk_size``, ``alt_text`` where the task and system read them). ``stores``: kind -> store directory of a
+    dense/mm system (from the encode jobs). ``queries``: an ablation's query variants (Task 1), encoded here through
+    the embedding cache at ``cache_root`` (a few thousand short texts at most)."""
+
+    task: str
+    prepared_dir: str | Path
+    system_name: str
+    system: dict
+    evaluation: dict
+    out_run: str | Path
+    out_stats: str | Path
+    stores: dict[str, str] = field(default_factory=dict)
+    captions: str | Path | None = None
+    queries: str | Path | None = None
+    cache_root: str | Path | None = None
+
+
+def retrieve(job: RetrieveJob, encoder=None) -> dict:
+    """Run one system on one prepared domain for one task (:class:`RetrieveJob`); writes the TREC run and its stats.
+
     Scores: BM25 as bm25s gives them; vector systems cosine x 100. Exclusions per ``evaluation.protocol``.
     """
     from mmir.core.io import write_json as _wj
@@ -214,13 +253,14 @@ def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict
     from mmir.retrieval.retrievers import BM25Retriever, VectorRetriever, to_run
     from mmir.retrieval.runs import write_run
 
+    task, system_name, system, evaluation, queries = job.task, job.system_name, job.system, job.evaluation, job.queries
     t0 = time.perf_counter()
-    prep = Path(prepared_dir)
+    prep = Path(job.prepared_dir)
     items, qs = task_items(task, prep), task_queries(task, prep, queries)
     excluded = exclusions(prep, task, evaluation["protocol"], evaluation.get("task4_protocol", "paper"))
     exclude = as_indices(qs.qids, items.ids, excluded)
     k = evaluation["top_k"]
-    image_text = _image_text(system, captions, prep, evaluation.get("alt_text", False))
+    image_text = _image_text(system, job.captions, prep, evaluation.get("alt_text", False))
     stats: dict = {"task": task, "items": len(items), "topics": len(qs), "excluded_queries": len(excluded),
                    "search": "exact"}
     if system["kind"] == "bm25":
@@ -229,7 +269,7 @@ def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict
         scores, idx = r.search(query_texts(qs, image_text) if task_spec(task).multimodal else qs.texts, k, exclude)
         scale = 1.0
     else:
-        matrix, qvecs, used = _vectors(task, system, items, qs, stores or {}, queries, cache_root, encoder, prep.name)
+        matrix, qvecs, used = _vectors(task, system, items, qs, job.stores, queries, job.cache_root, encoder, prep.name)
         stats |= used
         r = VectorRetriever(chunk_size=evaluation.get("chunk_size", 65536), approximate=system.get("approximate"))
         r.index(matrix)
@@ -237,11 +277,11 @@ def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict
         stats["search"] = f"approximate ({system['approximate']})" if system.get("approximate") else "exact"
         scale = 100.0
     run = to_run(qs.qids, items.ids, scores, idx, scale)
-    n = write_run(out_run, run, tag=system_name)
+    n = write_run(job.out_run, run, tag=system_name)
     stats |= tie_stats(scores) | {"run_lines": n, "seconds": round(time.perf_counter() - t0, 3), "system": system_name}
-    _wj(out_stats, stats)
+    _wj(job.out_stats, stats)
     log.info("read %s (%d items, %d queries, %d with exclusions); wrote %s: %d lines (top %d, %s search); %d tied items "
-             "in the top 10 of %d queries; %.1fs", prep, len(items), len(qs), len(excluded), out_run, n, k, stats["search"],
+             "in the top 10 of %d queries; %.1fs", prep, len(items), len(qs), len(excluded), job.out_run, n, k, stats["search"],
              stats["tied_top10_items"], stats["queries_with_ties_top10"], stats["seconds"])
     return stats
 

@@ -42,9 +42,9 @@ def _encode(job: Job):
     from mmir.workflow import retrieval_steps
 
     w, p = job.wildcards, job.params
-    return retrieval_steps.encode(prepared_dir(w), w["system"], p["system"], w["kind"], int(w["shard"]), p["shards"],
-                                  p["encoding"], p["cache_root"], store_dir(w), job.output["seal"], job.output["stats"],
-                                  job.input.get("captions"), p["alt_text"])
+    return retrieval_steps.encode(retrieval_steps.EncodeJob(
+        prepared_dir(w), w["system"], p["system"], w["kind"], int(w["shard"]), p["shards"], p["encoding"], p["cache_root"],
+        store_dir(w), job.output["seal"], job.output["stats"], job.input.get("captions"), p["alt_text"]))
 
 
 def _encode_inputs(config: dict, w: W) -> dict:
@@ -66,9 +66,9 @@ def _retrieve(job: Job):
 
     w, p, i = job.wildcards, job.params, job.input
     stores = {k[len("shards_"):]: str(Path(v[0]).parent) for k, v in i.items() if k.startswith("shards_")}
-    return retrieval_steps.retrieve(w["task"], prepared_dir(w), w["system"], p["system"], p["evaluation"],
-                                    job.output["run"], job.output["stats"], stores, i.get("captions"), i.get("queries"),
-                                    p["cache_root"])
+    return retrieval_steps.retrieve(retrieval_steps.RetrieveJob(
+        w["task"], prepared_dir(w), w["system"], p["system"], p["evaluation"], job.output["run"], job.output["stats"], stores,
+        i.get("captions"), i.get("queries"), p["cache_root"]))
 
 
 def _retrieve_inputs(config: dict, w: W) -> dict:
