@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mmir.core.tasks import task as task_spec
 from mmir.data.images import blank_image
 from mmir.encoders.cache import encoder_key
-from mmir.core.tasks import task as task_spec
 from mmir.retrieval.items import ImageText, PairBudget, item_texts, query_texts, ranked_items, read_queries
 
 BLANK = "__BLANK__"  # row id of the blank image in the query_images kind

@@ -6,7 +6,7 @@ from __future__ import annotations
 from mmir.core import paths
 from mmir.core.errors import ConfigError
 from mmir.core.paths import resolve_path
-from mmir.workflow.rules.common import W, Job, Rule, prepared_dir, without
+from mmir.workflow.rules.common import Job, Rule, W, prepared_dir, without
 
 
 def _fetch(job: Job):

@@ -6,8 +6,7 @@ from __future__ import annotations
 from mmir.core import paths
 from mmir.core.paths import resolve_path
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import (W, Job, Rule, captioned, image_text_captions, prepared_dir, sample_notes,
-                                        tracking_output, without)
+from mmir.workflow.rules.common import Job, Rule, W, captioned, image_text_captions, prepared_dir, sample_notes, tracking_output, without
 
 #: keys of ``essentiality`` that choose units or the report's rows, read by no labelling job
 ESSENTIALITY_UNIT_KEYS = ("datasets", "systems", "task")

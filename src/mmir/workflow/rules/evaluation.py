@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mmir.core import paths
 from mmir.core.tasks import task as task_spec
-from mmir.workflow.rules.common import W, Job, Rule
+from mmir.workflow.rules.common import Job, Rule, W
 
 
 def _score(job: Job):

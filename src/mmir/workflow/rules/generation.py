@@ -6,7 +6,7 @@ from __future__ import annotations
 from mmir.core import paths
 from mmir.core.tasks import ABLATION_BASE
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import W, Job, Rule, captioned, sample_notes, tracked_derived, tracked_slice, tracking_output
+from mmir.workflow.rules.common import Job, Rule, W, captioned, sample_notes, tracked_derived, tracked_slice, tracking_output
 
 
 def _augment(job: Job):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mmir.core import paths
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import W, Job, Rule, captioned, prepared_dir, sample_notes, tracking_output, without
+from mmir.workflow.rules.common import Job, Rule, W, captioned, prepared_dir, sample_notes, tracking_output, without
 
 M2RAG_UNIT_KEYS = ("datasets", "sources", "strategies")  # keys that choose units, read by no job
 M2RAG_ANSWER_ONLY = ("generator", "answer_max_tokens", "context_tokens", "recall_threshold", "separate_encoder",

@@ -6,8 +6,7 @@ from __future__ import annotations
 from mmir.core import paths
 from mmir.data.domains import has_query_images
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import (W, Job, Rule, captioned, image_text_captions, prepared_dir, sample_notes,
-                                        tracking_output)
+from mmir.workflow.rules.common import Job, Rule, W, captioned, image_text_captions, prepared_dir, sample_notes, tracking_output
 
 MMDR_WRITER_KEYS = ("task", "system", "k", "generator", "image_text", "images", "evidence_chars", "report_max_tokens",
                     "posthoc_citations", "posthoc_min_overlap", "report_temperature", "seed", "evaluator")

@@ -7,8 +7,7 @@ from mmir.core import paths
 from mmir.core.errors import ConfigError
 from mmir.data.domains import has_query_images
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import (W, Job, Rule, captioned, image_text_captions, prepared_dir, sample_notes,
-                                        tracking_output, without)
+from mmir.workflow.rules.common import Job, Rule, W, captioned, image_text_captions, prepared_dir, sample_notes, tracking_output, without
 
 
 def rag_unit(config: dict, w: W) -> dict:

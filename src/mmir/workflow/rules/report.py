@@ -6,7 +6,7 @@ from __future__ import annotations
 from mmir.core import paths
 from mmir.core.tasks import task as task_spec
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import W, Job, Rule, sample_notes, tracked_derived, tracked_slice, tracking_output
+from mmir.workflow.rules.common import Job, Rule, W, sample_notes, tracked_derived, tracked_slice, tracking_output
 
 
 def task_metric_files(config: dict, task: str) -> list[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from mmir.core import paths
 from mmir.core.tasks import task as task_spec
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import W, Job, Rule, base_system, image_text_captions, prepared_dir, system_config
+from mmir.workflow.rules.common import Job, Rule, W, base_system, image_text_captions, prepared_dir, system_config
 
 
 def store_dir(w: W, kind: str | None = None) -> str:
