@@ -209,7 +209,7 @@ def test_tables_mark_units_with_failed_calls(tmp_path):
 # ------------------------------------------------------------------------------------ sampling in config
 def test_every_sampling_setting_has_its_schema_default_equal_to_the_old_constant():
     from mmir.benchmarks.mmdr.check import evaluator_config
-    from mmir.benchmarks.mmdr.config import MMDRConfig
+    from mmir.config.models import MMDREvaluatorConfig
     from mmir.workflow.validate import validate_config
 
     cfg = validate_config({"datasets": {"x": {"source": "trec", "root": ".", "domains": ["x"]}},
@@ -228,7 +228,7 @@ def test_every_sampling_setting_has_its_schema_default_equal_to_the_old_constant
     ev = md["evaluator"]
     assert (ev["flae"]["temperature"], ev["controller"]["temperature"], ev["trace"]["temperature"],
             ev["vef"]["temperature"], ev["mosaic"]["classify_temperature"]) == (0.2, 0.2, 0.1, 0.1, 0.0)
-    assert evaluator_config(md) == MMDRConfig.from_mapping({"trace": {"schemes": ["http", "https", "file", "mmir"]},
+    assert evaluator_config(md) == MMDREvaluatorConfig.from_mapping({"trace": {"schemes": ["http", "https", "file", "mmir"]},
                                                             "vef": {"attach_images": False},
                                                             "mosaic": {"engines": {"vqa_mode": "text"}}})
 

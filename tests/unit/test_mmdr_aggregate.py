@@ -1,4 +1,4 @@
-"""mmir.benchmarks.mmdr.aggregate + mmir.benchmarks.mmdr.config: final formula in both forms, the gate, records, settings."""
+"""mmir.benchmarks.mmdr.aggregate and the evaluator settings (mmir.config.models.mmdr_evaluator): formula, gate, records."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from mmir.benchmarks.mmdr.aggregate import (
     final_mmdr,
     mosaic_gate,
     overall_score,
-    parse_weights,
     results_record,
     trace_value,
 )
-from mmir.benchmarks.mmdr.config import MMDRConfig
+from mmir.config.models import MMDREvaluatorConfig
+from mmir.config.models.mmdr_evaluator import parse_weights
 from mmir.core.errors import ConfigError
 
 
@@ -61,19 +61,19 @@ def test_results_record_layout():
 
 
 def test_config_from_mapping():
-    cfg = MMDRConfig.from_mapping({"weights": "1,1,1,1", "gate": "trace", "vef": {"strict": True},
+    cfg = MMDREvaluatorConfig.from_mapping({"weights": "1,1,1,1", "gate": "trace", "vef": {"strict": True},
                                    "mosaic": {"engines": {"vqa_mode": "text"}, "max_items": 8},
                                    "trace": {"schemes": ["http", "https", "file", "mmir"]},
                                    "flae": {"section_presence": "spec"}})
     assert cfg.weights == (1.0, 1.0, 1.0, 1.0) and cfg.gate == "trace" and cfg.vef.strict
     assert cfg.mosaic.engines.vqa_mode == "text" and cfg.mosaic.pair_budget == 2
     assert cfg.trace.schemes == ("http", "https", "file", "mmir") and cfg.flae.section_presence == "spec"
-    assert MMDRConfig.from_mapping(None) == MMDRConfig()
+    assert MMDREvaluatorConfig.from_mapping(None) == MMDREvaluatorConfig()
     with pytest.raises(ConfigError) as e:
-        MMDRConfig.from_mapping({"vef": {"stric": True}})
+        MMDREvaluatorConfig.from_mapping({"vef": {"stric": True}})
     assert e.value.key == "mmdr.vef.stric"
     with pytest.raises(ConfigError) as e:
-        MMDRConfig.from_mapping({"mosaic": {"routing": "magic"}})
-    assert e.value.key == "mmdr.mosaic"
+        MMDREvaluatorConfig.from_mapping({"mosaic": {"routing": "magic"}})
+    assert e.value.key == "mmdr.mosaic.routing"
     with pytest.raises(ConfigError):
-        MMDRConfig.from_mapping({"weights": "1,2"})
+        MMDREvaluatorConfig.from_mapping({"weights": "1,2"})

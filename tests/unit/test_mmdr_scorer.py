@@ -12,12 +12,12 @@ from PIL import Image
 from scripted import ScriptedBackend
 
 from mmir.benchmarks.mmdr.aggregate import final_mmdr
-from mmir.benchmarks.mmdr.config import MMDRConfig
 from mmir.benchmarks.mmdr.export import export_leaderboard, provenance
 from mmir.benchmarks.mmdr.fetch import default_fetcher
 from mmir.benchmarks.mmdr.judge import Judge
 from mmir.benchmarks.mmdr.scorer import legacy_final, score_task
 from mmir.benchmarks.mmdr.tasks import Task
+from mmir.config.models import MMDREvaluatorConfig
 
 DOCS = {("openstax", "bio-10"): "Mitosis produces two identical daughter cells. Each has 46 chromosomes in humans.",
         ("openstax", "bio-11"): "Meiosis halves the chromosome number, producing four gametes."}
@@ -58,7 +58,7 @@ def _setup(tmp_path):
     img = _png(tmp_path / "fig.png")
     task = Task(qid="Q3", raw_id="Q3", index=3, title="Cell division", text="Compare mitosis and meiosis.",
                 images=(str(img),), set="research", ground_truth="Diagram: two pathways, mitosis and meiosis.")
-    cfg = MMDRConfig.from_mapping({"trace": {"schemes": ["http", "https", "file", "mmir"]},
+    cfg = MMDREvaluatorConfig.from_mapping({"trace": {"schemes": ["http", "https", "file", "mmir"]},
                                    "mosaic": {"engines": {"vqa_mode": "text"}}})
     fetcher = default_fetcher(resolve_local=lambda d, i: DOCS.get((d, i)))
     return img, task, cfg, fetcher

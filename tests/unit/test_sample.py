@@ -3,7 +3,9 @@ domain (real openstax and Vaswani data)."""
 
 import pytest
 from conftest import shared
+from pydantic import ValidationError
 
+from mmir.core.errors import ConfigError
 from mmir.data.prepare import prepare_domain
 from mmir.data.sample import Sample
 
@@ -47,5 +49,8 @@ def test_describe_names_the_sample():
     assert Sample.from_config(None) is None
     assert Sample.from_config(SAMPLE).describe() == ("sample: first 3 queries per domain; corpus: the items they judge "
                                                      "(documents, images) + 5 others of each kind (seed 0)")
-    with pytest.raises(TypeError):
+    with pytest.raises(ValidationError, match="bogus"):
         Sample(**{"queries": 3, "bogus": 1})
+    with pytest.raises(ConfigError) as exc:  # a config section names the key
+        Sample.from_config({"queries": 3, "corpus": "some"})
+    assert exc.value.key == "sample.corpus"

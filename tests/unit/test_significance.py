@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from mmir.core.errors import ConfigError
 from mmir.evaluation import significance as S
 
 
@@ -243,8 +244,9 @@ def test_table_statistics_baseline_family_and_independent_seeds():
                             S.Settings(baseline="dense", resamples=500))
     assert set(t3["baseline"]) == {"dense"}
     assert t3[(t3.system == "half") & (t3.column == "Avg.")]["mean"].isna().all()
-    with pytest.raises(ValueError, match="significance.test"):
+    with pytest.raises(ConfigError, match="significance.test") as exc:
         S.Settings.from_config({"test": "wilcoxon"})
+    assert exc.value.key == "significance.test"
 
 
 def test_judged_table_statistics_pairs_answers_and_counts_only_valid_ones():

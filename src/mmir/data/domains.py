@@ -7,7 +7,9 @@ repository (:data:`MM_BRIGHT_DOMAINS` offline).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
+from mmir.config.models import Dataset, parse_dataset
 from mmir.core.errors import ConfigError
 from mmir.core.paths import resolve_path
 
@@ -30,71 +32,75 @@ def strip_shard(filename: str) -> str:
     return m.group(1) if m else stem
 
 
-def dataset_domains(name: str, ds: dict) -> list[str]:
+def dataset_domains(name: str, ds: Dataset | Mapping) -> list[str]:
     """The domain names of a validated dataset entry ``datasets.<name>``; resolves ``all``.
 
     Raises:
         ConfigError: ``datasets.<name>.root`` of a local dataset has no ``documents/`` folder.
     """
-    if ds["domains"] != "all":
-        return list(ds["domains"])
-    if ds["source"] == "trec":
+    ds = parse_dataset(ds, f"datasets.{name}")
+    if ds.domains != "all":
+        return list(ds.domains)
+    if ds.source == "trec":
         return [name]
-    if ds["source"] == "local":
-        docs = resolve_path(ds["root"]) / "documents"
+    if ds.source == "local":
+        docs = resolve_path(ds.root) / "documents"
         if not docs.is_dir():
             raise ConfigError(f"datasets.{name}.root", f"no documents/ directory under {docs.parent}")
         return sorted({strip_shard(p.name) for p in docs.glob("*.parquet")})
     from mmir.data.hub import list_hub_domains
 
-    return list_hub_domains(ds["repo_id"], ds["revision"]) or list(MM_BRIGHT_DOMAINS)
+    return list_hub_domains(ds.repo_id, ds.revision) or list(MM_BRIGHT_DOMAINS)
 
 
-def check_dataset(name: str, ds: dict, file: str | None = None) -> None:
+def check_dataset(name: str, ds: Dataset | Mapping, file: str | None = None) -> None:
     """Check a dataset entry before any job: a ``local``/``trec`` root exists, and each listed domain is in the data.
 
     Raises:
         ConfigError: naming ``datasets.<name>.root`` or ``datasets.<name>.domains.<i>``.
     """
-    if ds["source"] in ("local", "trec"):
-        root = resolve_path(ds["root"])
+    ds = parse_dataset(ds, f"datasets.{name}", file)
+    if ds.source in ("local", "trec"):
+        root = resolve_path(ds.root)
         if not root.is_dir():
             raise ConfigError(f"datasets.{name}.root", f"{root} does not exist or is not a directory", file)
-        if ds["source"] == "local" and not (root / "documents").is_dir():
+        if ds.source == "local" and not (root / "documents").is_dir():
             raise ConfigError(f"datasets.{name}.root", f"no documents/ directory under {root} (the MM-BRIGHT layout "
                               "is <root>/<config>/<domain>.parquet)", file)
-    if ds["domains"] == "all" or ds["source"] == "trec":
+    if ds.domains == "all" or ds.source == "trec":
         return
-    if ds["source"] == "local":
-        where = str(resolve_path(ds["root"]))
-        available = dataset_domains(name, {**ds, "domains": "all"})
+    if ds.source == "local":
+        where = str(resolve_path(ds.root))
+        available = dataset_domains(name, ds.model_copy(update={"domains": "all"}))
     else:
         from mmir.data.hub import list_hub_domains
 
-        listed = list_hub_domains(ds["repo_id"], ds["revision"])
-        where = f"{ds['repo_id']}@{ds['revision']}" + ("" if listed else " (hub unreachable: the published list)")
+        listed = list_hub_domains(ds.repo_id, ds.revision)
+        where = f"{ds.repo_id}@{ds.revision}" + ("" if listed else " (hub unreachable: the published list)")
         available = listed or list(MM_BRIGHT_DOMAINS)
-    for i, dom in enumerate(ds["domains"]):
+    for i, dom in enumerate(ds.domains):
         if dom not in available:
             raise ConfigError(f"datasets.{name}.domains.{i}",
                               f"{dom!r} is not a domain of {where} (has: {', '.join(available) or 'none'})", file)
 
 
-def has_multimodal(ds: dict, domain: str) -> bool:
+def has_multimodal(ds: Dataset | Mapping, domain: str) -> bool:
     """Whether a domain has Task 2–4 data: hub MM-BRIGHT yes, TREC no, local when examples_multimodal exists."""
-    if ds["source"] == "hf":
+    ds = parse_dataset(ds)
+    if ds.source == "hf":
         return True
-    if ds["source"] == "trec":
+    if ds.source == "trec":
         return False
     from mmir.data.parquet import domain_files
 
-    return bool(domain_files(resolve_path(ds["root"]), "examples_multimodal", domain))
+    return bool(domain_files(resolve_path(ds.root), "examples_multimodal", domain))
 
 
-def has_query_images(ds: dict, domain: str) -> bool:
+def has_query_images(ds: Dataset | Mapping, domain: str) -> bool:
     """Whether a domain's queries can have images (hub MM-BRIGHT; local copies with examples_images)."""
-    if ds["source"] != "local":
-        return ds["source"] == "hf"
+    ds = parse_dataset(ds)
+    if ds.source != "local":
+        return ds.source == "hf"
     from mmir.data.parquet import domain_files
 
-    return bool(domain_files(resolve_path(ds["root"]), "examples_images", domain))
+    return bool(domain_files(resolve_path(ds.root), "examples_images", domain))

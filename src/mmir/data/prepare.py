@@ -51,11 +51,13 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from mmir.config.models import Dataset, IntegrityConfig, TrecDataset, parse_dataset
 from mmir.core.errors import DataError
 from mmir.core.io import write_json, write_parquet, write_text
 from mmir.core.paths import resolve_path
@@ -100,10 +102,8 @@ class Prepared:
     mm: MultimodalPrepared | None = None
 
 
-# Defaults of datasets.<name>.integrity (the schema states the same; a test keeps them equal).
-DEFAULT_POLICY = {"missing_gold": "error", "duplicate_doc_ids": "error", "excluded_overlaps_gold": "warn",
-                  "no_gold": "warn", "null_lists": "error", "missing_query_images": "warn",
-                  "missing_positive_images": "warn", "max_missing_share": 0.5}
+# Defaults of datasets.<name>.integrity, from its model.
+DEFAULT_POLICY = IntegrityConfig().model_dump()
 _SAMPLE = 3  # references named in an aggregated message
 
 
@@ -346,18 +346,18 @@ def _load_mmbright(frames: dict, root: str | Path, policy: dict, max_pixels: int
                      "backslash_refs": normalised}, mm)
 
 
-def load_trec_domain(ds: dict, policy: dict, sample: Sample | None = None) -> Prepared:
+def load_trec_domain(ds: TrecDataset, policy: dict, sample: Sample | None = None) -> Prepared:
     """Read a TREC collection (documents, topics, qrels) and check it like an MM-BRIGHT domain; ``sample`` as
     :func:`load_mmbright_domain`."""
     from mmir.data.trec import read_qrels, read_trec_documents, read_trec_topics
 
-    root = resolve_path(ds["root"])
-    corpus_path, topics_path, qrels_path = root / ds["corpus"], root / ds["topics"], root / ds["qrels"]
+    root = resolve_path(ds.root)
+    corpus_path, topics_path, qrels_path = root / ds.corpus, root / ds.topics, root / ds.qrels
     docs = [(d, t, str(corpus_path), i) for i, (d, t) in enumerate(read_trec_documents(corpus_path))]
     docs_df = pd.DataFrame(docs, columns=["id", "content", "_file", "_row"])
     raw_qrels = {q: {norm_ref(d): r for d, r in v.items()} for q, v in read_qrels(qrels_path).items()}
     rows = []
-    for i, (qid, text) in enumerate(read_trec_topics(topics_path, ds["topic_field"])):
+    for i, (qid, text) in enumerate(read_trec_topics(topics_path, ds.topic_field)):
         rel = raw_qrels.get(qid, {})
         rows.append({"id": qid, "query": text, "gold_ids": [d for d, r in rel.items() if r > 0], "negative_ids": [],
                      "image_paths": [], "_file": str(topics_path), "_row": i})
@@ -383,14 +383,14 @@ def _load_trec(docs_df, ex, raw_qrels, sources, root, policy) -> Prepared:
                                                       "examples": checks.examples, "backslash_refs": normalised})
 
 
-def prepare_domain(dataset: str, ds: dict, domain: str, raw_root: str | Path | None = None) -> Prepared:
-    """Load and check one domain of a validated dataset entry. ``raw_root`` overrides ``ds['root']``
-    (the fetched copy of an ``hf`` dataset); ``ds['sample']`` cuts it to a sample (:mod:`mmir.data.sample`)."""
-    policy = ds.get("integrity", {})
-    sample = Sample.from_config(ds.get("sample"))
-    if ds["source"] == "trec":
+def prepare_domain(dataset: str, ds: Dataset | Mapping, domain: str, raw_root: str | Path | None = None) -> Prepared:
+    """Load and check one domain of a validated dataset entry. ``raw_root`` overrides its ``root``
+    (the fetched copy of an ``hf`` dataset); its ``sample`` cuts it to a sample (:mod:`mmir.data.sample`)."""
+    ds = parse_dataset(ds, f"datasets.{dataset}")
+    policy, sample = ds.integrity.model_dump(), ds.sample
+    if ds.source == "trec":
         return load_trec_domain(ds, policy, sample)
-    root = Path(raw_root) if raw_root is not None else resolve_path(ds["root"])
+    root = Path(raw_root) if raw_root is not None else resolve_path(ds.root)
     return load_mmbright_domain(root, domain, policy, sample=sample)
 
 

@@ -12,35 +12,15 @@ prepared artifact (qrels of all tasks, exclusions, pairs, images) follows from o
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from mmir.config.models import SampleConfig
 from mmir.data.parquet import as_id, norm_ref
 
-
-@dataclass(frozen=True)
-class Sample:
-    queries: int | None = None
-    corpus: str = "all"
-    distractors: int = 0
-    seed: int = 0
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None) -> Sample | None:
-        """``None`` for no sample (config ``null`` or absent)."""
-        return None if not cfg else cls(cfg.get("queries"), cfg.get("corpus", "all"), int(cfg.get("distractors", 0)),
-                                        int(cfg.get("seed", 0)))
-
-    def describe(self) -> str:
-        """One line for table captions, e.g. ``first 8 queries per domain; corpus: their judged items + 200 others``."""
-        q = f"first {self.queries} queries per domain" if self.queries else "all queries"
-        if self.corpus == "all":
-            return f"sample: {q}; full corpus"
-        return (f"sample: {q}; corpus: the items they judge (documents, images) + {self.distractors} others of each kind "
-                f"(seed {self.seed})")
+#: ``datasets.<name>.sample`` (:class:`mmir.config.models.SampleConfig`), under its old name
+Sample = SampleConfig
 
 
 def kept_items(topics: pd.DataFrame, qrels: Mapping, excluded: Mapping, mm, s: Sample,

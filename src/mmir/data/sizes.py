@@ -9,8 +9,10 @@ whatever rows the prepared domain has beyond the planned ones.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
+from mmir.config.models import Dataset, parse_dataset
 from mmir.core.paths import resolve_path
 
 # documents, corpus images per hub domain at revision 97702ca9ea81cd0a25288e74a9402439550d6bd4
@@ -33,16 +35,17 @@ def _parquet_rows(files) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 
 
-def raw_sizes(ds: dict, domain: str, raw_root: str | Path | None = None) -> tuple[int, int]:
+def raw_sizes(ds: Dataset | Mapping, domain: str, raw_root: str | Path | None = None) -> tuple[int, int]:
     """``(documents, corpus images)`` of one domain of a validated dataset entry, before preparing it."""
     from mmir.data.parquet import domain_files
 
-    if ds["source"] == "trec":
-        root = resolve_path(ds["root"])
-        corpus = root / ds["corpus"]
+    ds = parse_dataset(ds)
+    if ds.source == "trec":
+        root = resolve_path(ds.root)
+        corpus = root / ds.corpus
         files = [corpus] if corpus.is_file() else [f for f in corpus.rglob("*") if f.is_file()]
         return max(1, math.ceil(sum(f.stat().st_size for f in files) / TREC_BYTES_PER_DOCUMENT)), 0
-    root = Path(raw_root) if raw_root is not None else (resolve_path(ds["root"]) if ds.get("root") else None)
+    root = Path(raw_root) if raw_root is not None else (resolve_path(ds.root) if ds.root else None)
     if root is not None and domain_files(root, "documents", domain):
         return (_parquet_rows(domain_files(root, "documents", domain)),
                 _parquet_rows(domain_files(root, "document_images", domain)))

@@ -19,81 +19,26 @@ does not depend on its table's other cells. README: "Significance and the reprod
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pandas as pd
 
-TESTS = ("permutation", "bootstrap")
-CORRECTIONS = ("holm", "bh", "none")
-INTERVALS = ("percentile", "bca")
-FAMILIES = ("column", "table")
+from mmir.config.models import SignificanceConfig
+
+TESTS, CORRECTIONS, INTERVALS, FAMILIES = (get_args(SignificanceConfig.model_fields[k].annotation)
+                                           for k in ("test", "correction", "interval", "family"))
 AVG = "Avg."
 _MAX_CELLS = 4_000_000  # floats per resampling block (bounds memory: ~32 MB)
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The ``significance`` config section (defaults = ``workflow/schemas/params.schema.yaml``).
-
-    Attributes:
-        baseline: system every other row is tested against; None = the first system of each table.
-        test: ``permutation`` (sign flips) or ``bootstrap`` (shift method).
-        correction: ``holm`` (FWER), ``bh`` (Benjamini-Hochberg FDR) or ``none``.
-        alpha: significance level of the markers (corrected p < alpha).
-        resamples: random sign patterns / bootstrap resamples per test and interval.
-        interval: ``percentile`` or ``bca``.
-        family: what one correction covers: ``column`` (one domain or Avg. column) or ``table`` (one dataset's table).
-        repeats: judged scores: ``one`` judging drawn per resampled answer, or ``all`` (judgings resampled).
-    """
-
-    baseline: str | None = None
-    test: str = "permutation"
-    correction: str = "holm"
-    alpha: float = 0.05
-    resamples: int = 10000
-    seed: int = 0
-    confidence: float = 0.95
-    interval: str = "percentile"
-    family: str = "column"
-    repeats: str = "one"
-
-    def __post_init__(self):
-        for name, allowed in (("test", TESTS), ("correction", CORRECTIONS), ("interval", INTERVALS),
-                              ("family", FAMILIES), ("repeats", ("one", "all"))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"significance.{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
-        if not 0 < self.alpha < 1 or not 0 < self.confidence < 1:
-            raise ValueError("significance.alpha and significance.confidence must lie strictly between 0 and 1")
-        if self.resamples < 1:
-            raise ValueError("significance.resamples must be >= 1")
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None) -> Settings:
-        """Settings from a config slice (unknown keys ignored, missing keys at their defaults).
-
-        Raises:
-            ValueError: a value outside its allowed set.
-        """
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (cfg or {}).items() if k in names})
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def describe_test(self) -> str:
-        """One phrase naming the test, e.g. for a table footnote."""
-        return ("two-sided paired randomization test (sign flips of the per-query differences)" if self.test == "permutation"
-                else "two-sided paired bootstrap test (shift method)")
-
-    def describe_correction(self) -> str:
-        return {"holm": "Holm-corrected", "bh": "Benjamini-Hochberg-corrected", "none": "uncorrected"}[self.correction]
+#: the ``significance`` config section (:class:`mmir.config.models.SignificanceConfig`), under its old name
+Settings = SignificanceConfig
 
 
 def rng_for(seed: int, *key: object) -> np.random.Generator:
@@ -122,11 +67,6 @@ def _paired_strata(a: Any, b: Any) -> list[np.ndarray]:
     if len(sa) != len(sb) or any(x.shape != y.shape for x, y in zip(sa, sb)):
         raise ValueError("paired samples must have the same strata and the same length in each stratum")
     return [x - y for x, y in zip(sa, sb)]
-
-
-def macro_mean(strata: Any) -> float:
-    """Mean over strata of each stratum's mean (the tables' Avg.); a 1-D array is one stratum."""
-    return float(np.mean([s.mean() for s in _as_strata(strata)]))
 
 
 def _reaches(t: np.ndarray, observed: float) -> np.ndarray:

@@ -22,11 +22,9 @@ NAMES = {"none": "None", "oracle": "Oracle"}
 def rag_baseline(settings: Settings, rows: list[str]) -> Settings:
     """The settings with ``baseline`` resolved for a RAG table: a setting name as given, a system ``s`` as
     ``topk:s`` when that setting exists; anything else: the first setting (None = first, as for every table)."""
-    import dataclasses
-
     b = settings.baseline
     if b is not None and b not in rows and f"topk:{b}" in rows:
-        return dataclasses.replace(settings, baseline=f"topk:{b}")
+        return settings.model_copy(update={"baseline": f"topk:{b}"})
     return settings
 
 

@@ -1,6 +1,6 @@
-"""The one config check before any job: the schema (defaults filled), then the LLM layer's, the embedding API
-systems' (base URL, key variable) and every benchmark's own cross-key checks, then what the config names outside
-itself (dataset roots and domains, environment variables holding API keys, model packages). Snakemake
+"""The one config check before any job: the typed models (defaults filled), then the embedding API systems' (base
+URL, key variable) and every benchmark's own cross-key checks, then what the config names outside itself (dataset
+roots and domains, environment variables holding API keys, model packages). Snakemake
 (``workflow/rules/common.smk``) and the CLI both call this."""
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from mmir.benchmarks.m2rag.check import check as check_m2rag
 from mmir.benchmarks.mmbright.check import check as check_mmbright
 from mmir.benchmarks.mmdr.check import check as check_mmdr
 from mmir.benchmarks.rag.check import check as check_rag
+from mmir.config.models import Params, parse_params
 from mmir.core.errors import ConfigError
 from mmir.data.domains import check_dataset
 from mmir.encoders.embeddings_api import check_dense_api_systems
-from mmir.llm.backends import check_backend_config, check_generators
+from mmir.llm.backends import backend_class
 
 
 def validate_config(config: dict, file: str | None = None) -> dict:
@@ -27,18 +28,18 @@ def validate_config(config: dict, file: str | None = None) -> dict:
         ConfigError: naming the first bad key and ``file``.
     """
     cfg.validate_config(config, file)
-    check_generators(config, file)
     check_dense_api_systems(config, file)
+    params = parse_params(config, file)
     for check in (check_mmbright, check_rag, check_m2rag, check_mmdr):
-        check(config, file)
-    for name, ds in config["datasets"].items():
+        check(params, file)
+    for name, ds in params.datasets.items():
         check_dataset(name, ds, file)
-    check_reporting(config, file)
-    check_environment(config, file)
+    check_reporting(params, file)
+    check_environment(params, file)
     return config
 
 
-def check_reporting(config: dict, file: str | None = None) -> None:
+def check_reporting(params: Params, file: str | None = None) -> None:
     """``significance.baseline`` names a system or a RAG setting; every ``expected`` file exists (relative paths:
     the working directory, then this checkout, :func:`mmir.core.paths.project_file`) and reads as expected values.
 
@@ -48,12 +49,12 @@ def check_reporting(config: dict, file: str | None = None) -> None:
     from mmir.core.paths import project_file
     from mmir.evaluation.expected import load_expected
 
-    base = config["significance"]["baseline"]
-    settings = (config.get("rag") or {}).get("settings", [])
-    if base is not None and base not in config["systems"] and base not in settings:
-        raise ConfigError("significance.baseline", f"{base!r} is neither a system ({', '.join(config['systems'])}) nor a "
+    base = params.significance.baseline
+    settings = params.rag.settings if params.rag else []
+    if base is not None and base not in params.systems and base not in settings:
+        raise ConfigError("significance.baseline", f"{base!r} is neither a system ({', '.join(params.systems)}) nor a "
                           "RAG setting", file)
-    for i, f in enumerate(config["expected"]):
+    for i, f in enumerate(params.expected):
         path = project_file(f)
         if not os.path.isfile(path):
             raise ConfigError(f"expected.{i}", f"file {f!r} not found (relative paths: the working directory, then the "
@@ -64,7 +65,7 @@ def check_reporting(config: dict, file: str | None = None) -> None:
             raise ConfigError(f"expected.{i}", str(exc), file) from exc
 
 
-def check_environment(config: dict, file: str | None = None) -> None:
+def check_environment(params: Params, file: str | None = None) -> None:
     """What a run needs from this machine, checked before any job: the environment variable each
     generator's ``api_key_env`` names (the backend's default when not given) is set, and every
     ``pypi:<package>`` model of a system is installed.
@@ -72,17 +73,17 @@ def check_environment(config: dict, file: str | None = None) -> None:
     Raises:
         ConfigError: naming ``generators.<name>.api_key_env`` or ``systems.<name>.model``.
     """
-    for name, g in config["generators"].items():
-        cls, kwargs, _ = check_backend_config(g)
-        param = inspect.signature(cls.__init__).parameters.get("api_key_env")
+    for name, g in params.generators.items():
+        param = inspect.signature(backend_class(g).__init__).parameters.get("api_key_env")
         if param is None:
             continue
-        var = kwargs.get("api_key_env", param.default)
+        # the backend's constructor holds the default of a key the config does not give
+        var = g.api_key_env if "api_key_env" in g.model_fields_set else param.default
         if var and var is not inspect.Parameter.empty and not os.environ.get(var):
             raise ConfigError(f"generators.{name}.api_key_env", f"environment variable {var!r} is unset or empty "
                               "(export it before running; null = an endpoint that needs no key)", file)
-    for name, s in config["systems"].items():
-        model = s.get("model")
+    for name, s in params.systems.items():
+        model = getattr(s, "model", None)  # bm25 has none; mm's is optional
         if isinstance(model, str) and model.startswith("pypi:"):
             pkg = model[len("pypi:"):]
             try:

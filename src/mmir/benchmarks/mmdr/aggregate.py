@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-#: Pipeline weights (GEN, EVI, MM, VEF), ``MMDR_WEIGHTS`` default.
-MMDR_WEIGHTS: tuple[float, float, float, float] = (2.0, 3.0, 3.0, 2.0)
+from mmir.config.models.mmdr_evaluator import MMDR_WEIGHTS
+
 #: Leaderboard weights (FLAE, TRACE, MOSAIC).
 OVERALL_WEIGHTS: tuple[float, float, float] = (0.2, 0.5, 0.3)
 LAMBDA_VEF = 0.4
@@ -48,21 +48,6 @@ def final_mmdr(gen: float, evi: float, mm: float | None, vef: float, weights: Se
         return 0.0
     s = (wg * float(gen) + we * float(evi) + wm * float(0.0 if mm is None else mm) + wv * float(vef)) / total
     return s if digits is None else round(s, digits)
-
-
-def parse_weights(text: str) -> tuple[float, float, float, float]:
-    """``MMDR_WEIGHTS``-style ``"2,3,3,2"`` -> floats.
-
-    Raises:
-        ValueError: not four comma-separated numbers.
-    """
-    parts = [p.strip() for p in str(text).split(",")]
-    if len(parts) != 4:
-        raise ValueError(f"MMDR_WEIGHTS must be 4 comma-separated numbers (GEN,EVI,MM,VEF), got {text!r}")
-    try:
-        return tuple(float(p) for p in parts)  # type: ignore[return-value]
-    except ValueError as e:
-        raise ValueError(f"MMDR_WEIGHTS must be numbers, got {text!r}") from e
 
 
 def mosaic_gate(gen: float, evi: float, vef: float = 0.0, *, gate: str = "evi", tau_f: float = 0.0, tau_t: float = 0.0) -> bool:

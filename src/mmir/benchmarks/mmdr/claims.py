@@ -21,8 +21,8 @@ from mmir.benchmarks.mmdr.report_parser import (
     split_sentences,
     url_pattern,
 )
+from mmir.config.models.mmdr_evaluator import MAX_PAIRS
 
-MAX_PAIRS = 40
 DEDUP_CLAIM_CHARS = 180
 NO_CLAIM_TEXT = "Evidence referenced in report."
 

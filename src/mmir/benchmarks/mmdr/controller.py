@@ -12,24 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmir.benchmarks.mmdr.judge import Judge, as_number, clamp01
+from mmir.config.models.mmdr_evaluator import ControllerConfig
 from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_controller_v1"
 USES = {"flae": 0, "trace": 1}  # seed offsets of the two controller uses
-
-
-@dataclass(frozen=True)
-class ControllerConfig:
-    """Controller settings (spec §4.5): ``mode`` ``"separate"`` (code) or ``"shared"``; ``v_clip`` ``None`` = unbounded."""
-
-    temperature: float = 0.2
-    mode: str = "separate"
-    v_clip: float | None = None
-    fallback_lambda: float = 0.55
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("separate", "shared"):
-            raise ValueError(f"controller mode must be 'separate' or 'shared', got {self.mode!r}")
 
 
 @dataclass

@@ -28,47 +28,9 @@ from mmir.benchmarks.mmdr.report_parser import (
     tokenize_words,
 )
 from mmir.benchmarks.mmdr.sources import domain_of
+from mmir.config.models.mmdr_evaluator import FetchConfig
 
-CHROME_UA = (
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
-    "Chrome/129.0.0.0 Safari/537.36"
-)
 DIRECT_IMAGE_FILE = "DIRECT_IMAGE_FILE"
-
-
-@dataclass(frozen=True)
-class FetchConfig:
-    """Crawl and patience constants (spec §3, §5.2).
-
-    Attributes:
-        user_agent, timeout_s, max_bytes: crawl settings (Chrome/129, 15 s, 2,000,000 bytes).
-        patience_research, patience_daily: characters of a page a reader "scrolls" (140,000 / 90,000).
-        ideal_image_rank, max_image_rank: depth-score ramp ends (3 and 25); ``min_depth`` at max (0.10).
-        low_relevance: best image relevance below this gives ``low_relevance_depth`` (0.05 -> 0.45).
-        no_image_depth: depth when the page has no ``<img>`` (0.30).
-        max_text_chars: cap of the page text / non-HTML body (40,000).
-    """
-
-    user_agent: str = CHROME_UA
-    timeout_s: float = 15.0
-    max_bytes: int = 2_000_000
-    patience_research: int = 140_000
-    patience_daily: int = 90_000
-    ideal_image_rank: int = 3
-    max_image_rank: int = 25
-    min_depth: float = 0.10
-    low_relevance: float = 0.05
-    low_relevance_depth: float = 0.45
-    no_image_depth: float = 0.30
-    max_text_chars: int = 40_000
-    hint_excerpt_chars: int = 6_000
-    hint_context_chars: int = 1_200
-    context_window: int = 500
-    stub_chars: int = 8_000
-
-    def patience_for(self, profile: str) -> int:
-        """Patience budget in characters: research 140,000, anything else 90,000."""
-        return self.patience_research if profile == "research" else self.patience_daily
 
 
 @dataclass

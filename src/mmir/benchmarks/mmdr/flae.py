@@ -35,88 +35,13 @@ from mmir.benchmarks.mmdr.report_parser import (
     tokenize_words,
 )
 from mmir.benchmarks.mmdr.tasks import normalize_report_type
+from mmir.config.models.mmdr_evaluator import SECTION_NAMES, FLAEConfig
 from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_flae_features_v1"
-SECTION_NAMES = ("Executive Summary", "Background", "Methodology", "Analysis & Evidence", "Visual Integration", "Conclusion")
 FEATURE_KEYS = ("E", "p_analysis", "rho_connective", "rho_synthesis", "U", "O", "T", "kappa", "theta")
 HOLISTIC_KEYS = ("llm_R", "llm_I", "llm_C", "llm_S")
 DIMENSIONS = ("R", "I", "C", "S")
-
-
-def _default_alpha() -> dict[str, float]:
-    return {"research": 0.60, "daily_hard": 0.40, "daily_easy": 0.30, "daily_medium": 0.35}
-
-
-def _default_synonyms() -> dict[str, tuple[str, ...]]:
-    return {
-        "executive summary": ("tl;dr", "summary", "概要", "总结"),
-        "background": ("context", "背景", "来龙去脉"),
-        "methodology": ("method", "approach", "方法", "口径", "how i searched"),
-        "analysis & evidence": ("analysis", "evidence", "findings", "分析", "证据", "发现"),
-        "visual integration": ("visual", "figure", "chart", "image", "图", "图表", "可视化"),
-        "conclusion": ("conclusion", "takeaways", "结论", "建议"),
-    }
-
-
-def _default_fallback() -> dict[str, Any]:
-    return {
-        "E": 0.08, "p_analysis": 0.35, "rho_connective": 0.45, "rho_synthesis": 0.35,
-        "U": 0.55, "O": 0.50, "T": 0.55, "kappa": 0.02, "theta": 0.65,
-        "llm_R": 0.60, "llm_I": 0.55, "llm_C": 0.55, "llm_S": 0.55,
-    }
-
-
-@dataclass(frozen=True)
-class FLAEConfig:
-    """Every FLAE constant, with the spec's defaults (§4).
-
-    Attributes:
-        readability_coefs: (a0, a_TTR, a_H, a_L, a_E) of ``R_f = logistic(a0 + a_TTR*TTR + a_H*H - a_L*L - a_E*E)``.
-        long_sentence_chars, long_sentence_words: long above 35 characters (the code's quirk, spec §10.10) or 25 words.
-        alpha: weight on the formula per profile; ``alpha_default`` for anything else (0.35).
-        words_per_visual: ``{"research": 350, "daily": 700}`` words per expected figure (W target).
-        section_presence: ``"code"`` (P is always 0, see the module docstring) or ``"spec"``.
-        g_*: the document heuristics (§4.5): S += g_s_boost if S < g_s_low or P = 0; R += g_r_boost if
-            E > g_r_error or L > g_r_long; I, C += g_ic_boost if H > g_ic_heading and S > g_ic_structure.
-        report_chars, rules_chars: truncation of the judge inputs (14,000 / 1,400).
-        fallback: feature values used when the judge reply is unusable (§4.2).
-    """
-
-    readability_coefs: tuple[float, float, float, float, float] = (0.0, 2.0, 1.2, 2.0, 3.0)
-    long_sentence_chars: int = 35
-    long_sentence_words: int = 25
-    lambda_conflict: float = 2.0
-    floor: float = 1e-9
-    alpha: Mapping[str, float] = field(default_factory=_default_alpha)
-    alpha_default: float = 0.35
-    words_per_visual: Mapping[str, float] = field(default_factory=lambda: {"research": 350.0, "daily": 700.0})
-    required_research: tuple[str, ...] = SECTION_NAMES
-    required_daily: tuple[str, ...] = ("Executive Summary", "Analysis & Evidence", "Conclusion")
-    synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=_default_synonyms)
-    section_presence: str = "code"
-    prior: tuple[float, float, float, float] = (0.25, 0.25, 0.25, 0.25)
-    prior_log_eps: float = 1e-9
-    g_s_low: float = 0.5
-    g_s_boost: float = 1.0
-    g_r_error: float = 0.10
-    g_r_long: float = 0.35
-    g_r_boost: float = 0.8
-    g_ic_heading: float = 0.12
-    g_ic_structure: float = 0.7
-    g_ic_boost: float = 0.4
-    report_chars: int = 14_000
-    rules_chars: int = 1_400
-    temperature: float = 0.2
-    fallback: Mapping[str, float] = field(default_factory=_default_fallback)
-
-    def __post_init__(self) -> None:
-        if self.section_presence not in ("code", "spec"):
-            raise ValueError(f"section_presence must be 'code' or 'spec', got {self.section_presence!r}")
-
-    def alpha_for(self, profile: str) -> float:
-        """Weight on the formula value for ``profile`` (§4.4)."""
-        return float(self.alpha.get(profile, self.alpha_default))
 
 
 # ----------------------------------------------------------------------------------------------- math

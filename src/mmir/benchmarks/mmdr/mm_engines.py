@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmir.benchmarks.mmdr.judge import Judge, as_number, clamp01
+from mmir.config.models.mmdr_evaluator import EngineConfig
 from mmir.llm.parsers import JSON_ARRAY, JSON_OBJECT, YES_NO
 
 PROMPT_VQA = "mmdr_vqa_yesno_v1"
@@ -30,27 +31,6 @@ PROMPT_PAIR = "mmdr_imgpair_v1"
 
 #: P(yes) of an image and a statement, or ``None`` when the model cannot give probabilities.
 YesProbability = Callable[[bytes, str], float | None]
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """Engine constants (spec §6.4); ``vqa_mode`` ``"logprobs"`` (code, 0 without ``p_yes``) or ``"text"``."""
-
-    vqa_mode: str = "logprobs"
-    vqa_temperature: float = 0.0
-    statement_chars: int = 180
-    chart_temperature: float = 0.1
-    ocr_temperature: float = 0.1
-    max_claims: int = 15
-    imgpair_temperature: float = 0.0
-    formatting_vqa: float = 1.0
-    formatting_chart: float = 1.0
-    formatting_ocr: float = 0.9
-    formatting_imgpair: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.vqa_mode not in ("logprobs", "text"):
-            raise ValueError(f"vqa_mode must be 'logprobs' or 'text', got {self.vqa_mode!r}")
 
 
 @dataclass

@@ -19,14 +19,13 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mmir.benchmarks.mmdr.image_resolver import ImageResolver
 from mmir.benchmarks.mmdr.judge import Judge
 from mmir.benchmarks.mmdr.mm_engines import (
-    EngineConfig,
     EngineOutput,
     YesProbability,
     decide_engine,
@@ -37,6 +36,7 @@ from mmir.benchmarks.mmdr.mm_engines import (
     run_vqa,
     vqa_statement,
 )
+from mmir.config.models.mmdr_evaluator import MosaicConfig
 
 PROMPT_TYPE = "mmdr_mm_type_v1"
 MM_TYPES = ("diagram", "datachart", "ocrchart", "photo")
@@ -45,49 +45,6 @@ METRIC_DIMS = ("semantic", "faithful", "formatting")
 
 #: ``(label, probability)`` of an image, or ``None`` when the classifier cannot decide.
 ImageClassifier = Callable[[bytes], tuple[str, float] | None]
-
-
-def _default_type_weights() -> dict[str, dict[str, float]]:
-    return {
-        "photo": {"semantic": 0.60, "faithful": 0.25, "formatting": 0.15},
-        "imgpair": {"semantic": 0.60, "faithful": 0.25, "formatting": 0.15},
-        "diagram": {"semantic": 0.50, "faithful": 0.40, "formatting": 0.10},
-        "datachart": {"semantic": 0.40, "faithful": 0.50, "formatting": 0.10},
-        "ocrchart": {"semantic": 0.40, "faithful": 0.40, "formatting": 0.20},
-        "default": {"semantic": 0.50, "faithful": 0.30, "formatting": 0.20},
-    }
-
-
-@dataclass(frozen=True)
-class MosaicConfig:
-    """Every MOSAIC constant, with the spec's defaults (§6).
-
-    Attributes:
-        max_items: items per report (``mm_max_items`` 12); the image-pair budget is ``max(1, max_items//4)``.
-        routing: ``"code"`` (photo fallback, spec §10.9) or ``"keyword"`` (keyword type fallback).
-        clip_threshold: image-classifier probability needed to override the text label (0.5).
-        type_weights: per-type (semantic, faithful, formatting) weights (§6.5).
-    """
-
-    max_items: int = 12
-    caption_chars: int = 240
-    seeds_per_claim: int = 2
-    pair_images: int = 3
-    pair_claim_chars: int = 160
-    routing: str = "code"
-    clip_threshold: float = 0.5
-    classify_temperature: float = 0.0
-    type_weights: Mapping[str, Mapping[str, float]] = field(default_factory=_default_type_weights)
-    engines: EngineConfig = field(default_factory=EngineConfig)
-
-    def __post_init__(self) -> None:
-        if self.routing not in ("code", "keyword"):
-            raise ValueError(f"routing must be 'code' or 'keyword', got {self.routing!r}")
-
-    @property
-    def pair_budget(self) -> int:
-        """Image-pair items allowed: ``max(1, max_items // 4)`` when ``max_items >= 4``, else 0."""
-        return max(1, self.max_items // 4) if self.max_items >= 4 else 0
 
 
 # ------------------------------------------------------------------------------------------------- items

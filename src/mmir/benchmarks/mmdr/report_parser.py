@@ -10,8 +10,9 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from mmir.config.models.mmdr_evaluator import URL_SCHEMES
+
 #: URL schemes of the published code (references, markdown links, bare URLs).
-URL_SCHEMES: tuple[str, ...] = ("http", "https", "file")
 #: The scheme of our offline-corpus URIs (``mmir://<dataset>/<doc_id>``); opt in via ``schemes``.
 LOCAL_SCHEME = "mmir"
 

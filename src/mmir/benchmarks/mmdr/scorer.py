@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from mmir.benchmarks.mmdr.aggregate import mosaic_gate, results_record, too_short_record
-from mmir.benchmarks.mmdr.config import MMDRConfig
 from mmir.benchmarks.mmdr.controller import run_controller
 from mmir.benchmarks.mmdr.fetch import Fetcher
 from mmir.benchmarks.mmdr.flae import FLAEResult, run_flae
@@ -24,6 +23,7 @@ from mmir.benchmarks.mmdr.mosaic import ImageClassifier, MosaicResult, run_mosai
 from mmir.benchmarks.mmdr.tasks import Task, format_task_for_llm, report_profile
 from mmir.benchmarks.mmdr.trace import EvidenceResult, run_evidence
 from mmir.benchmarks.mmdr.vef import VEFResult, run_vef
+from mmir.config.models.mmdr_evaluator import MMDREvaluatorConfig
 
 log = logging.getLogger(__name__)
 RULES_PROMPT = "mmdr_rules_v1"
@@ -54,7 +54,7 @@ def score_task(
     judge: Judge,
     fetcher: Fetcher,
     *,
-    cfg: MMDRConfig = MMDRConfig(),
+    cfg: MMDREvaluatorConfig = MMDREvaluatorConfig(),
     rules: str | None = None,
     resolver: ImageResolver | None = None,
     golden_path: str | Path | None = None,

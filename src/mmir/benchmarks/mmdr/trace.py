@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from mmir.benchmarks.mmdr.aggregate import (
     trace_value as trace_score,  # noqa: F401  (TRACE = 0.6*EVI + 0.4*VEF)
 )
-from mmir.benchmarks.mmdr.claims import MAX_PAIRS, ClaimPair, extract_claim_pairs
+from mmir.benchmarks.mmdr.claims import ClaimPair, extract_claim_pairs
 from mmir.benchmarks.mmdr.controller import (
     ControllerConfig,
     ControllerOutput,
@@ -33,7 +33,6 @@ from mmir.benchmarks.mmdr.controller import (
 from mmir.benchmarks.mmdr.fetch import Evidence, FetchConfig, Fetcher, fetch_evidence
 from mmir.benchmarks.mmdr.flae import harmonic_mean, softmax
 from mmir.benchmarks.mmdr.judge import Judge, as_number, clamp01
-from mmir.benchmarks.mmdr.report_parser import URL_SCHEMES
 from mmir.benchmarks.mmdr.sources import (
     CATEGORIES,
     classify_source,
@@ -41,61 +40,12 @@ from mmir.benchmarks.mmdr.sources import (
     is_prohibited,
 )
 from mmir.benchmarks.mmdr.tasks import normalize_report_type
+from mmir.config.models.mmdr_evaluator import TraceConfig
 from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_evidence_pair_v1"
 PAIR_KEYS = ("support_strength", "hallucination_prob", "inversion_prob", "chain_sound_prob")
 COMPONENTS = ("con", "cov", "fid", "div")
-
-
-def _default_pair_fallback() -> dict[str, Any]:
-    return {"support_strength": 0.35, "hallucination_prob": 0.25, "inversion_prob": 0.10,
-            "chain_sound_prob": 0.45, "source_category": "unknown"}
-
-
-@dataclass(frozen=True)
-class TraceConfig:
-    """Every TRACE constant, with the spec's defaults (§5).
-
-    Attributes:
-        max_pairs: claim-URL pairs audited per report (40).
-        tau_research, tau_daily: support threshold tau (0.55 / 0.45).
-        fetch_failure_floor: support floor of a failed, non-prohibited fetch (0.18).
-        h_*: the heuristics: Con += 1.0 and Div -= 0.8 when violation_rate > 0.05; Cov += 0.8 when
-            Q_key >= 3 and E_cov < 0.4; Fid += 0.8 when mean halluc > 0.25 or mean inversion > 0.15.
-        pair_fallback: judge values used when a reply is unusable (0.35 / 0.25 / 0.10 / 0.45, unknown).
-        schemes: URL schemes read from reports (add ``"mmir"`` for offline corpora).
-        keep_sentence_urls: keep ``sentence_urls`` on pairs (paper reading; code drops them).
-    """
-
-    max_pairs: int = MAX_PAIRS
-    tau_research: float = 0.55
-    tau_daily: float = 0.45
-    fetch_failure_floor: float = 0.18
-    eta: float = 1.0
-    prior: tuple[float, float, float, float] = (0.40, 0.25, 0.25, 0.10)
-    prior_log_eps: float = 1e-9
-    h_violation_rate: float = 0.05
-    h_con_boost: float = 1.0
-    h_div_penalty: float = -0.8
-    h_cov_min_key: int = 3
-    h_cov_threshold: float = 0.4
-    h_cov_boost: float = 0.8
-    h_fid_halluc: float = 0.25
-    h_fid_inversion: float = 0.15
-    h_fid_boost: float = 0.8
-    m_star: float = 3.0
-    lambda_vef: float = 0.4
-    excerpt_chars: int = 9_000
-    rules_chars: int = 1_400
-    temperature: float = 0.1
-    pair_fallback: Mapping[str, Any] = field(default_factory=_default_pair_fallback)
-    schemes: tuple[str, ...] = URL_SCHEMES
-    keep_sentence_urls: bool = False
-
-    def tau_for(self, profile: str) -> float:
-        """Support threshold: 0.55 for research, 0.45 otherwise."""
-        return self.tau_research if profile == "research" else self.tau_daily
 
 
 # ------------------------------------------------------------------------------------------------ pairs

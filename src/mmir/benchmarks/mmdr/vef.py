@@ -15,27 +15,10 @@ from typing import Any
 
 from mmir.benchmarks.mmdr.judge import Judge, as_number
 from mmir.benchmarks.mmdr.tasks import normalize_report_type
+from mmir.config.models.mmdr_evaluator import VEFConfig
 from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_vef_v1"
-
-
-@dataclass(frozen=True)
-class VEFConfig:
-    """VEF settings (spec §5.5).
-
-    Attributes:
-        threshold: pass at raw score >= 6 (0-10 scale).
-        temperature: ``judge_temperature`` (0.1 in the code; the README's example uses 0.2).
-        strict: also require verdict == PASS (paper reading; off for parity).
-    """
-
-    threshold: int = 6
-    pass_score: float = 100.0
-    fail_score: float = 0.0
-    temperature: float = 0.1
-    strict: bool = False
-    attach_images: bool = True
 
 
 @dataclass

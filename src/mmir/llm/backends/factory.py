@@ -1,12 +1,14 @@
-"""Building and checking backends from config dicts (``generators.<name>`` of params.yaml)."""
+"""Building backends from ``generators.<name>`` entries of params.yaml (typed by
+:data:`mmir.config.models.Generator`: one model per backend, whose fields are the constructor's arguments)."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from mmir.core.errors import ConfigError
+from pydantic import BaseModel
+
+from mmir.config.models import Generator, fill, parse
 from mmir.llm.accounting import Usage
 from mmir.llm.backends.base import Backend
 from mmir.llm.backends.llama_cpp import LlamaCppBackend
@@ -20,60 +22,38 @@ BACKENDS: dict[str, type[Backend]] = {
 }
 
 
-def make_backend(cfg: Mapping[str, Any]) -> Backend:
-    """Build a backend from a config dict: ``backend`` (``openai``/``llama_cpp``/``transformers``), its constructor
-    arguments, and optional ``prices: {prompt_per_token, completion_per_token}``.
+def as_generator(cfg: Mapping[str, Any] | BaseModel, key: str = "generators") -> Any:
+    """A ``generators.<name>`` entry as its typed model (:class:`~mmir.config.models.OpenAIGenerator`, ...).
 
     Raises:
-        ConfigError: unknown backend, unknown or missing keys (named in the message).
+        ConfigError: an unknown backend or key, a missing or bad value (named under ``key``).
     """
-    cls, cfg, prices = check_backend_config(cfg)
-    backend = cls(**cfg)
+    return cfg if isinstance(cfg, BaseModel) else parse(Generator, dict(cfg), key)
+
+
+def backend_class(generator: Any) -> type[Backend]:
+    """The :class:`Backend` class of a typed generator."""
+    return BACKENDS[generator.backend]
+
+
+def constructor_kwargs(generator: Any) -> dict[str, Any]:
+    """The keyword arguments of the backend's constructor: the keys the config gives (the constructor holds the
+    defaults of the others)."""
+    return {k: v for k, v in fill(generator).items() if k not in ("backend", "prices")}
+
+
+def make_backend(cfg: Mapping[str, Any] | BaseModel) -> Backend:
+    """Build a backend from a ``generators.<name>`` entry (a dict or its typed model): ``backend``, its constructor
+    arguments, and optional ``prices: {prompt_per_token, completion_per_token}`` for the cost.
+
+    Raises:
+        ConfigError: an unknown backend, an unknown or missing key (named in the message).
+    """
+    generator = as_generator(cfg)
+    backend = backend_class(generator)(**constructor_kwargs(generator))
+    prices = generator.prices
     backend.usage = Usage(
-        prompt_price_per_token=prices.get("prompt_per_token"),
-        completion_price_per_token=prices.get("completion_per_token"),
+        prompt_price_per_token=prices.prompt_per_token if prices else None,
+        completion_price_per_token=prices.completion_per_token if prices else None,
     )
     return backend
-
-
-def check_backend_config(cfg: Mapping[str, Any]) -> tuple[type[Backend], dict[str, Any], dict[str, float]]:
-    """Validate a backend config without building it: ``(class, constructor kwargs, prices)``.
-
-    Raises:
-        ConfigError: unknown backend, unknown or missing keys (named in the message).
-    """
-    cfg = dict(cfg)
-    kind = cfg.pop("backend", None)
-    if kind not in BACKENDS:
-        raise ConfigError("backend", f"unknown generation backend {kind!r}; expected one of {sorted(BACKENDS)}")
-    cls = BACKENDS[kind]
-    prices = cfg.pop("prices", None) or {}
-    params = inspect.signature(cls.__init__).parameters
-    accepted = [p for p in params if p != "self"]
-    unknown = sorted(set(cfg) - set(accepted))
-    if unknown:
-        raise ConfigError(unknown[0], f"not a setting of the '{kind}' backend; accepted: {', '.join(accepted)}, prices")
-    missing = [
-        p.name for p in params.values()
-        if p.name != "self" and p.default is inspect.Parameter.empty and p.name not in cfg
-        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    ]
-    if missing:
-        raise ConfigError(missing[0], f"required by the '{kind}' backend")
-    unknown_prices = set(prices) - {"prompt_per_token", "completion_per_token"}
-    if unknown_prices:
-        raise ConfigError("prices", f"unknown keys {sorted(unknown_prices)}; expected prompt_per_token, completion_per_token")
-    return cls, cfg, prices
-
-
-def check_generators(config: Mapping[str, Any], file: str | None = None) -> None:
-    """Check every ``generators.<name>`` entry against its backend's constructor (:func:`check_backend_config`).
-
-    Raises:
-        ConfigError: naming the full key, e.g. ``generators.gpt4o.api_key_env``.
-    """
-    for name, g in config["generators"].items():
-        try:
-            check_backend_config(g)
-        except ConfigError as exc:  # name the full key path, not the backend's own
-            raise ConfigError(f"generators.{name}.{exc.key}", str(exc).split(": ", 1)[-1], file) from exc

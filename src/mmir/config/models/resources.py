@@ -1,0 +1,38 @@
+"""``resources``: scheduling resources per rule (threads, mem_mb, runtime in minutes, gpu), read by every rule that
+loads a model and used by cluster profiles (workflow/profiles/)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from mmir.config.models.base import Section, unset
+
+
+class JobResources(Section):
+    """Resources of one job; a key not given falls back to the rule's (or Snakemake's) value."""
+
+    threads: int | None = unset("CPU threads", ge=1)
+    mem_mb: int | None = unset("memory in MB", ge=1)
+    runtime: int | None = unset("minutes", ge=1)
+    gpu: int | None = unset("GPUs", ge=0)
+
+
+def _job(threads: int, mem_mb: int, runtime: int, gpu: int) -> JobResources:
+    return JobResources(threads=threads, mem_mb=mem_mb, runtime=runtime, gpu=gpu)
+
+
+class ResourcesConfig(Section):
+    """Per-rule resources; a system's own ``resources`` override those of its encode and retrieve jobs."""
+
+    default: JobResources = Field(_job(1, 2000, 30, 0), description="every rule not listed here")
+    prepare: JobResources = Field(_job(1, 8000, 60, 0), description="prepare one dataset domain")
+    caption: JobResources = Field(_job(2, 4000, 120, 0), description="caption the images of one domain")
+    encode: JobResources = Field(_job(4, 16000, 60, 1), description="encode one shard")
+    retrieve: JobResources = Field(_job(2, 8000, 60, 0), description="search one task, dataset and system")
+    reformulate: JobResources = Field(_job(2, 8000, 120, 0), description="reformulate the queries of one domain")
+    rag: JobResources = Field(_job(2, 8000, 120, 0), description="RAG answers and judgements")
+    m2rag_kb: JobResources = Field(_job(2, 8000, 120, 0), description="M2RAG knowledge bases")
+    m2rag_answer: JobResources = Field(_job(2, 8000, 120, 0), description="M2RAG answers and judgements")
+    mmdr_reports: JobResources = Field(_job(2, 8000, 120, 0), description="MMDR reports")
+    mmdr_score: JobResources = Field(_job(2, 8000, 120, 0), description="MMDR scoring")
+    essentiality: JobResources = Field(_job(2, 8000, 120, 0), description="image essentiality labels")

