@@ -171,7 +171,7 @@ def report_step(config: Mapping[str, Any], label_files: Sequence[str | Path], st
     scores = scores_by_class(units)
     failures = {(s["dataset"], s["domain"]): s for s in stats}
     notes = _note_lines(ess, stats, config["skipped"], ess.get("classifier"))
-    untrained = {s: f"{s} (untrained)" for s in config.get("untrained", [])}
+    untrained = {s: f"{s} (untrained)" for s in config["untrained"]}
     write_essentiality(dist, scores, failures, measure, task, notes, out_md, out_csv, out_png, out_plot_csv, labels=untrained)
     key = measure.replace("@", "_at_")
     runs = []

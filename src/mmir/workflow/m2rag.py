@@ -59,7 +59,7 @@ def _client(backend: Mapping[str, Any] | Any, cache, cfg: Mapping[str, Any], max
     from mmir.llm.client import LLMClient, Sampling
 
     return LLMClient(backend if isinstance(backend, Backend) else make_backend(dict(backend)), cache,
-                     sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=cfg.get("seed", 0)))
+                     sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=cfg["seed"]))
 
 
 def kb_inputs(config: Mapping[str, Any], dataset: str, domain: str, source: str) -> dict[str, str]:

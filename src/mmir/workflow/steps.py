@@ -12,6 +12,7 @@ import logging
 import time
 from pathlib import Path
 
+from mmir.config.models import System, parse_system
 from mmir.core import paths
 from mmir.core.io import write_json
 
@@ -346,6 +347,13 @@ def _significance_metrics(significance_file: str | Path | None) -> tuple[dict, d
     return cells, parent
 
 
+def model_revision(system: System) -> str:
+    """What names a system's weights in MLflow: its pinned revision, else its model, its multimodal encoder, or its
+    BM25 backend."""
+    return str(getattr(system, "revision", None) or getattr(system, "model", None) or getattr(system, "encoder", None)
+               or system.backend)
+
+
 def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_name: str | None = None,
           derived: dict[str, dict] | None = None, significance: str | Path | None = None) -> dict:
     """Log this invocation to MLflow (:func:`mmir.tracking.log_invocation`); writes the run ids. ``derived``: the
@@ -361,7 +369,8 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
         fmt = dict(task=u.get("task", task), dataset=u["dataset"], domain=u["domain"], system=u["system"])
         prep = json.loads(Path(paths.prepared(u["dataset"], u["domain"], "prepare.json")).read_text(encoding="utf-8"))
         d = derived.get(u["system"])
-        system = config["systems"][d["base"] if d else u["system"]]
+        base = d["base"] if d else u["system"]
+        system = parse_system(config["systems"][base], f"systems.{base}")
         params = config_slice(config, dataset=u["dataset"], system=d["base"] if d else u["system"])
         gen_metrics = {}
         if d:
@@ -380,9 +389,7 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
             "perquery": paths.PERQUERY.format(**fmt),
             "run_file": paths.RUN.format(**fmt),
             "params": params | {"measures": config["measures"]},
-            "tags": {"dataset_revision": str(prep.get("revision", "local")),
-                     "model_revision": str(system.get("revision") or system.get("model") or system.get("encoder")
-                                          or system.get("backend", ""))},
+            "tags": {"dataset_revision": str(prep.get("revision", "local")), "model_revision": model_revision(system)},
             "extra_metrics": gen_metrics | {k: v for k, v in json.loads(Path(paths.RUN_STATS.format(**fmt)).read_text()).items()
                                             if isinstance(v, (int, float)) and not isinstance(v, bool)}
                              | sig_cells.get((u["dataset"], u["system"], u["domain"]), {}),
