@@ -276,7 +276,7 @@ def retrieve(job: RetrieveJob, encoder=None) -> dict:
         scores, idx = r.search(query_texts(qs, image_text) if task_spec(task).multimodal else qs.texts, k, exclude)
         scale = 1.0
     else:
-        matrix, qvecs, used = _vectors(task, system, typed, items, qs, job.stores, queries, job.cache_root, encoder, prep.name)
+        matrix, qvecs, used = _vectors(job, typed, items, qs, encoder)
         stats |= used
         r = VectorRetriever(chunk_size=evaluation.chunk_size, approximate=typed.approximate)
         r.index(matrix)
@@ -293,12 +293,15 @@ def retrieve(job: RetrieveJob, encoder=None) -> dict:
     return stats
 
 
-def _vectors(task, system, typed, items, qs, stores, variants, cache_root, encoder, domain):
-    """(item matrix, query vectors, stats) of a dense or multimodal system (``system`` its config dict, ``typed`` the
-    same as a model) from its stores."""
+def _vectors(job: RetrieveJob, typed: System, items, qs, encoder):
+    """(item matrix, query vectors, stats) of the job's dense or multimodal system (``typed``: its config as a model)
+    from its stores."""
     from mmir.encoders.store import EncoderKeyMismatchError
     from mmir.retrieval.encoding import KindEncoder, kinds_of
     from mmir.retrieval.fusion import PairMatrix, pair_rows, query_vectors
+
+    task, system, stores, variants, cache_root = job.task, job.system, job.stores, job.queries, job.cache_root
+    domain = Path(job.prepared_dir).name
 
     used: dict = {}
     opened = {}

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from mmir.config.models import System, parse_system
 from mmir.core import paths
 from mmir.core.io import write_json
+from mmir.workflow.units import PreparedUnit
 
 log = logging.getLogger("mmir.workflow.steps")
 
@@ -183,16 +185,28 @@ def score(run_file: str | Path, qrels_file: str | Path, measures: list[str], out
     return s
 
 
-def report(task: str, metric_files: list[str], measure: str, protocol: str, out_md, out_csv, out_metrics,
+@dataclass(frozen=True)
+class TableFiles:
+    """Where a task table goes: markdown ``md``, ``csv``, the cells as ``metrics`` JSON and, with per-query files,
+    the intervals and tests as ``significance`` JSON."""
+
+    md: str | Path
+    csv: str | Path
+    metrics: str | Path
+    significance: str | Path | None = None
+
+
+def report(task: str, metric_files: list[str], measure: str, protocol: str, out: TableFiles,
            untrained: list[str] = (), notes: list[str] = (), perquery_files: list[str] | None = None,
-           significance: dict | None = None, out_significance=None) -> None:
-    """Write the task table (:mod:`mmir.reporting.tables`); systems in ``untrained`` (random weights) are
+           significance: dict | None = None) -> None:
+    """Write the task table (:mod:`mmir.reporting.tables`) to ``out``; systems in ``untrained`` (random weights) are
     labelled so; ``notes`` (how image text and ties were handled) go under the title. With the per-query files
     (parallel to ``metric_files``) and the ``significance`` config slice every cell gets its interval and its test
-    against the baseline (:mod:`mmir.evaluation.significance`), also written to ``out_significance``."""
+    against the baseline (:mod:`mmir.evaluation.significance`), also written to ``out.significance``."""
     from mmir.evaluation.significance import Settings
     from mmir.reporting.tables import collect, task_statistics, write_task_table
 
+    out_md, out_csv, out_metrics, out_significance = out.md, out.csv, out.metrics, out.significance
     label = {s: f"{s} (untrained)" for s in untrained}
     long = collect(metric_files)
     long["system"] = [label.get(s, s) for s in long["system"]]
@@ -210,7 +224,7 @@ def report(task: str, metric_files: list[str], measure: str, protocol: str, out_
              f"seed {settings.seed})" if out_significance else "")
 
 
-def rag(dataset: str, domain: str, setting: str, prepared_dir: str | Path, rag_cfg: dict, generator: dict,
+def rag(unit: PreparedUnit, setting: str, rag_cfg: dict, generator: dict,
         judge: dict, generation_cache: str | Path, out_dir: str | Path, run_file: str | Path | None = None,
         captions: str | Path | None = None) -> dict:
     """Answer and judge one RAG setting on one domain (:mod:`mmir.benchmarks.rag.qa`); writes ``answers.parquet``,
@@ -230,6 +244,7 @@ def rag(dataset: str, domain: str, setting: str, prepared_dir: str | Path, rag_c
     from mmir.llm.client import LLMClient, Sampling
     from mmir.llm.policy import check_stage
 
+    dataset, domain, prepared_dir = unit.dataset, unit.domain, unit.path
     out = Path(out_dir)
     base = {"dataset": dataset, "domain": domain, "setting": setting}
     topics = select_queries(pd.read_parquet(Path(prepared_dir) / "topics.parquet"), rag_cfg["max_queries"])

@@ -5,11 +5,23 @@ One module holds them all, so the Snakemake rules, the CLI and MLflow tracking e
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mmir.core.tasks import ABLATION_BASE, ABLATION_TASK
 from mmir.core.tasks import task as task_spec
 from mmir.data.domains import dataset_domains, has_multimodal, has_query_images
+
+
+@dataclass(frozen=True)
+class PreparedUnit:
+    """One prepared domain a step reads: the ``dataset`` and ``domain`` it names and its folder ``path``
+    (``data/prepared/<dataset>/<domain>``)."""
+
+    dataset: str
+    domain: str
+    path: str | Path
 
 
 def mmdr_units(config: dict) -> list[dict]:

@@ -7,6 +7,7 @@ from mmir.core import paths
 from mmir.core.paths import resolve_path
 from mmir.workflow import units as U
 from mmir.workflow.rules.common import Job, Rule, W, captioned, image_text_captions, prepared_dir, sample_notes, tracking_output, without
+from mmir.workflow.units import PreparedUnit
 
 #: keys of ``essentiality`` that choose units or the report's rows, read by no labelling job
 ESSENTIALITY_UNIT_KEYS = ("datasets", "systems", "task")
@@ -16,7 +17,7 @@ def _essentiality(job: Job):
     from mmir.workflow.essentiality import label_step
 
     w, p, i = job.wildcards, job.params, job.input
-    return label_step(w["dataset"], w["domain"], prepared_dir(w), p["essentiality"], job.output["labels"],
+    return label_step(PreparedUnit(w["dataset"], w["domain"], prepared_dir(w)), p["essentiality"], job.output["labels"],
                       job.output["stats"], captions=i.get("captions"), generator=p["generator"],
                       generation_cache=p["cache"], labels_file=i.get("labels_file"))
 

@@ -3,9 +3,12 @@ answers and the eight metrics per strategy, and the table."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mmir.core import paths
 from mmir.workflow import units as U
 from mmir.workflow.rules.common import Job, Rule, W, captioned, prepared_dir, sample_notes, tracking_output, without
+from mmir.workflow.units import PreparedUnit
 
 M2RAG_UNIT_KEYS = ("datasets", "sources", "strategies")  # keys that choose units, read by no job
 M2RAG_ANSWER_ONLY = ("generator", "answer_max_tokens", "context_tokens", "recall_threshold", "separate_encoder",
@@ -20,9 +23,9 @@ def _m2rag_kb(job: Job):
         dev = p["m2rag"]["devset"]
         return m2rag.load_dev_set_step(i["devset"], dev["image_root"], p["m2rag"], o["kb"], o["counts"],
                                        levels=dev["levels"])
-    return m2rag.build_knowledge_bases_step(w["dataset"], w["domain"], w["source"], prepared_dir(w), i["run"],
-                                            p["m2rag"], p["judge"], p["cache"], o["kb"], o["counts"],
-                                            i.get("captions"), i.get("anchors"))
+    return m2rag.build_knowledge_bases_step(PreparedUnit(w["dataset"], w["domain"], prepared_dir(w)), w["source"], i["run"],
+                                            p["m2rag"], p["judge"], p["cache"], Path(o["kb"]).parent, i.get("captions"),
+                                            i.get("anchors"))
 
 
 def _m2rag_kb_inputs(config: dict, w: W) -> dict:
@@ -41,9 +44,9 @@ def _m2rag_answer(job: Job):
     from mmir.workflow import m2rag
 
     w, p = job.wildcards, job.params
-    return m2rag.answer_step(w["dataset"], w["domain"], w["source"], w["strategy"], job.input["kb"], p["m2rag"],
-                             p["generator"], p["judge"], p["cache"], paths.M2RAG.format(**w), job.input.get("images"),
-                             p["encoder"])
+    unit = m2rag.AnswerUnit(w["dataset"], w["domain"], w["source"], w["strategy"])
+    return m2rag.answer_step(unit, job.input["kb"], p["m2rag"], p["generator"], p["judge"], p["cache"],
+                             paths.M2RAG.format(**w), job.input.get("images"), p["encoder"])
 
 
 def _m2rag_answer_inputs(config: dict, w: W) -> dict:

@@ -7,6 +7,7 @@ from mmir.core import paths
 from mmir.data.domains import has_query_images
 from mmir.workflow import units as U
 from mmir.workflow.rules.common import Job, Rule, W, captioned, image_text_captions, prepared_dir, sample_notes, tracking_output
+from mmir.workflow.units import PreparedUnit
 
 MMDR_WRITER_KEYS = ("task", "system", "k", "generator", "image_text", "images", "evidence_chars", "report_max_tokens",
                     "posthoc_citations", "posthoc_min_overlap", "report_temperature", "seed", "evaluator")
@@ -40,7 +41,7 @@ def _mmdr_reports(job: Job):
     from mmir.workflow import mmdr
 
     w, p = job.wildcards, job.params
-    return mmdr.reports_step(w["dataset"], w["domain"], prepared_dir(w), job.input["tasks"], p["mmdr"], p["generator"],
+    return mmdr.reports_step(PreparedUnit(w["dataset"], w["domain"], prepared_dir(w)), job.input["tasks"], p["mmdr"], p["generator"],
                              p["cache"], job.output["reports"], job.input["run"], job.input.get("captions"))
 
 
@@ -60,7 +61,7 @@ def _mmdr_score(job: Job):
     from mmir.workflow import mmdr
 
     w, p = job.wildcards, job.params
-    return mmdr.score_step(w["dataset"], w["domain"], prepared_dir(w), job.input["tasks"], job.input["reports"],
+    return mmdr.score_step(PreparedUnit(w["dataset"], w["domain"], prepared_dir(w)), job.input["tasks"], job.input["reports"],
                            p["mmdr"], p["judge"], p["cache"], job.output["run"], job.input.get("captions"))
 
 

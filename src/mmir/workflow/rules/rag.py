@@ -8,6 +8,7 @@ from mmir.core.errors import ConfigError
 from mmir.data.domains import has_query_images
 from mmir.workflow import units as U
 from mmir.workflow.rules.common import Job, Rule, W, captioned, image_text_captions, prepared_dir, sample_notes, tracking_output, without
+from mmir.workflow.units import PreparedUnit
 
 
 def rag_unit(config: dict, w: W) -> dict:
@@ -21,8 +22,8 @@ def _rag(job: Job):
     from mmir.workflow import steps
 
     w, p = job.wildcards, job.params
-    return steps.rag(w["dataset"], w["domain"], p["setting"], prepared_dir(w), p["rag"], p["generator"], p["judge"],
-                     p["cache"], paths.RAG.format(**w), job.input.get("run"), job.input.get("captions"))
+    return steps.rag(PreparedUnit(w["dataset"], w["domain"], prepared_dir(w)), p["setting"], p["rag"], p["generator"],
+                     p["judge"], p["cache"], paths.RAG.format(**w), job.input.get("run"), job.input.get("captions"))
 
 
 def _rag_inputs(config: dict, w: W) -> dict:

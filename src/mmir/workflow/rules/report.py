@@ -36,9 +36,9 @@ def _report(job: Job):
     from mmir.workflow import steps
 
     p, o = job.params, job.output
-    return steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], o["md"], o["csv"],
-                        o["metrics"], p["untrained"], p["notes"], list(job.input["perquery"]), p["significance"],
-                        o["significance"])
+    out = steps.TableFiles(o["md"], o["csv"], o["metrics"], o["significance"])
+    return steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], out, p["untrained"],
+                        p["notes"], list(job.input["perquery"]), p["significance"])
 
 
 def _report_inputs(config: dict, w: W) -> dict:
