@@ -53,6 +53,15 @@ def test_the_registry_holds_every_task_spec():
         tasks.task("task9")
 
 
+def test_the_config_models_allow_exactly_the_registered_tasks():
+    """``tasks`` and ``systems.<name>.tasks`` accept the tasks with a table: the schema cannot drift from the registry."""
+    from typing import get_args
+
+    from mmir.config.models.systems import TaskName
+
+    assert list(get_args(TaskName)) == tasks.table_tasks()
+
+
 def test_a_fifth_task_is_planned_by_the_rules_and_targets(task5, config):
     assert "results/tables/task5.md" in family_targets(config, "task")
     assert [{**u} for u in task_units(config, "task5")] == task_units(config, "task2")
