@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmir.config.models import System, parse_system
+from mmir.config.models import RagConfig, System, parse, parse_system
 from mmir.core import paths
 from mmir.core.io import write_json
 from mmir.workflow.units import PreparedUnit
@@ -297,10 +297,10 @@ def rag_report(config: dict, summary_files: list[str], out_md, out_csv, out_trac
     from mmir.reporting.rag import collect_rag, rag_statistics, write_rag_table
     from mmir.tracking import log_rag
 
-    rag = config["rag"]
+    rag = parse(RagConfig, config["rag"], "rag")
     settings = Settings.from_config(config.get("significance"))
     stats = rag_statistics(summary_files, judgment_files, settings) if judgment_files is not None else None
-    write_rag_table(collect_rag(summary_files), rag["generator"], rag["judge"], rag["judge_repeats"], out_md, out_csv,
+    write_rag_table(collect_rag(summary_files), rag.generator, rag.judge, rag.judge_repeats, out_md, out_csv,
                     stats=stats, settings=settings)
     summaries = [json.loads(Path(f).read_text(encoding="utf-8")) for f in summary_files]
     for s in summaries:
