@@ -24,7 +24,7 @@ wildcard_constraints:
     grid="caption|reformulation",
     source=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     slug=r"none|oracle|topk-[A-Za-z0-9][A-Za-z0-9_.+:-]*",
-    task="task[1-4]|ablation",
+    task="|".join(map(re.escape, TASKS)),
     domain=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     captioner="|".join(map(re.escape, config["captioners"])),
     kind="documents|pairs|images|queries|mm_queries|query_texts|query_images|query_stacks",

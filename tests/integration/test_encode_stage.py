@@ -70,10 +70,10 @@ def _encode_cmd(prep: Path, store: Path, cache: Path, batch_rows: int) -> list[s
     system = dict(MINILM, backend="sentence-transformers", revision=None, device="cpu", query_template="{text}",
                   doc_template="{text}")
     code = (
-        "import sys; from mmir.workflow.retrieval_steps import encode; "
-        f"encode({str(prep)!r}, 'minilm', {system!r}, "
+        "import sys; from mmir.workflow.retrieval_steps import EncodeJob, encode; "
+        f"encode(EncodeJob({str(prep)!r}, 'minilm', {system!r}, "
         f"'documents', 0, 1, {{'shard_size': 100000, 'dtype': 'float32', 'batch_rows': {batch_rows}}}, {str(cache)!r}, "
-        f"{str(store)!r}, {str(store / 'shard-00000.sealed.json')!r}, {str(store / 'shard-00000.stats.json')!r})"
+        f"{str(store)!r}, {str(store / 'shard-00000.sealed.json')!r}, {str(store / 'shard-00000.stats.json')!r}))"
     )
     return [sys.executable, "-c", code]
 

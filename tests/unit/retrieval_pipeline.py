@@ -21,8 +21,8 @@ def encode_kinds(task: str, prep: Path, system: dict, work: Path, *, encoder=Non
         n = 1 if kind in QUERY_KINDS else shards
         for s in range(n):
             seal, st = store / f"shard-{s:05d}.sealed.json", store / f"shard-{s:05d}.stats.json"
-            retrieval_steps.encode(prep, "sys", system, kind, s, n, encoding, work.parent / "cache", store, seal, st,
-                                   captions, False, encoder)
+            retrieval_steps.encode(retrieval_steps.EncodeJob(prep, "sys", system, kind, s, n, encoding, work.parent / "cache",
+                                                             store, seal, st, captions, False), encoder)
         stores[kind] = str(store)
     return stores
 
@@ -37,6 +37,7 @@ def run_system(task: str, prep: Path, system: dict, work: Path, *, k: int = 1000
     stores = {} if system["kind"] == "bm25" else encode_kinds(task, prep, system, work, encoder=encoder,
                                                               captions=captions, **kw)
     out = work / f"{task}.trec"
-    retrieval_steps.retrieve(task, prep, "sys", system, {"protocol": protocol, "top_k": k, "alt_text": alt_text},
-                             out, work / f"{task}.stats.json", stores, captions, queries, work.parent / "cache", encoder)
+    retrieval_steps.retrieve(retrieval_steps.RetrieveJob(
+        task, prep, "sys", system, {"protocol": protocol, "top_k": k, "alt_text": alt_text}, out, work / f"{task}.stats.json",
+        stores, captions, queries, work.parent / "cache"), encoder)
     return read_run(out), json.loads((work / f"{task}.stats.json").read_text())

@@ -35,6 +35,7 @@ from mmir.workflow import rules as R
 from mmir.workflow import units as U
 from mmir.workflow.essentiality import label_step, report_step
 from mmir.workflow.targets import family_targets
+from mmir.workflow.units import PreparedUnit
 from mmir.workflow.validate import validate_config
 
 
@@ -319,7 +320,7 @@ def test_label_and_report_steps_end_to_end(tmp_path, monkeypatch):
     replies = {"alt text 0": "Essentiality: Essential", "alt text 1": "Essentiality: Helpful", "alt text 2": "no idea"}
     backend = ScriptedBackend(contains={"eight image types": "Image type: Chart/Graph",
                                         **{k: v for k, v in replies.items()}})
-    stats = label_step("x", "d", prep, CFG, tmp_path / "e/labels.parquet", tmp_path / "e/labels.json", captions=caps,
+    stats = label_step(PreparedUnit("x", "d", prep), CFG, tmp_path / "e/labels.parquet", tmp_path / "e/labels.json", captions=caps,
                        generator=backend, generation_cache=tmp_path / "g.sqlite")
     assert stats["queries"] == 3 and stats["topics_with_images"] == 4  # max_queries 3 of 4 with images
     assert stats["llm_calls"] == 6 and stats["llm_failures"] == 1 and stats["essentiality_failed"] == 1
@@ -360,13 +361,13 @@ def test_label_step_from_a_labels_file_calls_no_model(tmp_path):
     _, prep = _prepared(tmp_path)
     f = tmp_path / "l.csv"
     f.write_text("query_id,essentiality,image_type\nq0,Essential,diagram\nq1,Redundant,\n")
-    stats = label_step("x", "d", prep, {"labels": str(f), "max_queries": 0}, tmp_path / "l.parquet", tmp_path / "l.json",
+    stats = label_step(PreparedUnit("x", "d", prep), {"labels": str(f), "max_queries": 0}, tmp_path / "l.parquet", tmp_path / "l.json",
                        labels_file=f)
     assert stats["source"] == "file" and stats["llm_calls"] == 0 and stats["queries"] == 2
     assert stats["counts"]["essentiality"] == {"Essential": 1, "Helpful": 0, "Redundant": 1, "unlabelled": 0}
     f.write_text("query_id,essentiality\nq0,maybe\n")
     with pytest.raises(DataError, match="row 0, field 'essentiality'"):
-        label_step("x", "d", prep, {"labels": str(f), "max_queries": 0}, tmp_path / "l.parquet", tmp_path / "l.json",
+        label_step(PreparedUnit("x", "d", prep), {"labels": str(f), "max_queries": 0}, tmp_path / "l.parquet", tmp_path / "l.json",
                    labels_file=f)
 
 

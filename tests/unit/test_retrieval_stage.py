@@ -34,8 +34,8 @@ def prep(tmp_path):
 
 
 def _retrieve(prep, tmp_path, stores, system=SYSTEM):
-    return retrieval_steps.retrieve("task1", prep, "toy", system, {"protocol": "official", "top_k": 10},
-                                    tmp_path / "r.trec", tmp_path / "r.json", stores)
+    return retrieval_steps.retrieve(retrieval_steps.RetrieveJob("task1", prep, "toy", system, {"protocol": "official", "top_k": 10},
+                                                                tmp_path / "r.trec", tmp_path / "r.json", stores))
 
 
 def test_store_of_another_system_config_is_refused(prep, tmp_path):

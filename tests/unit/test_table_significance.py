@@ -43,8 +43,8 @@ def units(tmp_path):
 def test_markers_exactly_where_the_corrected_p_is_below_alpha(units):
     tmp, metrics, perquery = units
     out = {k: tmp / f"t.{k}" for k in ("md", "csv", "metrics.json", "significance.json")}
-    steps.report("task1", metrics, "nDCG@10", "official", out["md"], out["csv"], out["metrics.json"], untrained=["rand"],
-                 perquery_files=perquery, significance={"resamples": 2000, "seed": 3}, out_significance=out["significance.json"])
+    steps.report("task1", metrics, "nDCG@10", "official", steps.TableFiles(out["md"], out["csv"], out["metrics.json"],
+                 out["significance.json"]), untrained=["rand"], perquery_files=perquery, significance={"resamples": 2000, "seed": 3})
     md = out["md"].read_text()
     sig = json.loads(out["significance.json"].read_text())
     assert sig["settings"]["seed"] == 3 and sig["settings"]["test"] == "permutation" and sig["labels"] == {"rand": "rand (untrained)"}
@@ -77,9 +77,9 @@ def test_markers_exactly_where_the_corrected_p_is_below_alpha(units):
 def test_bh_and_a_named_baseline(units):
     tmp, metrics, perquery = units
     out = {k: tmp / f"b.{k}" for k in ("md", "csv", "json", "sig")}
-    steps.report("task1", metrics, "nDCG@10", "official", out["md"], out["csv"], out["json"], perquery_files=perquery,
-                 significance={"baseline": "dense", "correction": "bh", "test": "bootstrap", "resamples": 1000},
-                 out_significance=out["sig"])
+    steps.report("task1", metrics, "nDCG@10", "official", steps.TableFiles(out["md"], out["csv"], out["json"], out["sig"]),
+                 perquery_files=perquery,
+                 significance={"baseline": "dense", "correction": "bh", "test": "bootstrap", "resamples": 1000})
     md = out["md"].read_text()
     assert "baseline **dense**" in md and "Benjamini-Hochberg-corrected" in md and "paired bootstrap test" in md
     cells = json.loads(out["sig"].read_text())["datasets"]["os"]["cells"]
@@ -88,7 +88,7 @@ def test_bh_and_a_named_baseline(units):
 
 def test_without_per_query_files_the_table_is_unchanged(units):
     tmp, metrics, _ = units
-    steps.report("task1", metrics, "nDCG@10", "official", tmp / "p.md", tmp / "p.csv", tmp / "p.json")
+    steps.report("task1", metrics, "nDCG@10", "official", steps.TableFiles(tmp / "p.md", tmp / "p.csv", tmp / "p.json"))
     assert "†" not in (tmp / "p.md").read_text()
     assert pd.read_csv(tmp / "p.csv").columns.tolist() == ["dataset", "system", "stat", "calc", "Avg."]
 
@@ -99,8 +99,8 @@ def test_track_logs_intervals_and_p_values(units, tmp_path, monkeypatch):
 
     tmp, metrics, perquery = units
     sig = tmp / "t.significance.json"
-    steps.report("task1", metrics, "nDCG@10", "official", tmp / "t.md", tmp / "t.csv", tmp / "t.json",
-                 perquery_files=perquery, significance={"resamples": 500}, out_significance=sig)
+    steps.report("task1", metrics, "nDCG@10", "official", steps.TableFiles(tmp / "t.md", tmp / "t.csv", tmp / "t.json", sig),
+                 perquery_files=perquery, significance={"resamples": 500})
     cells, parent = steps._significance_metrics(sig)
     assert set(cells[("os", "dense", "stat")]) == {"nDCG_at_10.ci_low", "nDCG_at_10.ci_high", "nDCG_at_10.diff",
                                                    "nDCG_at_10.p", "nDCG_at_10.p_adj"}

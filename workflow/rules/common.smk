@@ -1,4 +1,5 @@
-# Validation and the bridge to the rule specs (src/mmir/workflow/rules.py), shared by every rule file.
+# Validation and the bridge to the rule specs (src/mmir/workflow/rules/, one module per rule file), shared by every
+# rule file.
 import re
 import sys
 from pathlib import Path
@@ -7,6 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from mmir.core import paths
+from mmir.core.tasks import TASKS
 from mmir.data.domains import dataset_domains
 from mmir.workflow import rules as R
 from mmir.workflow.targets import all_targets

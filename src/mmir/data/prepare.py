@@ -61,6 +61,7 @@ from mmir.config.models import Dataset, EvaluationConfig, IntegrityConfig, TrecD
 from mmir.core.errors import DataError
 from mmir.core.io import write_json, write_parquet, write_text
 from mmir.core.paths import resolve_path
+from mmir.core.tasks import task as task_spec
 from mmir.data.images import check_relative
 from mmir.data.multimodal import IMAGE_COLUMNS, MultimodalPrepared
 from mmir.data.parquet import (
@@ -85,12 +86,8 @@ ALL_FILES = PREPARED_FILES + MM_FILES
 def qrels_file(task: str, task4_protocol: str = default_of(EvaluationConfig, "task4_protocol")) -> str:
     """The prepared qrels file a task is scored against: ``qrels.<task>.txt``, and for Task 4 under
     ``evaluation.task4_protocol: official`` the released scripts' labels ``qrels.task4.official.txt``
-    (``ablation`` runs are Task 1 runs)."""
-    if task == "ablation":
-        task = "task1"
-    if task == "task4" and task4_protocol == "official":
-        return "qrels.task4.official.txt"
-    return f"qrels.{task}.txt"
+    (``ablation`` runs are Task 1 runs): :meth:`mmir.core.tasks.TaskSpec.qrels_file`."""
+    return task_spec(task).qrels_file(task4_protocol)
 
 
 @dataclass
@@ -419,8 +416,8 @@ def write_prepared(p: Prepared, out_dir: str | Path, meta: dict | None = None) -
         stage = Path(tmp)
         write_parquet(stage / "corpus.parquet", p.corpus)
         write_parquet(stage / "topics.parquet", p.topics)
-        write_qrels(stage / "qrels.task1.txt", p.qrels)
-        _write_excluded(stage / "excluded.tsv", p.excluded)
+        write_qrels(stage / task_spec("task1").qrels, p.qrels)
+        _write_excluded(stage / task_spec("task1").excluded, p.excluded)
         _write_mm(p.mm, stage, report)
         write_json(stage / "prepare.json", report)
         out.mkdir(exist_ok=True)
@@ -452,12 +449,16 @@ def _write_mm(mm, stage: Path, report: dict) -> None:
     write_parquet(stage / "images.parquet", mm.images)
     write_parquet(stage / "query_images.parquet", mm.query_images)
     write_parquet(stage / "pairs.parquet", mm.pairs)
-    for task in ("task2", "task3", "task4"):
-        write_qrels(stage / qrels_file(task), mm.qrels[task])
-    write_qrels(stage / qrels_file("task4", "official"), mm.qrels["task4_official"])
-    _write_excluded(stage / "excluded.task2.tsv", mm.excluded["task2"])
-    _write_excluded(stage / "excluded.task4.tsv", mm.excluded["task4"])
-    _write_excluded(stage / "excluded.task4.always.tsv", mm.always_excluded)
+    # the labels the multimodal data carries (mmir.data.multimodal), under the file names of their tasks
+    for name in ("task2", "task3", "task4"):
+        spec = task_spec(name)
+        write_qrels(stage / spec.qrels, mm.qrels[name])
+        if spec.qrels_official:
+            write_qrels(stage / spec.qrels_official, mm.qrels[f"{name}_official"])
+        if spec.excluded:
+            _write_excluded(stage / spec.excluded, mm.excluded[name])
+        if spec.excluded_always:
+            _write_excluded(stage / spec.excluded_always, mm.always_excluded)
 
 
 def read_excluded(path: str | Path) -> dict[str, set[str]]:

@@ -36,7 +36,6 @@ row says which).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -46,12 +45,13 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from mmir.core.tasks import table_tasks
 from mmir.data.domains import MM_BRIGHT_DOMAINS
 from mmir.data.sample import Sample
 
 AVG = "Avg."
 STATUSES = ("OK", "OKish", "FAIL", "not run")
-TASKS = ("task1", "task2", "task3", "task4", "caption_ablation", "reformulation_ablation", "rag")
+TASKS = (*table_tasks(), "caption_ablation", "reformulation_ablation", "rag")
 REQUIRED = ("benchmark", "task", "system", "dataset", "domain", "measure", "value", "tolerance", "source")
 OPTIONAL = ("repo_id", "domains", "variant", "note", "sample")
 UNTRAINED = " (untrained)"  # the task tables' label of random-weight systems
@@ -331,8 +331,3 @@ def summary(frame: pd.DataFrame) -> dict[str, int]:
     """Rows per status, every status present (0 when none)."""
     counts = frame["status"].value_counts().to_dict() if len(frame) else {}
     return {s: int(counts.get(s, 0)) for s in STATUSES}
-
-
-def as_records(entries: Iterable[Expected]) -> list[dict[str, Any]]:
-    """Entries as plain dicts (for logs and tests)."""
-    return [dataclasses.asdict(e) for e in entries]

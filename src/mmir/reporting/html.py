@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from mmir.core.io import write_text
+from mmir.core.tasks import TASKS, table_tasks
 from mmir.reporting.markdown import parser, plain_text
 
 #: The order of the known tables on the page; any other table follows, by name.
-ORDER = ("task1", "task2", "task3", "task4", "caption_ablation", "reformulation_ablation", "rag", "m2rag", "mmdr",
+ORDER = (*table_tasks(), "caption_ablation", "reformulation_ablation", "rag", "m2rag", "mmdr",
          "essentiality", "reproduction")
 #: What the navigation calls the known tables when their markdown has no title.
-LABELS = {"task1": "Task 1", "task2": "Task 2", "task3": "Task 3", "task4": "Task 4", "rag": "RAG QA", "m2rag": "M2RAG",
+LABELS = {**{t: TASKS[t].short for t in table_tasks()}, "rag": "RAG QA", "m2rag": "M2RAG",
           "mmdr": "MMDeepResearch-Bench", "reproduction": "Reproduction check", "essentiality": "Essentiality",
           "caption_ablation": "Caption ablation", "reformulation_ablation": "Reformulation ablation"}
 IMAGE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from mmir.core.io import write_json, write_text
+from mmir.core.tasks import TASKS
 from mmir.evaluation.significance import Settings, family_size, finite_or_none, read_perquery, table_statistics
 
 AVG = "Avg."
@@ -23,12 +24,6 @@ AVG = "Avg."
 #: table that carries it explains it in a footnote with the counts.
 FAILED_MARK = "‡"
 MARK = "†"  # significantly different from the baseline (corrected p < alpha)
-TITLES = {
-    "task1": "Task 1: text query → documents",
-    "task2": "Task 2: text + image query → documents",
-    "task3": "Task 3: text + image query → images",
-    "task4": "Task 4: text + image query → (document, image) pairs",
-}
 
 
 def collect(metric_files: list[str | Path]) -> pd.DataFrame:
@@ -149,7 +144,7 @@ def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str,
     """
     settings = settings or Settings()
     datasets = list(dict.fromkeys(long["dataset"]))
-    title = TITLES.get(task, task)
+    title = TASKS[task].label if task in TASKS else task
     parts = [f"# {title} — {measure} (×100)", "",
              f"Protocol: **{protocol}** "
              + ("(each query's negative_ids removed from its ranking, as the MM-BRIGHT code does)." if protocol.startswith("official")

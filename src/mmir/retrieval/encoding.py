@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mmir.core.tasks import task as task_spec
 from mmir.data.images import blank_image
 from mmir.encoders.cache import encoder_key
-from mmir.retrieval.items import ImageText, PairBudget, item_texts, query_texts, task_items, task_queries
+from mmir.retrieval.items import ImageText, PairBudget, item_texts, query_texts, ranked_items, read_queries
 
 BLANK = "__BLANK__"  # row id of the blank image in the query_images kind
 TEXT_KINDS = ("documents", "pairs", "images", "queries", "mm_queries")
@@ -28,15 +29,22 @@ QUERY_KINDS = ("queries", "mm_queries", "query_texts", "query_images", "query_st
 
 
 def kinds_of(system: dict, task: str) -> list[str]:
-    """The kinds a (system, task) reads (none for BM25)."""
+    """The kinds a (system, task) reads (none for BM25): the task's :attr:`~mmir.core.tasks.TaskSpec.dense_kinds`,
+    or its :attr:`~mmir.core.tasks.TaskSpec.mm_kinds` plus the multimodal system's query kinds.
+
+    Raises:
+        KeyError: an unknown task, or a multimodal system on a text-only task.
+    """
     if system["kind"] == "bm25":
         return []
+    spec = task_spec(task)
     if system["kind"] == "dense":
-        return {"task1": ["documents", "queries"], "ablation": ["documents"], "task2": ["documents", "mm_queries"],
-                "task3": ["images", "mm_queries"], "task4": ["pairs", "mm_queries"]}[task]
+        return list(spec.dense_kinds)
+    if spec.mm_kinds is None:
+        raise KeyError(f"multimodal systems do not run {task}")
     q = ["query_texts"] + (["query_stacks"] if system["image_mode"] == "stack" else
                            [] if system["image_mode"] == "none" else ["query_images"])
-    return {"task2": ["documents"], "task3": ["images"], "task4": ["documents", "images"]}[task] + q
+    return [*spec.mm_kinds, *q]
 
 
 def needs_image_text(system: dict, kind: str) -> bool:
@@ -92,12 +100,12 @@ def kind_rows(kind: str, prep: str | Path, system: dict, image_text: ImageText |
         if kind not in TEXT_KINDS:
             raise ValueError(f"kind {kind!r} is not one of a dense system's {TEXT_KINDS}")
         if kind == "queries":
-            q = task_queries("task1", prep)
+            q = read_queries("topics.parquet", prep)
             return KindRows(kind, q.qids, q.texts, False, True)
         if kind == "mm_queries":
-            q = task_queries("task2", prep)
+            q = read_queries("topics_mm.parquet", prep)
             return KindRows(kind, q.qids, query_texts(q, image_text), False, True)
-        items = task_items({"documents": "task2", "pairs": "task4", "images": "task3"}[kind], prep)
+        items = ranked_items(kind, prep)
         return KindRows(kind, items.ids, item_texts(items, prep, image_text, budget), False, False)
     if kind not in MM_KINDS:
         raise ValueError(f"kind {kind!r} is not one of a multimodal system's {MM_KINDS}")
@@ -108,7 +116,7 @@ def kind_rows(kind: str, prep: str | Path, system: dict, image_text: ImageText |
         im = pd.read_parquet(prep / "images.parquet", columns=["path", "bytes", "ok"])
         im = im[im["ok"].astype(bool)]
         return KindRows(kind, im["path"].tolist(), [bytes(b) for b in im["bytes"]], True, False)
-    q = task_queries("task2", prep)
+    q = read_queries("topics_mm.parquet", prep)
     if kind == "query_texts":
         return KindRows(kind, q.qids, q.texts, False, True)
     qi = pd.read_parquet(prep / "query_images.parquet", columns=["path", "bytes", "ok"])

@@ -13,19 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from mmir.core.tasks import task as task_spec
 from mmir.data.prepare import read_excluded
-
-FILES = {"task1": "excluded.tsv", "ablation": "excluded.tsv", "task2": "excluded.task2.tsv", "task4": "excluded.task4.tsv"}
-ALWAYS = {"task4": "excluded.task4.always.tsv"}
 
 
 def exclusions(prep: str | Path, task: str, protocol: str, task4_protocol: str = "paper") -> dict[str, set[str]]:
     """``{qid: {item ids removed}}`` of ``task`` under ``protocol`` / ``task4_protocol`` (module docstring)."""
     prep = Path(prep)
-    if task == "task4" and task4_protocol == "official":
-        return {}
-    files = [FILES[task]] if protocol == "official" and task in FILES else []
-    files += [ALWAYS[task]] if task in ALWAYS else []
+    files = task_spec(task).excluded_files(protocol, task4_protocol)
     out: dict[str, set[str]] = {}
     for name in files:
         if (prep / name).exists():

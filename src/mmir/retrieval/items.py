@@ -14,9 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from mmir.core.errors import DataError
-
-TEXT_TASKS = ("task1", "ablation")
-MM_TASKS = ("task2", "task3", "task4")
+from mmir.core.tasks import task as task_spec
 
 
 @dataclass(frozen=True)
@@ -45,20 +43,33 @@ class Queries:
 
 
 def task_items(task: str, prep: str | Path) -> Items:
-    """The items of ``task`` in a prepared domain (see the module docstring)."""
+    """The items of ``task`` in a prepared domain: what its :class:`~mmir.core.tasks.TaskSpec` ranks.
+
+    Raises:
+        KeyError: an unknown task.
+    """
+    return ranked_items(task_spec(task).ranks, prep, task)
+
+
+def ranked_items(ranks: str, prep: str | Path, task: str = "") -> Items:
+    """The ``documents``, decodable ``images`` or ``pairs`` of a prepared domain, as items (``task`` labels them).
+
+    Raises:
+        ValueError: another ``ranks``.
+    """
     prep = Path(prep)
-    if task in (*TEXT_TASKS, "task2"):
+    if ranks == "documents":
         c = pd.read_parquet(prep / "corpus.parquet", columns=["doc_id"])
         ids = c["doc_id"].tolist()
         return Items(task, ids, ids, [""] * len(ids))
-    if task == "task3":
+    if ranks == "images":
         im = pd.read_parquet(prep / "images.parquet", columns=["path", "ok"])
         paths = im.loc[im["ok"].astype(bool), "path"].tolist()
         return Items(task, paths, [""] * len(paths), paths)
-    if task == "task4":
+    if ranks == "pairs":
         p = pd.read_parquet(prep / "pairs.parquet")  # pairs are built from decodable images only
         return Items(task, p["pair_id"].tolist(), p["doc_id"].tolist(), p["image_path"].fillna("").tolist())
-    raise ValueError(f"unknown task {task!r}")
+    raise ValueError(f"unknown item kind {ranks!r}")
 
 
 def task_queries(task: str, prep: str | Path, variants: str | Path | None = None) -> Queries:
@@ -66,10 +77,17 @@ def task_queries(task: str, prep: str | Path, variants: str | Path | None = None
 
     Raises:
         DataError: ``variants`` misses a topic (names the file and the first missing qid).
+        KeyError: an unknown task.
     """
+    return read_queries(task_spec(task).queries, prep, variants)
+
+
+def read_queries(topics: str, prep: str | Path, variants: str | Path | None = None) -> Queries:
+    """The queries of a prepared topics file (``topics.parquet``: text only; ``topics_mm.parquet``: with images);
+    ``variants`` as :func:`task_queries`."""
     prep = Path(prep)
-    if task in TEXT_TASKS:
-        t = pd.read_parquet(prep / "topics.parquet", columns=["qid", "query"])
+    if topics == "topics.parquet":
+        t = pd.read_parquet(prep / topics, columns=["qid", "query"])
         texts = t["query"].tolist()
         if variants is not None:
             text = dict(pd.read_parquet(variants, columns=["qid", "query"]).itertuples(index=False))
@@ -78,7 +96,7 @@ def task_queries(task: str, prep: str | Path, variants: str | Path | None = None
                 raise DataError(variants, f"{len(missing)} topics have no query, e.g. {missing[0]!r}", field="qid")
             texts = [text[q] for q in t["qid"]]
         return Queries(t["qid"].tolist(), texts, [[] for _ in texts])
-    t = pd.read_parquet(prep / "topics_mm.parquet", columns=["qid", "query", "image_paths"])
+    t = pd.read_parquet(prep / topics, columns=["qid", "query", "image_paths"])
     return Queries(t["qid"].tolist(), t["query"].tolist(), [list(p) for p in t["image_paths"]])
 
 

@@ -22,18 +22,18 @@ from typing import Any
 import pandas as pd
 
 from mmir.core.io import write_json, write_parquet
+from mmir.workflow.units import PreparedUnit
 
 log = logging.getLogger("mmir.workflow.essentiality")
 
 
-def label_step(dataset: str, domain: str, prepared_dir: str | Path, cfg: Mapping[str, Any], out_labels: str | Path,
+def label_step(unit: PreparedUnit, cfg: Mapping[str, Any], out_labels: str | Path,
                out_stats: str | Path, *, captions: str | Path | None = None, generator: Mapping[str, Any] | Any = None,
                generation_cache: str | Path | None = None, labels_file: str | Path | None = None) -> dict:
     """Label one domain's queries (see the module docstring); writes ``out_labels`` and ``out_stats`` atomically.
 
     Args:
-        dataset, domain: the unit.
-        prepared_dir: the prepared domain (``topics_mm.parquet``, ``query_images.parquet``).
+        unit: the prepared domain (``topics_mm.parquet``, ``query_images.parquet``).
         cfg: the ``essentiality`` config slice (``prompt``, ``type_prompt``, ``max_queries`` (0 = all), ``images``,
             ``text_chars``, ``temperature``, ``max_tokens``, ``seed``, ``image_text``).
         captions: the image-text parquet of the captioner ``evaluation.image_text`` (classifier route).
@@ -51,6 +51,7 @@ def label_step(dataset: str, domain: str, prepared_dir: str | Path, cfg: Mapping
     from mmir.benchmarks.mmbright.essentiality import class_counts, labels_from_file, read_labels_file
 
     t0 = time.perf_counter()
+    dataset, domain, prepared_dir = unit.dataset, unit.domain, unit.path
     prep = Path(prepared_dir)
     topics = pd.read_parquet(prep / "topics_mm.parquet", columns=["qid", "query", "image_paths"])
     with_images = int(sum(len(p) > 0 for p in topics["image_paths"]))
@@ -171,7 +172,7 @@ def report_step(config: Mapping[str, Any], label_files: Sequence[str | Path], st
     scores = scores_by_class(units)
     failures = {(s["dataset"], s["domain"]): s for s in stats}
     notes = _note_lines(ess, stats, config["skipped"], ess.get("classifier"))
-    untrained = {s: f"{s} (untrained)" for s in config.get("untrained", [])}
+    untrained = {s: f"{s} (untrained)" for s in config["untrained"]}
     write_essentiality(dist, scores, failures, measure, task, notes, out_md, out_csv, out_png, out_plot_csv, labels=untrained)
     key = measure.replace("@", "_at_")
     runs = []

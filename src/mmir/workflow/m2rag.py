@@ -26,6 +26,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from mmir.benchmarks.m2rag.store import (
 from mmir.core.io import write_json, write_text
 from mmir.llm.policy import check_stage
 from mmir.reporting.m2rag import write_table
+from mmir.workflow.units import PreparedUnit
 
 log = logging.getLogger("mmir.workflow.m2rag")
 
@@ -59,7 +61,7 @@ def _client(backend: Mapping[str, Any] | Any, cache, cfg: Mapping[str, Any], max
     from mmir.llm.client import LLMClient, Sampling
 
     return LLMClient(backend if isinstance(backend, Backend) else make_backend(dict(backend)), cache,
-                     sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=cfg.get("seed", 0)))
+                     sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=cfg["seed"]))
 
 
 def kb_inputs(config: Mapping[str, Any], dataset: str, domain: str, source: str) -> dict[str, str]:
@@ -96,9 +98,8 @@ def kb_inputs(config: Mapping[str, Any], dataset: str, domain: str, source: str)
 
 
 # ------------------------------------------------------------------------------------ knowledge bases
-def build_knowledge_bases_step(dataset: str, domain: str, source: str, prepared_dir: str | Path,
-                               run_file: str | Path, cfg: Mapping[str, Any], judge: Mapping[str, Any],
-                               generation_cache: str | Path, out_jsonl: str | Path, out_json: str | Path,
+def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | Path, cfg: Mapping[str, Any],
+                               judge: Mapping[str, Any], generation_cache: str | Path, out_dir: str | Path,
                                captions: str | Path | None = None, anchor_tsv: str | Path | None = None) -> dict:
     """Curated, scored knowledge bases of the first ``cfg["max_queries"]`` topics of a prepared domain.
 
@@ -108,14 +109,14 @@ def build_knowledge_bases_step(dataset: str, domain: str, source: str, prepared_
     (dedup, size filters, 0-10 image scores from descriptions) and :func:`~mmir.benchmarks.m2rag.selection.score_chunks`.
 
     Args:
-        dataset, domain, source: the unit (``source`` = the retrieval system of ``run_file``).
-        prepared_dir: ``topics.parquet``, ``corpus.parquet``, ``images.parquet``.
+        unit: the prepared domain (``topics.parquet``, ``corpus.parquet``, ``images.parquet``).
+        source: the retrieval system of ``run_file``.
         cfg: the validated ``m2rag`` config; judge: the judge's generator config.
         generation_cache: the SQLite generation cache.
-        out_jsonl, out_json: ``kb.jsonl`` and its counts.
+        out_dir: gets ``kb.jsonl`` and its counts ``kb.json``.
 
     Returns:
-        The counts written to ``out_json``.
+        The counts written to ``kb.json``.
     """
     import pandas as pd
     from tqdm import tqdm
@@ -133,6 +134,8 @@ def build_knowledge_bases_step(dataset: str, domain: str, source: str, prepared_
     )
     from mmir.llm.cache import GenerationCache
 
+    dataset, domain, prepared_dir = unit.dataset, unit.domain, unit.path
+    out_jsonl, out_json = Path(out_dir) / "kb.jsonl", Path(out_dir) / "kb.json"
     t0 = time.perf_counter()
     prepared_dir = Path(prepared_dir)
     topics = pd.read_parquet(prepared_dir / "topics.parquet", columns=["qid", "query"])
@@ -203,10 +206,19 @@ def load_dev_set_step(source: str | Path, image_root: str | Path | None, cfg: Ma
 
 
 
-def answer_step(dataset: str, domain: str, source: str, strategy: str, kb_jsonl: str | Path, cfg: Mapping[str, Any],
-                generator: Mapping[str, Any], judge: Mapping[str, Any], generation_cache: str | Path,
-                out_dir: str | Path, images: str | Path | None = None,
-                encoder_system: Mapping[str, Any] | None = None) -> dict:
+@dataclass(frozen=True)
+class AnswerUnit:
+    """One M2RAG answer unit: the knowledge bases of (``dataset``, ``domain``, ``source``) answered by ``strategy``."""
+
+    dataset: str
+    domain: str
+    source: str
+    strategy: str
+
+
+def answer_step(unit: AnswerUnit, kb_jsonl: str | Path, cfg: Mapping[str, Any], generator: Mapping[str, Any],
+                judge: Mapping[str, Any], generation_cache: str | Path, out_dir: str | Path,
+                images: str | Path | None = None, encoder_system: Mapping[str, Any] | None = None) -> dict:
     """Generate and evaluate the answers of one strategy for every query of ``kb_jsonl``.
 
     Per query: :func:`~mmir.benchmarks.m2rag.selection.select_input` (MuRAR settings for ``separate``), the strategy of
@@ -216,7 +228,7 @@ def answer_step(dataset: str, domain: str, source: str, strategy: str, kb_jsonl:
     counted failure of its metric, never a score.
 
     Args:
-        strategy: ``single_stage``, ``multi_stage`` or ``separate``.
+        unit: the unit; its strategy ``single_stage``, ``multi_stage`` or ``separate``.
         kb_jsonl: from :func:`build_knowledge_bases_step` or :func:`load_dev_set_step`.
         cfg: the ``m2rag`` config; generator, judge: generator configs.
         out_dir: gets ``answers.jsonl``, ``evaluations.jsonl``, ``summary.json`` and ``pages/``.
@@ -235,6 +247,7 @@ def answer_step(dataset: str, domain: str, source: str, strategy: str, kb_jsonl:
     from mmir.llm.backends import GenerationFailure
     from mmir.llm.cache import GenerationCache
 
+    dataset, domain, source, strategy = unit.dataset, unit.domain, unit.source, unit.strategy
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown M2RAG strategy {strategy!r}; expected one of {STRATEGIES}")
     encoder = None

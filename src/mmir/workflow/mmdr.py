@@ -46,6 +46,7 @@ from mmir.core.io import write_json, write_text
 from mmir.llm.audit import summed
 from mmir.llm.policy import check_stage
 from mmir.reporting.mmdr import write_table
+from mmir.workflow.units import PreparedUnit
 
 log = logging.getLogger("mmir.workflow.mmdr")
 
@@ -81,7 +82,7 @@ def tasks_step(dataset: str, domain: str, prepared_dir: str | Path, mmdr: Mappin
     return build_tasks(prepared_dir, dataset, domain, out, mmdr["max_tasks"])
 
 
-def reports_step(dataset: str, domain: str, prepared_dir: str | Path, tasks_dir: str | Path, mmdr: Mapping[str, Any],
+def reports_step(unit: PreparedUnit, tasks_dir: str | Path, mmdr: Mapping[str, Any],
                  generator: Mapping[str, Any], generation_cache: str | Path, out_dir: str | Path,
                  run_path: str | Path | None, captions: str | Path | None) -> dict:
     """Write the baseline report of every task (:func:`mmir.benchmarks.mmdr.baseline.write_report`): ``<qid>.md``,
@@ -96,6 +97,7 @@ def reports_step(dataset: str, domain: str, prepared_dir: str | Path, tasks_dir:
     from mmir.llm.client import LLMClient
     from mmir.retrieval.runs import read_run
 
+    dataset, domain, prepared_dir = unit.dataset, unit.domain, unit.path
     out = Path(out_dir)
     cfg = evaluator_config(mmdr)
     tasks = load_built_tasks(tasks_dir)
@@ -172,7 +174,7 @@ def make_judge(judge_cfg: Mapping[str, Any], mmdr: Mapping[str, Any], dom, cache
     return Judge(backend, cache=cache, max_tokens=mmdr["judge_max_tokens"], seed=mmdr["seed"], provider=judge_cfg["backend"])
 
 
-def score_step(dataset: str, domain: str, prepared_dir: str | Path, tasks_dir: str | Path, reports_dir: str | Path,
+def score_step(unit: PreparedUnit, tasks_dir: str | Path, reports_dir: str | Path,
                mmdr: Mapping[str, Any], judge_cfg: Mapping[str, Any], generation_cache: str | Path, out_dir: str | Path,
                captions: str | Path | None) -> dict:
     """Score every report of the domain (see the module docstring) and export the domain's leaderboard."""
@@ -186,6 +188,7 @@ def score_step(dataset: str, domain: str, prepared_dir: str | Path, tasks_dir: s
     from mmir.llm.backends import UnsupportedInputError
     from mmir.llm.cache import GenerationCache
 
+    dataset, domain, prepared_dir = unit.dataset, unit.domain, unit.path
     out = Path(out_dir)
     if out.exists():
         shutil.rmtree(out)

@@ -15,40 +15,6 @@ from mmir.core.io import write_json, write_text
 
 log = logging.getLogger("mmir.workflow.report")
 
-#: Families whose outputs are not tables (or are the report itself).
-NOT_TABLES = ("prepare", "captions", "report")
-
-
-def report_files(config: dict) -> list[str]:
-    """The report's inputs: every table (``.md``, ``.csv``, ``.significance.json``), figure (``.png``) and MLflow
-    record (``results/tracking/*.json``) of every stage family the config runs (:func:`mmir.workflow.targets.family_targets`),
-    in family order. A family added to :data:`mmir.workflow.targets.FAMILIES` is picked up as it is."""
-    from mmir.workflow.targets import FAMILIES, family_targets
-
-    out = []
-    for family in FAMILIES:
-        if family in NOT_TABLES:
-            continue
-        for t in family_targets(config, family):
-            p = Path(t)
-            if p.parent.as_posix() == "results/tables" and p.name.endswith((".md", ".csv", ".significance.json")) \
-                    or p.parent.as_posix() == "results/plots" and p.suffix == ".png" \
-                    or p.parent.as_posix() == "results/tracking" and p.suffix == ".json":
-                out.append(t)
-    return list(dict.fromkeys(out))
-
-
-def tex_outputs(config: dict) -> dict[str, str]:
-    """``{output name: results/tables/<name>.tex}``, one per markdown table among :func:`report_files`."""
-    from mmir.core import paths
-
-    out = {}
-    for f in report_files(config):
-        p = Path(f)
-        if p.parent.as_posix() == "results/tables" and p.suffix == ".md":
-            out["tex_" + "".join(c if c.isalnum() else "_" for c in p.stem)] = paths.TABLE_TEX.format(name=p.stem)
-    return out
-
 
 def report_step(config: Mapping[str, Any], files: Sequence[str | Path], prepared: Sequence[str | Path], out_html: str | Path,
                 out_lineage: str | Path, out_latex: str | Path, tex: Mapping[str, str | Path],
@@ -58,9 +24,9 @@ def report_step(config: Mapping[str, Any], files: Sequence[str | Path], prepared
     Args:
         config: the rule's slice (datasets, systems, generators, captioners, reformulators, ablations, rag, m2rag, mmdr,
             mlflow).
-        files: :func:`report_files` of the config (tables, figures, MLflow records).
+        files: :func:`mmir.workflow.targets.report_files` of the config (tables, figures, MLflow records).
         prepared: the ``prepare.json`` of every prepared domain (sizes and fetched revisions for the lineage).
-        tex: ``{name: results/tables/<name>.tex}`` for the markdown tables (from :func:`tex_outputs`).
+        tex: ``{name: results/tables/<name>.tex}`` for the markdown tables (from :func:`mmir.workflow.targets.tex_outputs`).
 
     Returns:
         Counts: tables, figures, csv files, latex tables, html bytes, tables whose computing commit MLflow gave.

@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from mmir.config.models import EncodingConfig, EvaluationConfig, System, parse, parse_system
 from mmir.core.io import write_json
+from mmir.core.tasks import task as task_spec
 
 log = logging.getLogger("mmir.workflow.retrieval")
 
@@ -32,7 +35,7 @@ def system_fingerprint(system: dict) -> str:
     return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _image_text(system: dict, captions: str | Path | None, prep: Path, alt_text: bool):
+def _image_text(captions: str | Path | None, prep: Path, alt_text: bool):
     from mmir.retrieval.items import ImageText
 
     return ImageText.load(captions, prep, alt_text) if captions else None
@@ -45,18 +48,39 @@ def _blank_png() -> bytes:
     return png_bytes(blank_image())
 
 
-def pair_budget(system: dict):
-    """The pair-text budget of a dense system: ``pair_chars`` (default 4 characters a token of ``max_length``,
-    or 2,048) with ``pair_image_share`` of it for the image text."""
+def pair_budget(system: System):
+    """The pair-text budget of a dense system: ``pair_chars`` (null: 4 characters a token of ``max_length``, or
+    2,048) with ``pair_image_share`` of it for the image text. Other kinds build no pair text: no limit."""
     from mmir.retrieval.items import PairBudget
 
-    chars = system.get("pair_chars") or (4 * system["max_length"] if system.get("max_length") else 2048)
-    return PairBudget(chars, system.get("pair_image_share", 0.25))
+    if system.kind != "dense":
+        return PairBudget()
+    chars = system.pair_chars or (4 * system.max_length if system.max_length else 2048)
+    return PairBudget(chars, system.pair_image_share)
 
 
-def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, shard: int, shards: int,
-           encoding: dict, cache_root: str | Path, store_dir: str | Path, out_seal: str | Path, out_stats: str | Path,
-           captions: str | Path | None = None, alt_text: bool = False, encoder=None) -> dict:
+@dataclass(frozen=True)
+class EncodeJob:
+    """One encode job: shard ``shard`` of ``shards`` of ``kind`` (:mod:`mmir.retrieval.encoding`) of system
+    ``system_name`` on a prepared domain, written into ``store_dir`` (``out_seal`` and ``out_stats`` its shard's
+    seal and stats); ``captions``: the image text a dense system reads for pairs, images and multimodal queries."""
+
+    prepared_dir: str | Path
+    system_name: str
+    system: dict
+    kind: str
+    shard: int
+    shards: int
+    encoding: dict
+    cache_root: str | Path
+    store_dir: str | Path
+    out_seal: str | Path
+    out_stats: str | Path
+    captions: str | Path | None = None
+    alt_text: bool = False
+
+
+def encode(job: EncodeJob, encoder=None) -> dict:
     """Encode shard ``shard`` of ``shards`` of ``kind`` (:mod:`mmir.retrieval.encoding`) into ``store_dir``.
 
     Rows ``[start, stop)`` come from :func:`mmir.workflow.shards.shard_range` (pairs: the pairs of the documents of
@@ -72,21 +96,24 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
     from mmir.retrieval.encoding import KindEncoder, kind_rows
     from mmir.workflow.shards import shard_range
 
+    system_name, system, kind, shard, shards = job.system_name, job.system, job.kind, job.shard, job.shards
+    typed = parse_system(system, f"systems.{system_name}")
+    encoding = parse(EncodingConfig, job.encoding, "encoding")
     t0 = time.perf_counter()
-    prep, store = Path(prepared_dir), Path(store_dir)
-    budget = pair_budget(system)
-    rows = kind_rows(kind, prep, system, _image_text(system, captions, prep, alt_text), budget)
+    prep, store = Path(job.prepared_dir), Path(job.store_dir)
+    budget = pair_budget(typed)
+    rows = kind_rows(kind, prep, system, _image_text(job.captions, prep, job.alt_text), budget)
     if kind == "pairs":  # along the documents' shards
         import pandas as pd
 
         docs = pd.read_parquet(prep / "corpus.parquet", columns=["doc_id"])["doc_id"].tolist()
-        d0, d1 = shard_range(len(docs), shard, shards, encoding["shard_size"])
+        d0, d1 = shard_range(len(docs), shard, shards, encoding.shard_size)
         inside = set(docs[d0:d1])
         pair_docs = pd.read_parquet(prep / "pairs.parquet", columns=["pair_id", "doc_id"]).set_index("pair_id")["doc_id"]
         sel = [i for i, pid in enumerate(rows.ids) if pair_docs[pid] in inside]
         start, stop = (sel[0], sel[-1] + 1) if sel else (0, 0)
     else:
-        start, stop = shard_range(len(rows), shard, shards, encoding["shard_size"])
+        start, stop = shard_range(len(rows), shard, shards, encoding.shard_size)
     enc = KindEncoder(system, encoder, domain=prep.name)
     usage0 = dict(getattr(enc.encoder, "usage", None) or {})  # an embeddings API counts requests, retries, failures
     ckind = enc.cache_kind(rows)
@@ -95,8 +122,8 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
     keys = [content_key(enc.key, ckind, p) for p in payloads]
     totals = {"hits": 0, "misses": 0, "model_calls": 0}
     # an API encoder takes several requests' worth per call, to send them concurrently
-    per_call = getattr(enc.encoder, "cache_batch_size", None) or system["batch_size"]
-    with EmbeddingCache(cache_root, enc.spec) as cache:
+    per_call = getattr(enc.encoder, "cache_batch_size", None) or typed.batch_size
+    with EmbeddingCache(job.cache_root, enc.spec) as cache:
         def compute(a: int, b: int) -> np.ndarray:
             m, st = cache.encode(payloads[a:b], keys[a:b], fn, batch_size=per_call)
             for k_ in totals:
@@ -104,11 +131,11 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
             return m
 
         if payloads:  # the first batch through the cache gives the dimension; the writer then reads it back
-            dim = int(compute(0, min(len(payloads), encoding["batch_rows"])).shape[1])
+            dim = int(compute(0, min(len(payloads), encoding.batch_rows)).shape[1])
         else:  # an empty shard still records the encoder's dimension
             probe = rows.payloads[-1] if rows.payloads else ("" if not rows.images else _blank_png())
             dim = int(cache.encode([probe], [content_key(enc.key, ckind, probe)], fn, batch_size=1)[0].shape[1])
-        kw = dict(dim=dim, encoder_key=enc.store_key(kind), dtype=encoding["dtype"], batch_size=encoding["batch_rows"],
+        kw = dict(dim=dim, encoder_key=enc.store_key(kind), dtype=encoding.dtype, batch_size=encoding.batch_rows,
                   progress=f"encode {kind} shard {shard}")
         try:
             ws = write_shard(store, shard, ids, compute, **kw)
@@ -123,18 +150,18 @@ def encode(prepared_dir: str | Path, system_name: str, system: dict, kind: str, 
         if isinstance(usage, dict) else {}
     stats = {"system": system_name, "system_sha256": system_fingerprint(system), "kind": kind, "shard": shard,
              "shards": shards, "rows": len(ids),
-             "row_range": [start, stop], "dim": dim, "dtype": encoding["dtype"], **ws.as_dict(),
+             "row_range": [start, stop], "dim": dim, "dtype": encoding.dtype, **ws.as_dict(),
              **{f"cache_{k}": v for k, v in totals.items()}, "truncations": truncations,
              # pair texts of the whole kind whose document or image text was cut to its share of the budget
              "pair_text_cuts": {"documents": budget.cut_documents, "images": budget.cut_images} if kind == "pairs" else {},
              **api,
              "seconds": round(time.perf_counter() - t0, 2)}
-    write_json(out_stats, stats)
+    write_json(job.out_stats, stats)
     log.info("read %s (%d %s rows, shard %d of %d: rows %d..%d); wrote %s: %d batches computed, %d skipped (already "
              "written), %d model calls, %d cache hits; truncations %s; %.1fs", prep, len(rows), kind, shard, shards,
              start, stop, store, ws.batches_computed, ws.batches_skipped, totals["model_calls"], totals["hits"],
              truncations or "none", stats["seconds"])
-    if not Path(out_seal).exists():
+    if not Path(job.out_seal).exists():
         raise RuntimeError(f"shard {shard} of {store} was not sealed")
     return stats
 
@@ -198,13 +225,31 @@ def tie_stats(scores: np.ndarray, depth: int = 10) -> dict[str, int]:
     return {f"tied_top{depth}_items": tied, f"queries_with_ties_top{depth}": queries}
 
 
-def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict, evaluation: dict, out_run: str | Path,
-             out_stats: str | Path, stores: dict[str, str] | None = None, captions: str | Path | None = None,
-             queries: str | Path | None = None, cache_root: str | Path | None = None, encoder=None) -> dict:
-    """Run one system on one prepared domain for one task; writes the TREC run and its stats.
+@dataclass(frozen=True)
+class RetrieveJob:
+    """One retrieve job: system ``system_name`` on a prepared domain for ``task``, the TREC run to ``out_run``.
 
-    ``stores``: the kind -> store directory of a dense/mm system (from the encode jobs). ``queries``: an ablation's
-    query variants (Task 1), encoded here through the embedding cache (a few thousand short texts at most).
+    ``evaluation``: the retrieve slice of ``evaluation`` (``protocol``, ``top_k``; ``task4_protocol``,
+    ``chunk_size``, ``alt_text`` where the task and system read them). ``stores``: kind -> store directory of a
+    dense/mm system (from the encode jobs). ``queries``: an ablation's query variants (Task 1), encoded here through
+    the embedding cache at ``cache_root`` (a few thousand short texts at most)."""
+
+    task: str
+    prepared_dir: str | Path
+    system_name: str
+    system: dict
+    evaluation: dict
+    out_run: str | Path
+    out_stats: str | Path
+    stores: dict[str, str] = field(default_factory=dict)
+    captions: str | Path | None = None
+    queries: str | Path | None = None
+    cache_root: str | Path | None = None
+
+
+def retrieve(job: RetrieveJob, encoder=None) -> dict:
+    """Run one system on one prepared domain for one task (:class:`RetrieveJob`); writes the TREC run and its stats.
+
     Scores: BM25 as bm25s gives them; vector systems cosine x 100. Exclusions per ``evaluation.protocol``.
     """
     from mmir.core.io import write_json as _wj
@@ -213,43 +258,50 @@ def retrieve(task: str, prepared_dir: str | Path, system_name: str, system: dict
     from mmir.retrieval.retrievers import BM25Retriever, VectorRetriever, to_run
     from mmir.retrieval.runs import write_run
 
+    task, system_name, system, queries = job.task, job.system_name, job.system, job.queries
+    typed = parse_system(system, f"systems.{system_name}")
+    evaluation = parse(EvaluationConfig, job.evaluation, "evaluation")  # keys the slice leaves out: their defaults
     t0 = time.perf_counter()
-    prep = Path(prepared_dir)
+    prep = Path(job.prepared_dir)
     items, qs = task_items(task, prep), task_queries(task, prep, queries)
-    excluded = exclusions(prep, task, evaluation["protocol"], evaluation.get("task4_protocol", "paper"))
+    excluded = exclusions(prep, task, evaluation.protocol, evaluation.task4_protocol)
     exclude = as_indices(qs.qids, items.ids, excluded)
-    k = evaluation["top_k"]
-    image_text = _image_text(system, captions, prep, evaluation.get("alt_text", False))
+    k = evaluation.top_k
+    image_text = _image_text(job.captions, prep, evaluation.alt_text)
     stats: dict = {"task": task, "items": len(items), "topics": len(qs), "excluded_queries": len(excluded),
                    "search": "exact"}
-    if system["kind"] == "bm25":
+    if typed.kind == "bm25":
         r = BM25Retriever(system)
         r.index(item_texts(items, prep, image_text))
-        scores, idx = r.search(query_texts(qs, image_text) if task not in ("task1", "ablation") else qs.texts, k, exclude)
+        scores, idx = r.search(query_texts(qs, image_text) if task_spec(task).multimodal else qs.texts, k, exclude)
         scale = 1.0
     else:
-        matrix, qvecs, used = _vectors(task, system, items, qs, stores or {}, queries, cache_root, encoder, prep.name)
+        matrix, qvecs, used = _vectors(job, typed, items, qs, encoder)
         stats |= used
-        r = VectorRetriever(chunk_size=evaluation.get("chunk_size", 65536), approximate=system.get("approximate"))
+        r = VectorRetriever(chunk_size=evaluation.chunk_size, approximate=typed.approximate)
         r.index(matrix)
         scores, idx = r.search(qvecs, k, exclude)
-        stats["search"] = f"approximate ({system['approximate']})" if system.get("approximate") else "exact"
+        stats["search"] = f"approximate ({typed.approximate})" if typed.approximate else "exact"
         scale = 100.0
     run = to_run(qs.qids, items.ids, scores, idx, scale)
-    n = write_run(out_run, run, tag=system_name)
+    n = write_run(job.out_run, run, tag=system_name)
     stats |= tie_stats(scores) | {"run_lines": n, "seconds": round(time.perf_counter() - t0, 3), "system": system_name}
-    _wj(out_stats, stats)
+    _wj(job.out_stats, stats)
     log.info("read %s (%d items, %d queries, %d with exclusions); wrote %s: %d lines (top %d, %s search); %d tied items "
-             "in the top 10 of %d queries; %.1fs", prep, len(items), len(qs), len(excluded), out_run, n, k, stats["search"],
+             "in the top 10 of %d queries; %.1fs", prep, len(items), len(qs), len(excluded), job.out_run, n, k, stats["search"],
              stats["tied_top10_items"], stats["queries_with_ties_top10"], stats["seconds"])
     return stats
 
 
-def _vectors(task, system, items, qs, stores, variants, cache_root, encoder, domain):
-    """(item matrix, query vectors, stats) of a dense or multimodal system from its stores."""
+def _vectors(job: RetrieveJob, typed: System, items, qs, encoder):
+    """(item matrix, query vectors, stats) of the job's dense or multimodal system (``typed``: its config as a model)
+    from its stores."""
     from mmir.encoders.store import EncoderKeyMismatchError
     from mmir.retrieval.encoding import KindEncoder, kinds_of
     from mmir.retrieval.fusion import PairMatrix, pair_rows, query_vectors
+
+    task, system, stores, variants, cache_root = job.task, job.system, job.stores, job.queries, job.cache_root
+    domain = Path(job.prepared_dir).name
 
     used: dict = {}
     opened = {}
@@ -266,33 +318,31 @@ def _vectors(task, system, items, qs, stores, variants, cache_root, encoder, dom
         used |= {f"encode_{kind}_{k}": v for k, v in e.items() if k.startswith("api_")}
         for part, n in (e.get("pair_text_cuts") or {}).items():
             used[f"pair_text_cut_{part}"] = n
-    if system["kind"] == "dense":
-        item_kind = {"task1": "documents", "ablation": "documents", "task2": "documents", "task3": "images", "task4": "pairs"}[task]
+    spec = task_spec(task)
+    if typed.kind == "dense":
+        item_kind = spec.ranks
         store = opened[item_kind]
         _check_ids(store.ids, items.ids, stores[item_kind])
         if variants is not None:  # ablation query variants: encoded here, through the cache
-            qvecs = _encode_inline(KindEncoder(system, encoder, domain=domain), qs.texts, cache_root, system["batch_size"])
+            qvecs = _encode_inline(KindEncoder(system, encoder, domain=domain), qs.texts, cache_root, typed.batch_size)
             used["query_variants_encoded"] = len(qs)
         else:
-            qstore = opened["queries" if task == "task1" else "mm_queries"]
+            qstore = opened[next(k for k in spec.dense_kinds if k != item_kind)]
             _check_ids(qstore.ids, qs.qids, "queries")
             qvecs = np.asarray(qstore.matrix[0:len(qs)], dtype=np.float32)
         return store.matrix, qvecs, used
     qt = opened["query_texts"]
     _check_ids(qt.ids, qs.qids, "query texts")
     tvecs = np.asarray(qt.matrix[0:len(qs)], dtype=np.float32)
-    img_kind = "query_stacks" if system["image_mode"] == "stack" else "query_images"
-    if system["image_mode"] == "none":
-        qvecs = query_vectors(tvecs, qs.image_paths, [], None, "none", system["fusion"])
+    img_kind = "query_stacks" if typed.image_mode == "stack" else "query_images"
+    if typed.image_mode == "none":
+        qvecs = query_vectors(tvecs, qs.image_paths, [], None, "none", typed.fusion)
     else:
         qi = opened[img_kind]
-        qvecs = query_vectors(tvecs, qs.image_paths, qi.ids, qi.matrix, system["image_mode"], system["fusion"])
-    if task == "task2":
-        _check_ids(opened["documents"].ids, items.ids, stores["documents"])
-        return opened["documents"].matrix, qvecs, used
-    if task == "task3":
-        _check_ids(opened["images"].ids, items.ids, stores["images"])
-        return opened["images"].matrix, qvecs, used
+        qvecs = query_vectors(tvecs, qs.image_paths, qi.ids, qi.matrix, typed.image_mode, typed.fusion)
+    if spec.ranks != "pairs":  # documents or images: their own store; pairs are fused from both
+        _check_ids(opened[spec.ranks].ids, items.ids, stores[spec.ranks])
+        return opened[spec.ranks].matrix, qvecs, used
     doc_rows, img_rows = pair_rows(items.doc_ids, items.image_paths, opened["documents"].ids, opened["images"].ids)
     return PairMatrix(opened["documents"].matrix, opened["images"].matrix, doc_rows, img_rows), qvecs, used
 

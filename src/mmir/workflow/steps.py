@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from mmir.config.models import RagConfig, System, parse, parse_system
 from mmir.core import paths
 from mmir.core.io import write_json
+from mmir.workflow.units import PreparedUnit
 
 log = logging.getLogger("mmir.workflow.steps")
 
@@ -182,16 +185,28 @@ def score(run_file: str | Path, qrels_file: str | Path, measures: list[str], out
     return s
 
 
-def report(task: str, metric_files: list[str], measure: str, protocol: str, out_md, out_csv, out_metrics,
+@dataclass(frozen=True)
+class TableFiles:
+    """Where a task table goes: markdown ``md``, ``csv``, the cells as ``metrics`` JSON and, with per-query files,
+    the intervals and tests as ``significance`` JSON."""
+
+    md: str | Path
+    csv: str | Path
+    metrics: str | Path
+    significance: str | Path | None = None
+
+
+def report(task: str, metric_files: list[str], measure: str, protocol: str, out: TableFiles,
            untrained: list[str] = (), notes: list[str] = (), perquery_files: list[str] | None = None,
-           significance: dict | None = None, out_significance=None) -> None:
-    """Write the task table (:mod:`mmir.reporting.tables`); systems in ``untrained`` (random weights) are
+           significance: dict | None = None) -> None:
+    """Write the task table (:mod:`mmir.reporting.tables`) to ``out``; systems in ``untrained`` (random weights) are
     labelled so; ``notes`` (how image text and ties were handled) go under the title. With the per-query files
     (parallel to ``metric_files``) and the ``significance`` config slice every cell gets its interval and its test
-    against the baseline (:mod:`mmir.evaluation.significance`), also written to ``out_significance``."""
+    against the baseline (:mod:`mmir.evaluation.significance`), also written to ``out.significance``."""
     from mmir.evaluation.significance import Settings
     from mmir.reporting.tables import collect, task_statistics, write_task_table
 
+    out_md, out_csv, out_metrics, out_significance = out.md, out.csv, out.metrics, out.significance
     label = {s: f"{s} (untrained)" for s in untrained}
     long = collect(metric_files)
     long["system"] = [label.get(s, s) for s in long["system"]]
@@ -209,7 +224,7 @@ def report(task: str, metric_files: list[str], measure: str, protocol: str, out_
              f"seed {settings.seed})" if out_significance else "")
 
 
-def rag(dataset: str, domain: str, setting: str, prepared_dir: str | Path, rag_cfg: dict, generator: dict,
+def rag(unit: PreparedUnit, setting: str, rag_cfg: dict, generator: dict,
         judge: dict, generation_cache: str | Path, out_dir: str | Path, run_file: str | Path | None = None,
         captions: str | Path | None = None) -> dict:
     """Answer and judge one RAG setting on one domain (:mod:`mmir.benchmarks.rag.qa`); writes ``answers.parquet``,
@@ -229,6 +244,7 @@ def rag(dataset: str, domain: str, setting: str, prepared_dir: str | Path, rag_c
     from mmir.llm.client import LLMClient, Sampling
     from mmir.llm.policy import check_stage
 
+    dataset, domain, prepared_dir = unit.dataset, unit.domain, unit.path
     out = Path(out_dir)
     base = {"dataset": dataset, "domain": domain, "setting": setting}
     topics = select_queries(pd.read_parquet(Path(prepared_dir) / "topics.parquet"), rag_cfg["max_queries"])
@@ -281,10 +297,10 @@ def rag_report(config: dict, summary_files: list[str], out_md, out_csv, out_trac
     from mmir.reporting.rag import collect_rag, rag_statistics, write_rag_table
     from mmir.tracking import log_rag
 
-    rag = config["rag"]
+    rag = parse(RagConfig, config["rag"], "rag")
     settings = Settings.from_config(config.get("significance"))
     stats = rag_statistics(summary_files, judgment_files, settings) if judgment_files is not None else None
-    write_rag_table(collect_rag(summary_files), rag["generator"], rag["judge"], rag["judge_repeats"], out_md, out_csv,
+    write_rag_table(collect_rag(summary_files), rag.generator, rag.judge, rag.judge_repeats, out_md, out_csv,
                     stats=stats, settings=settings)
     summaries = [json.loads(Path(f).read_text(encoding="utf-8")) for f in summary_files]
     for s in summaries:
@@ -346,6 +362,13 @@ def _significance_metrics(significance_file: str | Path | None) -> tuple[dict, d
     return cells, parent
 
 
+def model_revision(system: System) -> str:
+    """What names a system's weights in MLflow: its pinned revision, else its model, its multimodal encoder, or its
+    BM25 backend."""
+    return str(getattr(system, "revision", None) or getattr(system, "model", None) or getattr(system, "encoder", None)
+               or system.backend)
+
+
 def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_name: str | None = None,
           derived: dict[str, dict] | None = None, significance: str | Path | None = None) -> dict:
     """Log this invocation to MLflow (:func:`mmir.tracking.log_invocation`); writes the run ids. ``derived``: the
@@ -361,7 +384,8 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
         fmt = dict(task=u.get("task", task), dataset=u["dataset"], domain=u["domain"], system=u["system"])
         prep = json.loads(Path(paths.prepared(u["dataset"], u["domain"], "prepare.json")).read_text(encoding="utf-8"))
         d = derived.get(u["system"])
-        system = config["systems"][d["base"] if d else u["system"]]
+        base = d["base"] if d else u["system"]
+        system = parse_system(config["systems"][base], f"systems.{base}")
         params = config_slice(config, dataset=u["dataset"], system=d["base"] if d else u["system"])
         gen_metrics = {}
         if d:
@@ -380,9 +404,7 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
             "perquery": paths.PERQUERY.format(**fmt),
             "run_file": paths.RUN.format(**fmt),
             "params": params | {"measures": config["measures"]},
-            "tags": {"dataset_revision": str(prep.get("revision", "local")),
-                     "model_revision": str(system.get("revision") or system.get("model") or system.get("encoder")
-                                          or system.get("backend", ""))},
+            "tags": {"dataset_revision": str(prep.get("revision", "local")), "model_revision": model_revision(system)},
             "extra_metrics": gen_metrics | {k: v for k, v in json.loads(Path(paths.RUN_STATS.format(**fmt)).read_text()).items()
                                             if isinstance(v, (int, float)) and not isinstance(v, bool)}
                              | sig_cells.get((u["dataset"], u["system"], u["domain"]), {}),

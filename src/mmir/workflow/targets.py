@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from mmir.core import paths
+from mmir.core.tasks import task as task_spec
 from mmir.data.domains import has_multimodal, has_query_images
 from mmir.workflow import units as U
 
@@ -88,7 +89,7 @@ def used_captioners(config: dict) -> list[str]:
     out = []
     text_systems = any(s["kind"] != "mm" for s in config["systems"].values())
     e = config.get("essentiality")
-    if ((text_systems and any(t != "task1" for t in config["tasks"])) or U.rag_units(config) or U.mmdr_units(config)
+    if ((text_systems and any(task_spec(t).multimodal for t in config["tasks"])) or U.rag_units(config) or U.mmdr_units(config)
             or (U.essentiality_units(config) and not e["labels"])):
         out.append(config["evaluation"]["image_text"])
     if config["ablations"]["caption"]["systems"]:
@@ -136,8 +137,6 @@ def family_targets(config: dict, family: str, *, dataset: str | None = None, tas
         return [paths.MMDR_TABLE_MD, paths.MMDR_TABLE_CSV, paths.TRACKING.format(task="mmdr")] \
             if U.mmdr_units(config) else []
     if family == "report":
-        from mmir.workflow.report import tex_outputs
-
         return [paths.REPORT_HTML, paths.REPORT_LINEAGE, paths.REPORT_LATEX, paths.TRACKING.format(task="report"),
                 *tex_outputs(config).values()]
     raise ValueError(f"unknown stage family {family!r}; known: {', '.join(FAMILIES)}")
@@ -147,3 +146,34 @@ def all_targets(config: dict) -> list[str]:
     """Every table and MLflow record the config asks for, and the report of them all (Snakemake's default target): the
     targets of every family but ``prepare`` and ``captions`` (their files are inputs of the others)."""
     return [t for f in FAMILIES if f not in ("prepare", "captions") for t in family_targets(config, f)]
+
+
+#: Families whose outputs are not tables (or are the report itself).
+NOT_TABLES = ("prepare", "captions", "report")
+
+
+def report_files(config: dict) -> list[str]:
+    """The report's inputs: every table (``.md``, ``.csv``, ``.significance.json``), figure (``.png``) and MLflow
+    record (``results/tracking/*.json``) of every stage family the config runs (:func:`family_targets`),
+    in family order. A family added to :data:`FAMILIES` is picked up as it is."""
+    out = []
+    for family in FAMILIES:
+        if family in NOT_TABLES:
+            continue
+        for t in family_targets(config, family):
+            p = Path(t)
+            if p.parent.as_posix() == "results/tables" and p.name.endswith((".md", ".csv", ".significance.json")) \
+                    or p.parent.as_posix() == "results/plots" and p.suffix == ".png" \
+                    or p.parent.as_posix() == "results/tracking" and p.suffix == ".json":
+                out.append(t)
+    return list(dict.fromkeys(out))
+
+
+def tex_outputs(config: dict) -> dict[str, str]:
+    """``{output name: results/tables/<name>.tex}``, one per markdown table among :func:`report_files`."""
+    out = {}
+    for f in report_files(config):
+        p = Path(f)
+        if p.parent.as_posix() == "results/tables" and p.suffix == ".md":
+            out["tex_" + "".join(c if c.isalnum() else "_" for c in p.stem)] = paths.TABLE_TEX.format(name=p.stem)
+    return out

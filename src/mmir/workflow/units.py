@@ -5,9 +5,23 @@ One module holds them all, so the Snakemake rules, the CLI and MLflow tracking e
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from mmir.core.tasks import ABLATION_BASE, ABLATION_TASK
+from mmir.core.tasks import task as task_spec
 from mmir.data.domains import dataset_domains, has_multimodal, has_query_images
+
+
+@dataclass(frozen=True)
+class PreparedUnit:
+    """One prepared domain a step reads: the ``dataset`` and ``domain`` it names and its folder ``path``
+    (``data/prepared/<dataset>/<domain>``)."""
+
+    dataset: str
+    domain: str
+    path: str | Path
 
 
 def mmdr_units(config: dict) -> list[dict]:
@@ -124,16 +138,16 @@ def task_units(config: dict, task: str) -> list[dict]:
     every system on the domains with multimodal data (text systems through image text). The ablation systems
     are :func:`ablation_units`.
     """
+    spec = task_spec(task)
     out = []
     for name, dom in units(config):
-        if task == "task1" or has_multimodal(config["datasets"][name], dom):
+        if not spec.multimodal or has_multimodal(config["datasets"][name], dom):
             out += [{"dataset": name, "domain": dom, "system": s} for s, sys_ in config["systems"].items()
-                    if (task != "task1" or sys_["kind"] != "mm") and (sys_.get("tasks") is None or task in sys_["tasks"])
+                    if (spec.mm_kinds is not None or sys_["kind"] != "mm") and (sys_.get("tasks") is None or task in sys_["tasks"])
                     and (sys_.get("datasets") is None or name in sys_["datasets"])]
     return out
 
 
-ABLATION_TASK = "ablation"  # path segment of the derived systems' runs and metrics (Task 1 queries, qrels)
 
 
 def ablation_units(config: dict, grid: str) -> list[dict]:
@@ -144,7 +158,7 @@ def ablation_units(config: dict, grid: str) -> list[dict]:
     out = []
     for name, dom in units(config):
         if derived and has_query_images(config["datasets"][name], dom):
-            out += [{"task": "task1", "dataset": name, "domain": dom, "system": s} for s in bases]
+            out += [{"task": ABLATION_BASE, "dataset": name, "domain": dom, "system": s} for s in bases]
             out += [{"task": ABLATION_TASK, "dataset": name, "domain": dom, "system": s} for s in derived]
     return out
 

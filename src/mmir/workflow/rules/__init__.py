@@ -1,0 +1,53 @@
+"""Every rule of the workflow as data: its outputs, what it reads (inputs), the config slice it gets (params) and
+the step it runs. One module per rule file (``workflow/rules/<family>.smk`` <-> ``mmir.workflow.rules.<family>``),
+each declaring its rules once, as :class:`Rule` literals in its ``RULES`` tuple; :data:`RULES` gathers them.
+
+The Snakemake rule files take ``input``, ``output`` and ``params`` from here and run ``workflow/scripts/step.py``,
+which calls :func:`run_job`; ``mmir run <rule> key=value ...`` builds the same :class:`Job` from the same functions
+and calls the same step. Nothing about a rule is derived twice.
+
+``params`` is exactly the config slice the step reads, so a config change reruns only the jobs whose slice
+changed (Snakemake's params rerun trigger): adding a RAG setting changes no existing RAG job's params.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mmir.workflow.rules import data, essentiality, evaluation, generation, m2rag, mmdr, rag, report, retrieval
+from mmir.workflow.rules.common import Job, Rule, job_resources, retry_token, system_config
+
+__all__ = ["RULES", "Job", "Rule", "job_resources", "retry_token", "run_job", "run_snakemake_job", "system_config"]
+
+log = logging.getLogger("mmir.workflow")
+
+#: every rule by name, in the order of the rule files
+RULES: dict[str, Rule] = {r.name: r for m in (data, retrieval, generation, evaluation, report, rag, m2rag, mmdr,
+                                              essentiality) for r in m.RULES}
+
+
+def run_job(job: Job) -> Any:
+    """Run a job's step; an error is logged (with its traceback) before it propagates, so the rule log holds it."""
+    try:
+        return RULES[job.rule].run(job)
+    except Exception:
+        log.exception("rule %s failed (wildcards %s)", job.rule, job.wildcards)
+        raise
+
+
+def run_snakemake_job(smk) -> Any:
+    """The body of ``workflow/scripts/step.py``: the job of a Snakemake script call, its log set up, run.
+
+    ``smk`` is the ``snakemake`` object Snakemake injects (``rule``, ``wildcards``, ``input``, ``output``,
+    ``params.slice``, ``log``).
+    """
+    from mmir.core import logs
+
+    def plain(v):
+        return v if isinstance(v, str) else [str(x) for x in v]
+
+    logs.setup(smk.log[0] if smk.log else None)
+    job = Job(smk.rule, {k: str(v) for k, v in smk.wildcards.items()}, {k: plain(v) for k, v in smk.input.items()},
+              {k: str(v) for k, v in smk.output.items()}, smk.params.slice)
+    return run_job(job)

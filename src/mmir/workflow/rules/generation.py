@@ -1,0 +1,92 @@
+"""Rules of ``workflow/rules/generation.smk``: the Task 1 query ablations (MM-BRIGHT section 5): caption-augmented
+(augment) and LLM-reformulated (reformulate) queries, the grid tables and their MLflow records."""
+
+from __future__ import annotations
+
+from mmir.core import paths
+from mmir.core.tasks import ABLATION_BASE
+from mmir.workflow import units as U
+from mmir.workflow.rules.common import Job, Rule, W, captioned, sample_notes, tracked_derived, tracked_slice, tracking_output
+
+
+def _augment(job: Job):
+    from mmir.workflow import steps
+
+    return steps.augment(job.input["topics"], job.input["captions"], job.output["queries"])
+
+
+def _augment_inputs(config: dict, w: W) -> dict:
+    return {"topics": paths.prepared(w["dataset"], w["domain"], "topics.parquet"),
+            "captions": paths.CAPTIONS.format(dataset=w["dataset"], domain=w["domain"], captioner=w["source"])}
+
+
+def _reformulate(job: Job):
+    from mmir.workflow import steps
+
+    p = job.params
+    return steps.reformulate(job.input["topics"], job.input["captions"], p["reformulator"], p["generator"],
+                             p["cache"], job.output["queries"], job.output["stats"])
+
+
+def _reformulate_inputs(config: dict, w: W) -> dict:
+    ref = config["reformulators"][w["source"]]
+    return {"topics": paths.prepared(w["dataset"], w["domain"], "topics.parquet"),
+            "captions": paths.CAPTIONS.format(dataset=w["dataset"], domain=w["domain"], captioner=ref["image_text"])}
+
+
+def _reformulate_params(config: dict, w: W) -> dict:
+    ref = config["reformulators"][w["source"]]
+    return {"reformulator": ref, "generator": config["generators"][ref["generator"]],
+            "cache": config["paths"]["generation_cache"]}
+
+
+def ablation_metric_files(config: dict, grid: str) -> list[str]:
+    return [paths.METRICS.format(**u) for u in U.ablation_units(config, grid)]
+
+
+def _ablation_report(job: Job):
+    from mmir.workflow import steps
+
+    o = job.output
+    return steps.ablation_report(job.wildcards["grid"], list(job.input["metrics"]), job.params["measure"],
+                                 job.params["derived"], o["md"], o["csv"], o["plot"], o["plot_data"])
+
+
+def _ablation_report_inputs(config: dict, w: W) -> dict:
+    return {"metrics": ablation_metric_files(config, w["grid"])}
+
+
+def _ablation_report_params(config: dict, w: W) -> dict:
+    derived = {n: d for n, d in U.ablation_systems(config).items() if d["grid"] == w["grid"]}
+    return {"measure": config["evaluation"]["primary_measure"], "derived": derived, "samples": sample_notes(config)}
+
+
+def _track_ablation(job: Job):
+    from mmir.workflow import steps
+
+    p = job.params
+    return steps.track(p["config"], ABLATION_BASE, p["units"], job.output["tracking"],
+                       run_name=f"{job.wildcards['grid']}_ablation", derived=p["derived"])
+
+
+def _track_ablation_inputs(config: dict, w: W) -> dict:
+    return {"metrics": ablation_metric_files(config, w["grid"]), "table": paths.ABLATION_MD.format(grid=w["grid"])}
+
+
+def _track_ablation_params(config: dict, w: W) -> dict:
+    units = U.ablation_units(config, w["grid"])
+    return {"config": tracked_slice(config, units), "units": units, "derived": tracked_derived(config, units)}
+
+
+RULES = (
+    Rule(name="augment", output={"queries": paths.QUERIES.replace("{variant}", "cap-{source}")}, run=_augment,
+         input=_augment_inputs),
+    Rule(name="reformulate", output={"queries": paths.QUERIES.replace("{variant}", "ref-{source}"),
+                                     "stats": paths.QUERIES_STATS.replace("{variant}", "ref-{source}")},
+         run=_reformulate, input=_reformulate_inputs, params=_reformulate_params, retry_from="{stats}"),
+    Rule(name="ablation_report", output={"md": paths.ABLATION_MD, "csv": paths.ABLATION_CSV, "plot": paths.ABLATION_PLOT,
+                                         "plot_data": paths.ABLATION_PLOT_DATA},
+         run=captioned(_ablation_report), input=_ablation_report_inputs, params=_ablation_report_params),
+    Rule(name="track_ablation", output={"tracking": tracking_output("{grid}_ablation")}, run=_track_ablation,
+         input=_track_ablation_inputs, params=_track_ablation_params),
+)

@@ -1,0 +1,145 @@
+"""Rules of ``workflow/rules/report.smk``: report (the paper-style table of a task), track (its MLflow record),
+reproduction (expected scores against this run's tables) and report_html (every table on one page, LaTeX)."""
+
+from __future__ import annotations
+
+from mmir.core import paths
+from mmir.core.tasks import task as task_spec
+from mmir.workflow import units as U
+from mmir.workflow.rules.common import Job, Rule, W, sample_notes, tracked_derived, tracked_slice, tracking_output
+
+
+def task_metric_files(config: dict, task: str) -> list[str]:
+    return [paths.METRICS.format(task=task, **u) for u in U.task_units(config, task)]
+
+
+def protocol_label(config: dict, task: str) -> str:
+    """How a task table names its protocol (a task with a label protocol, Task 4, adds it)."""
+    ev = config["evaluation"]
+    return ev["protocol"] + (f", task4 labels: {ev['task4_protocol']}" if task_spec(task).qrels_official else "")
+
+
+def table_notes(config: dict, task: str) -> list[str]:
+    """What a task table says about its inputs: the image text of text systems, how ties were scored."""
+    ev = config["evaluation"]
+    notes = sample_notes(config)
+    if task_spec(task).multimodal:
+        notes.append(f"Text systems (bm25, dense) see images as their `{ev['image_text']}` image text"
+                     + (" plus the dataset's alt text for corpus images." if ev["alt_text"] else
+                        " only (no alt text: the hub's document_images has none)."))
+    notes.append("Ties are scored in the run's own order (the order the run file lists)." if ev["tie_order"] == "run" else
+                 "Ties are re-sorted by trec_eval (document id), as the released scripts.")
+    return notes
+
+
+def _report(job: Job):
+    from mmir.workflow import steps
+
+    p, o = job.params, job.output
+    out = steps.TableFiles(o["md"], o["csv"], o["metrics"], o["significance"])
+    return steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], out, p["untrained"],
+                        p["notes"], list(job.input["perquery"]), p["significance"])
+
+
+def _report_inputs(config: dict, w: W) -> dict:
+    return {"metrics": task_metric_files(config, w["task"]),
+            "perquery": [paths.PERQUERY.format(task=w["task"], **u) for u in U.task_units(config, w["task"])]}
+
+
+def _report_params(config: dict, w: W) -> dict:
+    systems = {u["system"] for u in U.task_units(config, w["task"])}
+    return {"measure": config["evaluation"]["primary_measure"], "protocol": protocol_label(config, w["task"]),
+            "untrained": sorted(s for s in systems if config["systems"][s].get("random_init")),
+            "notes": table_notes(config, w["task"]), "significance": config["significance"]}
+
+
+def _track(job: Job):
+    from mmir.workflow import steps
+
+    p = job.params
+    return steps.track(p["config"], job.wildcards["task"], p["units"], job.output["tracking"], derived=p["derived"],
+                       significance=job.input["significance"])
+
+
+def _track_inputs(config: dict, w: W) -> dict:
+    return {"metrics": task_metric_files(config, w["task"]), "table": paths.TABLE_MD.format(task=w["task"]),
+            "significance": paths.TABLE_SIGNIFICANCE.format(task=w["task"])}
+
+
+def _track_params(config: dict, w: W) -> dict:
+    units = U.task_units(config, w["task"])
+    return {"config": tracked_slice(config, units), "units": units, "derived": tracked_derived(config, units)}
+
+
+def _reproduction(job: Job):
+    from mmir.workflow.reproduction import reproduction_step
+
+    i, o = job.input, job.output
+    ablations = dict(zip(job.params["grids"], i["ablations"]))
+    return reproduction_step(job.params, list(i["expected"]), list(i["tables"]), ablations,
+                             i["rag"][0] if i["rag"] else None, o["md"], o["csv"], o["tracking"])
+
+
+def _reproduction_inputs(config: dict, w: W) -> dict:
+    """The expected files, the task tables' metrics JSON, the ablation and RAG CSVs the config makes."""
+    from mmir.workflow.targets import grids
+
+    return {"expected": [paths.project_file(f) for f in config["expected"]],
+            "tables": [paths.TABLE_METRICS.format(task=t) for t in config["tasks"]],
+            "ablations": [paths.ABLATION_CSV.format(grid=g) for g in grids(config)],
+            "rag": [paths.RAG_TABLE_CSV] if U.rag_units(config) else []}
+
+
+def _reproduction_params(config: dict, w: W) -> dict:
+    from mmir.workflow.targets import grids
+
+    return {"expected": list(config["expected"]), "grids": grids(config),
+            "presets": {n: s.get("preset") for n, s in config["systems"].items()},
+            "datasets": {n: d.get("repo_id") if d["source"] == "hf" else None for n, d in config["datasets"].items()},
+            "samples": {n: d.get("sample") for n, d in config["datasets"].items()},
+            "measure": config["evaluation"]["primary_measure"], "mlflow": config["mlflow"]}
+
+
+def _report_html(job: Job):
+    from mmir.workflow.report import report_step
+
+    o = job.output
+    tex = {k: v for k, v in o.items() if k.startswith("tex_")}
+    return report_step(job.params, list(job.input["files"]), list(job.input["prepared"]), o["html"], o["lineage"],
+                       o["latex"], tex, o["tracking"])
+
+
+def _report_html_tex(config: dict) -> dict[str, str]:
+    from mmir.workflow.targets import tex_outputs
+
+    return tex_outputs(config)
+
+
+def _report_html_inputs(config: dict, w: W) -> dict:
+    """Every table, figure and MLflow record of the families the config runs, and the prepare reports (lineage)."""
+    from mmir.workflow.targets import family_targets, report_files
+
+    return {"files": report_files(config), "prepared": family_targets(config, "prepare")}
+
+
+#: The config the report reads: what the lineage names (data, models, generators, prompts of the stages) and MLflow.
+REPORT_KEYS = ("datasets", "systems", "generators", "captioners", "reformulators", "ablations", "rag", "m2rag", "mmdr",
+               "mlflow")
+
+
+def _report_html_params(config: dict, w: W) -> dict:
+    return {k: config.get(k) for k in REPORT_KEYS}
+
+
+RULES = (
+    Rule(name="report", output={"md": paths.TABLE_MD, "csv": paths.TABLE_CSV, "metrics": paths.TABLE_METRICS,
+                                "significance": paths.TABLE_SIGNIFICANCE},
+         run=_report, input=_report_inputs, params=_report_params),
+    Rule(name="reproduction", output={"md": paths.REPRODUCTION_MD, "csv": paths.REPRODUCTION_CSV,
+                                      "tracking": tracking_output("reproduction")},
+         run=_reproduction, input=_reproduction_inputs, params=_reproduction_params),
+    Rule(name="report_html", output={"html": paths.REPORT_HTML, "lineage": paths.REPORT_LINEAGE, "latex": paths.REPORT_LATEX,
+                                     "tracking": tracking_output("report")},
+         run=_report_html, input=_report_html_inputs, params=_report_html_params, extra_output=_report_html_tex),
+    Rule(name="track", output={"tracking": paths.TRACKING}, run=_track, input=_track_inputs, params=_track_params),
+)

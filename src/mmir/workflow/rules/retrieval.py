@@ -1,0 +1,114 @@
+"""Rules of ``workflow/rules/retrieval.smk``: encode (one shard of one kind of a vector system) and retrieve (one
+system over one prepared domain for one task -> TREC run). What a task reads comes from :mod:`mmir.core.tasks`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mmir.core import paths
+from mmir.core.tasks import task as task_spec
+from mmir.workflow import units as U
+from mmir.workflow.rules.common import Job, Rule, W, base_system, image_text_captions, prepared_dir, system_config
+
+
+def store_dir(w: W, kind: str | None = None) -> str:
+    return paths.VECTORS.format(dataset=w["dataset"], domain=w["domain"], system=w["system"], kind=kind or w["kind"])
+
+
+#: the prepared files each encoded kind is built from
+KIND_FILES = {"documents": ["corpus"], "pairs": ["corpus", "pairs", "images"], "images": ["images"],
+              "queries": ["topics"], "mm_queries": ["topics_mm"], "query_texts": ["topics_mm"],
+              "query_images": ["topics_mm", "query_images"], "query_stacks": ["topics_mm", "query_images"]}
+
+
+def encode_inputs_for(config: dict, w: W, kind: str) -> dict[str, str]:
+    """Prepared files a kind is built from, plus the image text a dense system needs for pairs, images and
+    multimodal queries."""
+    from mmir.retrieval.encoding import needs_image_text
+
+    files = {n: paths.prepared(w["dataset"], w["domain"], f"{n}.parquet") for n in KIND_FILES[kind]}
+    if needs_image_text(config["systems"][w["system"]], kind):
+        files["captions"] = image_text_captions(config, w)
+    return files
+
+
+def shard_ids(config: dict, w: W) -> list[str]:
+    from mmir.workflow.shards import n_shards
+
+    return [f"{s:05d}" for s in range(n_shards(config, w["dataset"], w["domain"], w["kind"]))]
+
+
+def _encode(job: Job):
+    from mmir.workflow import retrieval_steps
+
+    w, p = job.wildcards, job.params
+    return retrieval_steps.encode(retrieval_steps.EncodeJob(
+        prepared_dir(w), w["system"], p["system"], w["kind"], int(w["shard"]), p["shards"], p["encoding"], p["cache_root"],
+        store_dir(w), job.output["seal"], job.output["stats"], job.input.get("captions"), p["alt_text"]))
+
+
+def _encode_inputs(config: dict, w: W) -> dict:
+    return encode_inputs_for(config, w, w["kind"])
+
+
+def _encode_params(config: dict, w: W) -> dict:
+    from mmir.retrieval.encoding import needs_image_text
+    from mmir.workflow.shards import n_shards
+
+    system = config["systems"][w["system"]]
+    return {"system": system, "shards": n_shards(config, w["dataset"], w["domain"], w["kind"]),
+            "encoding": config["encoding"], "cache_root": config["paths"]["embedding_cache"],
+            "alt_text": bool(needs_image_text(system, w["kind"]) and config["evaluation"]["alt_text"])}
+
+
+def _retrieve(job: Job):
+    from mmir.workflow import retrieval_steps
+
+    w, p, i = job.wildcards, job.params, job.input
+    stores = {k[len("shards_"):]: str(Path(v[0]).parent) for k, v in i.items() if k.startswith("shards_")}
+    return retrieval_steps.retrieve(retrieval_steps.RetrieveJob(
+        w["task"], prepared_dir(w), w["system"], p["system"], p["evaluation"], job.output["run"], job.output["stats"], stores,
+        i.get("captions"), i.get("queries"), p["cache_root"]))
+
+
+def _retrieve_inputs(config: dict, w: W) -> dict:
+    """Prepared files the task reads, the stores of a vector system (one encode per kind), the image text of a
+    text system on a multimodal task and the query variants of an ablation system."""
+    from mmir.workflow.shards import encoded_kinds
+
+    spec = task_spec(w["task"])
+    files = {n.replace(".", "_"): paths.prepared(w["dataset"], w["domain"], n) for n in spec.retrieve_files}
+    kind = system_config(config, w["system"])["kind"]
+    if spec.multimodal and kind == "bm25":
+        files["captions"] = image_text_captions(config, w)
+    base = {**w, "system": base_system(config, w["system"])}
+    for k in encoded_kinds(config, w["system"], w["task"]):
+        files[f"shards_{k}"] = [paths.VECTOR_SHARD_STATS.format(kind=k, shard=s, **base)
+                                for s in shard_ids(config, {**base, "kind": k})]
+    derived = U.ablation_systems(config)
+    if w["system"] in derived:
+        files["queries"] = paths.QUERIES.format(dataset=w["dataset"], domain=w["domain"],
+                                                variant=derived[w["system"]]["variant"])
+    return files
+
+
+def _retrieve_params(config: dict, w: W) -> dict:
+    spec = task_spec(w["task"])
+    system = system_config(config, w["system"])
+    ev = {k: config["evaluation"][k] for k in ("protocol", "top_k")}
+    if spec.qrels_official:  # the task has a label protocol
+        ev["task4_protocol"] = config["evaluation"]["task4_protocol"]
+    if system["kind"] != "bm25":
+        ev["chunk_size"] = config["evaluation"]["chunk_size"]
+    elif spec.multimodal:
+        ev["alt_text"] = config["evaluation"]["alt_text"]
+    inline = w["system"] in U.ablation_systems(config) and system["kind"] == "dense"
+    return {"system": system, "evaluation": ev, "cache_root": config["paths"]["embedding_cache"] if inline else None}
+
+
+RULES = (
+    Rule(name="encode", output={"seal": paths.VECTOR_SHARD, "stats": paths.VECTOR_SHARD_STATS}, run=_encode,
+         input=_encode_inputs, params=_encode_params),
+    Rule(name="retrieve", output={"run": paths.RUN, "stats": paths.RUN_STATS}, run=_retrieve, input=_retrieve_inputs,
+         params=_retrieve_params),
+)
