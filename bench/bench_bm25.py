@@ -45,7 +45,6 @@ def vaswani(args) -> tuple[list[str], list[str]]:
 
 def physics(args) -> tuple[list[str], list[str]]:
     import pyarrow.parquet as pq
-
     from synth_domain import write_domain
 
     out = Path(args.synth) / f"physics-{args.physics_docs}"
