@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm is imported: the retriever's bar would garble the lines
+
 from mmir.config.models import parse_system
 from mmir.data.trec import read_trec_documents, read_trec_topics
 from mmir.retrieval.retrievers import BM25Retriever
@@ -129,7 +131,6 @@ def run_corpus(name: str, docs: list[str], topics: list[str], n_queries: int, ar
 
 
 def main() -> None:
-    os.environ.setdefault("TQDM_DISABLE", "1")  # the retriever's progress bar would garble the printed lines
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpora", default="vaswani,physics")
     ap.add_argument("--vaswani", default=str(SHARED / "vaswani" / "trec"))

@@ -215,7 +215,7 @@ def bm25_topk(scores: np.ndarray, k: int, exclude: Iterable[int] = ()) -> tuple[
     non-occurrence term) is the whole vector ranked. float32 -> float64 is exact, so ranking either is the same.
     """
     s = np.asarray(scores)
-    ex = np.unique(np.fromiter((int(x) for x in exclude), dtype=np.int64))
+    ex = np.unique(np.fromiter((int(x) for x in exclude), dtype=np.int64)) if exclude else np.zeros(0, np.int64)
     ex = ex[(ex >= 0) & (ex < s.size)]
     if ex.size:
         s = s.copy()
