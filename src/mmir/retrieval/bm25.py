@@ -10,7 +10,7 @@ identical to ``bm25s.BM25.index``. :func:`bm25_topk` is the top-k of one score v
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -205,7 +205,7 @@ def _ranked(values: np.ndarray, indices: np.ndarray, m: int) -> tuple[np.ndarray
     return values[order].astype(np.float64), indices[order].astype(np.int64)
 
 
-def bm25_topk(scores: np.ndarray, k: int, exclude: Iterable[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+def bm25_topk(scores: np.ndarray, k: int, exclude: Collection[int] = ()) -> tuple[np.ndarray, np.ndarray]:
     """The top-k of one ``(n,)`` BM25 score vector: the same ``(float64 scores, int64 indices)`` as
     :func:`~mmir.retrieval.topk.topk_scores` (score descending, ties by lower index, ``exclude`` left out).
 
@@ -215,7 +215,7 @@ def bm25_topk(scores: np.ndarray, k: int, exclude: Iterable[int] = ()) -> tuple[
     non-occurrence term) is the whole vector ranked. float32 -> float64 is exact, so ranking either is the same.
     """
     s = np.asarray(scores)
-    ex = np.unique(np.fromiter((int(x) for x in exclude), dtype=np.int64)) if exclude else np.zeros(0, np.int64)
+    ex = np.unique(np.fromiter((int(x) for x in exclude), dtype=np.int64)) if len(exclude) else np.zeros(0, np.int64)
     ex = ex[(ex >= 0) & (ex < s.size)]
     if ex.size:
         s = s.copy()
