@@ -57,7 +57,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mmir.config.models import Dataset, IntegrityConfig, TrecDataset, parse_dataset
+from mmir.config.models import Dataset, EvaluationConfig, IntegrityConfig, TrecDataset, default_of, parse_dataset
 from mmir.core.errors import DataError
 from mmir.core.io import write_json, write_parquet, write_text
 from mmir.core.paths import resolve_path
@@ -82,7 +82,7 @@ MM_FILES = ("topics_mm.parquet", "images.parquet", "query_images.parquet", "pair
 ALL_FILES = PREPARED_FILES + MM_FILES
 
 
-def qrels_file(task: str, task4_protocol: str = "paper") -> str:
+def qrels_file(task: str, task4_protocol: str = default_of(EvaluationConfig, "task4_protocol")) -> str:
     """The prepared qrels file a task is scored against: ``qrels.<task>.txt``, and for Task 4 under
     ``evaluation.task4_protocol: official`` the released scripts' labels ``qrels.task4.official.txt``
     (``ablation`` runs are Task 1 runs)."""

@@ -33,6 +33,7 @@ from mmir.config.models import SignificanceConfig
 
 TESTS, CORRECTIONS, INTERVALS, FAMILIES = (get_args(SignificanceConfig.model_fields[k].annotation)
                                            for k in ("test", "correction", "interval", "family"))
+_DEFAULT = SignificanceConfig()  # keyword defaults below = the config's
 AVG = "Avg."
 _MAX_CELLS = 4_000_000  # floats per resampling block (bounds memory: ~32 MB)
 
@@ -94,7 +95,7 @@ class TestResult:
     exact: bool
 
 
-def sign_flip_test(a: Any, b: Any, *, resamples: int = 10000, rng: np.random.Generator | None = None) -> TestResult:
+def sign_flip_test(a: Any, b: Any, *, resamples: int = _DEFAULT.resamples, rng: np.random.Generator | None = None) -> TestResult:
     """Two-sided paired randomization test of mean(a - b) = 0, stratified when given strata (Fisher; module docstring).
 
     Args:
@@ -140,7 +141,7 @@ def _stratified_bootstrap_means(strata: list[np.ndarray], resamples: int, rng: n
     return out / len(strata)
 
 
-def paired_bootstrap_test(a: Any, b: Any, *, resamples: int = 10000, rng: np.random.Generator | None = None) -> TestResult:
+def paired_bootstrap_test(a: Any, b: Any, *, resamples: int = _DEFAULT.resamples, rng: np.random.Generator | None = None) -> TestResult:
     """Two-sided paired bootstrap test of mean(a - b) = 0 (shift method, Efron & Tibshirani 1993 §16.4; stratified).
 
     Args and raises as :func:`sign_flip_test`; ``p = (1 + #{|T*| >= |T|}) / (resamples + 1)``.
@@ -154,7 +155,7 @@ def paired_bootstrap_test(a: Any, b: Any, *, resamples: int = 10000, rng: np.ran
     return TestResult(observed, (1 + int(_reaches(t, observed).sum())) / (resamples + 1), "bootstrap", resamples, False)
 
 
-def paired_test(a: Any, b: Any, *, test: str = "permutation", resamples: int = 10000,
+def paired_test(a: Any, b: Any, *, test: str = _DEFAULT.test, resamples: int = _DEFAULT.resamples,
                 rng: np.random.Generator | None = None) -> TestResult:
     """:func:`sign_flip_test` (``test="permutation"``) or :func:`paired_bootstrap_test` (``"bootstrap"``).
 
@@ -184,8 +185,8 @@ def _percentile(t: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def bootstrap_interval(x: Any, *, confidence: float = 0.95, resamples: int = 10000, method: str = "percentile",
-                       rng: np.random.Generator | None = None) -> Interval:
+def bootstrap_interval(x: Any, *, confidence: float = _DEFAULT.confidence, resamples: int = _DEFAULT.resamples,
+                       method: str = _DEFAULT.interval, rng: np.random.Generator | None = None) -> Interval:
     """Bootstrap confidence interval of a mean, or of the macro mean over strata (domains resampled separately).
 
     Args:
@@ -249,7 +250,7 @@ def judged_estimate(scores: Any) -> float:
     return float(np.mean([np.mean([a.mean() for a in dom]) for dom in _judged_strata(scores)]))
 
 
-def two_level_replicates(scores: Any, *, resamples: int = 10000, repeats: str = "one",
+def two_level_replicates(scores: Any, *, resamples: int = _DEFAULT.resamples, repeats: str = _DEFAULT.repeats,
                          rng: np.random.Generator | None = None) -> np.ndarray:
     """The bootstrap replicates behind :func:`two_level_interval`: float64 ``(resamples,)``.
 
@@ -281,8 +282,8 @@ def two_level_replicates(scores: Any, *, resamples: int = 10000, repeats: str = 
     return total / len(domains)
 
 
-def two_level_interval(scores: Any, *, confidence: float = 0.95, resamples: int = 10000, repeats: str = "one",
-                       rng: np.random.Generator | None = None) -> Interval:
+def two_level_interval(scores: Any, *, confidence: float = _DEFAULT.confidence, resamples: int = _DEFAULT.resamples,
+                       repeats: str = _DEFAULT.repeats, rng: np.random.Generator | None = None) -> Interval:
     """Bootstrap interval of a judged score with answer-to-answer and judge-repeat variance (two-stage bootstrap).
 
     One replicate, within each domain: draw ``n`` answers with replacement; per drawn answer take one of its
@@ -301,7 +302,7 @@ def two_level_interval(scores: Any, *, confidence: float = 0.95, resamples: int 
 
 
 # ------------------------------------------------------------------------------------------------- corrections
-def adjust_pvalues(p: Any, method: str = "holm") -> np.ndarray:
+def adjust_pvalues(p: Any, method: str = _DEFAULT.correction) -> np.ndarray:
     """Adjusted p-values of one family; NaN entries stay NaN and are not counted. Same shape as ``p``, float64.
 
     ``holm``: ``p_(i) -> max_{j<=i} min(1, (m - j + 1) p_(j))`` (Holm 1979); ``bh``: Benjamini-Hochberg

@@ -8,6 +8,7 @@ approximate.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,19 +24,41 @@ def _rows(corpus, start: int, stop: int) -> np.ndarray:
     return np.ascontiguousarray(corpus[start:stop], dtype=np.float32)
 
 
+@dataclass(frozen=True)
+class FaissParams:
+    """Build settings of a :class:`FaissIndex`.
+
+    Attributes:
+        m, ef_construction, ef_search: HNSW graph degree and search breadth.
+        nlist, nprobe, train_size, seed: IVF lists (None = ``~4 * sqrt(n)``), lists visited, k-means sample, seed.
+        chunk_size: rows added per step (bounds the float32 copy); threads: FAISS OpenMP threads (None = its default).
+    """
+
+    m: int = 32
+    ef_construction: int = 80
+    ef_search: int = 256
+    nlist: int | None = None
+    nprobe: int = 32
+    train_size: int = 100_000
+    seed: int = 0
+    chunk_size: int = 65536
+    threads: int | None = None
+
+
 class FaissIndex:
     """A FAISS inner-product index over ``(n, d)`` vectors (array, memmap or ShardedMatrix).
 
     Args:
         kind: ``flat`` (exact), ``hnsw`` or ``ivf`` (approximate).
-        m, ef_construction, ef_search: HNSW graph degree and search breadth.
-        nlist, nprobe, train_size, seed: IVF lists (default ``~4 * sqrt(n)``), lists visited, k-means sample, seed.
+        params: :class:`FaissParams` (None = its defaults).
     """
 
-    def __init__(self, corpus, kind: str = "flat", *, m: int = 32, ef_construction: int = 80, ef_search: int = 256,
-                 nlist: int | None = None, nprobe: int = 32, train_size: int = 100_000, seed: int = 0,
-                 chunk_size: int = 65536, threads: int | None = None):
+    def __init__(self, corpus, kind: str = "flat", params: FaissParams | None = None):
         import faiss
+
+        p = params or FaissParams()
+        m, ef_construction, ef_search, nlist, nprobe, train_size, seed, chunk_size, threads = (
+            p.m, p.ef_construction, p.ef_search, p.nlist, p.nprobe, p.train_size, p.seed, p.chunk_size, p.threads)
 
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -124,9 +147,10 @@ class FaissIndex:
 
 def faiss_topk(queries: np.ndarray, corpus, k: int, kind: str = "flat", exclude=None,
                **params) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Build a :class:`FaissIndex` of ``kind`` over ``corpus`` and search it once.
+    """Build a :class:`FaissIndex` of ``kind`` over ``corpus`` (``params``: fields of :class:`FaissParams`) and search
+    it once.
 
     Returns ``(scores, indices, run_stats)``; ``run_stats["approximate"]`` is True for hnsw/ivf."""
-    index = FaissIndex(corpus, kind, **params)
+    index = FaissIndex(corpus, kind, FaissParams(**params))
     scores, idx = index.search(queries, k, exclude)
     return scores, idx, index.run_stats()

@@ -14,10 +14,13 @@ from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
 
+from mmir.config.models import BM25System
 from mmir.retrieval.topk import topk_scores
 
 #: documents tokenised per step by the bm25s backend (bounds the Python token lists alive at once)
 CHUNK_DOCS = 2048
+# keyword defaults = the bm25 system defaults of the config (one definition: BM25System)
+_SYSTEM = BM25System(kind="bm25").model_dump()
 
 
 def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = "english"):
@@ -150,9 +153,9 @@ class BM25:
         method: bm25s variant (lucene, robertson, atire, bm25l, bm25+); rank_bm25 is always Okapi.
     """
 
-    def __init__(self, corpus: Iterable[str], *, backend: str = "bm25s", method: str = "lucene",
-                 k1: float = 0.9, b: float = 0.4, stopwords: str | None = "en", stemmer: str | None = "english",
-                 chunk_docs: int = CHUNK_DOCS):
+    def __init__(self, corpus: Iterable[str], *, backend: str = _SYSTEM["backend"], method: str = _SYSTEM["method"],
+                 k1: float = _SYSTEM["k1"], b: float = _SYSTEM["b"], stopwords: str | None = _SYSTEM["stopwords"],
+                 stemmer: str | None = _SYSTEM["stemmer"], chunk_docs: int = CHUNK_DOCS):
         self.tokenize = make_tokenizer(stopwords, stemmer)
         self.backend = backend
         if backend == "bm25s":

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from mmir.config.models import BM25System, EvaluationConfig, default_of, parse_system
 from mmir.retrieval.runs import Run
 from mmir.retrieval.topk import PAD_INDEX, topk_inner_product
 
@@ -18,16 +19,16 @@ from mmir.retrieval.topk import PAD_INDEX, topk_inner_product
 class BM25Retriever:
     """BM25 over item texts (:class:`mmir.retrieval.bm25.BM25`, the system's backend/method/k1/b/stopwords/stemmer)."""
 
-    def __init__(self, system: dict):
-        self.system = system
+    def __init__(self, system: BM25System | dict):
+        self.system: BM25System = parse_system(system)
         self.index_ = None
 
     def index(self, texts: Sequence[str]) -> None:
         from mmir.retrieval.bm25 import BM25
 
         s = self.system
-        self.index_ = BM25(list(texts), backend=s["backend"], method=s["method"], k1=s["k1"], b=s["b"],
-                           stopwords=s["stopwords"], stemmer=s["stemmer"])
+        self.index_ = BM25(list(texts), backend=s.backend, method=s.method, k1=s.k1, b=s.b, stopwords=s.stopwords,
+                           stemmer=s.stemmer)
 
     def search(self, queries: Sequence[str], k: int, exclude: Sequence[set[int]]) -> tuple[np.ndarray, np.ndarray]:
         """``(scores float64 (q, kk), indices int64 (q, kk))``, ``kk = min(k, n)``; BM25 scores as bm25s gives them."""
@@ -50,7 +51,7 @@ class VectorRetriever:
         approximate: ``None`` (exact, the default) or a FAISS index type (``hnsw``, ``ivf``): labelled so in stats.
     """
 
-    def __init__(self, chunk_size: int = 65536, approximate: str | None = None):
+    def __init__(self, chunk_size: int = default_of(EvaluationConfig, "chunk_size"), approximate: str | None = None):
         self.chunk_size, self.approximate = chunk_size, approximate
         self.matrix = None
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mmir.config.models import EvaluationConfig, default_of
 from mmir.encoders.sharded import ShardedMatrix, check_dimension
 
 #: index used to pad a row whose query has fewer than k admissible corpus items
@@ -62,7 +63,7 @@ def topk_inner_product(
     queries: np.ndarray,
     corpus: np.ndarray,
     k: int,
-    chunk_size: int = 65536,
+    chunk_size: int = default_of(EvaluationConfig, "chunk_size"),
     exclude: Sequence[set[int] | frozenset[int] | Sequence[int]] | None = None,
     query_block: int = 256,
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -2,63 +2,64 @@
 definition, one default and one line of documentation; workflow/schemas/params.schema.yaml is generated from
 :class:`Params` (``python -m mmir.config.schema --write``). Parse a dict with :mod:`mmir.config.parse`."""
 
-from mmir.config.models.base import Section, fill
+from mmir.config.models.base import Section, default_of, fill
 from mmir.config.models.datasets import Dataset, HubDataset, IntegrityConfig, LocalDataset, SampleConfig, TrecDataset
 from mmir.config.models.essentiality import EssentialityConfig
 from mmir.config.models.evaluation import (
-                                           AblationsConfig,
-                                           CaptionGrid,
-                                           EncodingConfig,
-                                           EvaluationConfig,
-                                           MlflowConfig,
-                                           PathsConfig,
-                                           ReformulationGrid,
+    AblationsConfig,
+    CaptionGrid,
+    EncodingConfig,
+    EvaluationConfig,
+    MlflowConfig,
+    PathsConfig,
+    ReformulationGrid,
 )
 from mmir.config.models.generators import (
-                                           Captioner,
-                                           Generator,
-                                           LlamaCppGenerator,
-                                           OCRCaptioner,
-                                           OpenAIGenerator,
-                                           Prices,
-                                           ReformulatorConfig,
-                                           TransformersGenerator,
-                                           VLMCaptioner,
+    Captioner,
+    Generator,
+    LlamaCppGenerator,
+    OCRCaptioner,
+    OpenAIGenerator,
+    Prices,
+    ReformulatorConfig,
+    TransformersGenerator,
+    VLMCaptioner,
 )
 from mmir.config.models.m2rag import DevsetConfig, M2RAGConfig, SelectionConfig
 from mmir.config.models.mmdr import MMDRConfig
 from mmir.config.models.mmdr_evaluator import (
-                                           ControllerConfig,
-                                           EngineConfig,
-                                           FetchConfig,
-                                           FLAEConfig,
-                                           MMDREvaluatorConfig,
-                                           MosaicConfig,
-                                           TraceConfig,
-                                           VEFConfig,
+    ControllerConfig,
+    EngineConfig,
+    FetchConfig,
+    FLAEConfig,
+    MMDREvaluatorConfig,
+    MosaicConfig,
+    TraceConfig,
+    VEFConfig,
 )
 from mmir.config.models.params import Params
 from mmir.config.models.rag import RagConfig
 from mmir.config.models.resources import JobResources, ResourcesConfig
 from mmir.config.models.significance import SignificanceConfig
 from mmir.config.models.systems import (
-                                           BM25System,
-                                           DenseSystem,
-                                           EmbeddingsAPISystem,
-                                           HFTextSystem,
-                                           MMSystem,
-                                           SentenceTransformersSystem,
-                                           System,
+    BM25System,
+    DenseSystem,
+    DenseSystemBase,
+    EmbeddingsAPISystem,
+    HFTextSystem,
+    MMSystem,
+    SentenceTransformersSystem,
+    System,
 )
 from mmir.config.parse import parse, parse_dataset, parse_params, parse_system
 
 __all__ = [
-    "AblationsConfig", "BM25System", "Captioner", "CaptionGrid", "ControllerConfig", "Dataset", "DenseSystem", "DevsetConfig",
-    "EmbeddingsAPISystem", "EncodingConfig", "EngineConfig", "EssentialityConfig", "EvaluationConfig", "FetchConfig", "fill",
-    "FLAEConfig", "Generator", "HFTextSystem", "HubDataset", "IntegrityConfig", "JobResources", "LlamaCppGenerator",
-    "LocalDataset", "M2RAGConfig", "MlflowConfig", "MMDRConfig", "MMDREvaluatorConfig", "MMSystem", "MosaicConfig",
-    "OCRCaptioner", "OpenAIGenerator", "Params", "parse", "parse_dataset", "parse_params", "parse_system", "PathsConfig",
-    "Prices", "RagConfig", "ReformulationGrid", "ReformulatorConfig", "ResourcesConfig", "SampleConfig", "Section",
-    "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig", "System", "TraceConfig", "TransformersGenerator",
-    "TrecDataset", "VEFConfig", "VLMCaptioner",
+    "AblationsConfig", "BM25System", "Captioner", "CaptionGrid", "ControllerConfig", "Dataset", "default_of", "DenseSystem",
+    "DenseSystemBase", "DevsetConfig", "EmbeddingsAPISystem", "EncodingConfig", "EngineConfig", "EssentialityConfig",
+    "EvaluationConfig", "FetchConfig", "fill", "FLAEConfig", "Generator", "HFTextSystem", "HubDataset", "IntegrityConfig",
+    "JobResources", "LlamaCppGenerator", "LocalDataset", "M2RAGConfig", "MlflowConfig", "MMDRConfig", "MMDREvaluatorConfig",
+    "MMSystem", "MosaicConfig", "OCRCaptioner", "OpenAIGenerator", "Params", "parse", "parse_dataset", "parse_params",
+    "parse_system", "PathsConfig", "Prices", "RagConfig", "ReformulationGrid", "ReformulatorConfig", "ResourcesConfig",
+    "SampleConfig", "Section", "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig", "System", "TraceConfig",
+    "TransformersGenerator", "TrecDataset", "VEFConfig", "VLMCaptioner",
 ]

@@ -27,6 +27,9 @@ class Section(BaseModel):
 
     #: keys this model refuses with a reason (e.g. a setting of another backend), besides :data:`NO_KEYS`
     refused: ClassVar[dict[str, str]] = {}
+    #: None: :func:`fill` writes every field; else only the fields given and these (constants that would flood the
+    #: filled config, and the MLflow params made from it, stay in the typed object)
+    filled: ClassVar[frozenset[str] | None] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -39,6 +42,11 @@ class Section(BaseModel):
         return data
 
 
+def default_of(model: type[BaseModel], field: str) -> Any:
+    """The default of ``model.field``: for a library function's keyword default that must equal the config's."""
+    return model.model_fields[field].get_default(call_default_factory=True)
+
+
 def unset(description: str, **kw: Any) -> Any:
     """A field with no default in params.yaml: ``None`` when not given, and then left out of the filled dict."""
     return Field(None, description=description, json_schema_extra={"x-unset": True}, **kw)
@@ -48,10 +56,13 @@ def fill(model: BaseModel) -> Any:
     """``model`` as the JSON-like dict :func:`mmir.config.validate_config` returns: every default written, except
     ``unset`` fields the user did not give."""
     out = {}
+    only = getattr(model, "filled", None)
     for name, field in type(model).model_fields.items():
         value = getattr(model, name)
         extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
         if value is None and extra.get("x-unset") and name not in model.model_fields_set:
+            continue
+        if only is not None and name not in only and name not in model.model_fields_set:
             continue
         out[name] = _fill_value(value)
     return out
@@ -59,8 +70,6 @@ def fill(model: BaseModel) -> Any:
 
 def _fill_value(value: Any) -> Any:
     if isinstance(value, BaseModel):
-        if type(value).model_config.get("extra") == "allow":
-            return {**fill(value), **{k: _fill_value(v) for k, v in (value.model_extra or {}).items()}}
         return fill(value)
     if isinstance(value, dict):
         return {k: _fill_value(v) for k, v in value.items()}

