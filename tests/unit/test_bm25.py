@@ -5,7 +5,7 @@ import math
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from mmir.retrieval.bm25 import BM25, make_tokenizer
+from mmir.retrieval.bm25 import BM25, bm25_topk, make_tokenizer
 from mmir.retrieval.topk import topk_scores
 
 CORPUS = [
@@ -111,3 +111,23 @@ def test_chunked_id_index_scores_equal_the_token_string_index_exactly():
                     assert s.dtype == r.dtype and np.array_equal(s, r), (method, stemmer, chunk_docs, q)
     with pytest.raises(ValueError, match="backend"):
         BM25(CORPUS, backend="nope")
+
+
+def test_bm25_topk_equals_topk_scores_element_for_element():
+    """The sparse top-k of the retrieve step (positive scores, then zeros by index, else the whole vector) returns
+    exactly what ranking the whole vector does: ties, exclusions, negative scores, fewer positives than k."""
+    rng = np.random.default_rng(0)
+    vectors = []
+    for n in (1, 7, 50, 400):
+        base = rng.choice([0.0, 0.0, 0.0, 1.5, 2.0, 2.0, 3.25], size=n).astype(np.float32)  # mostly zeros, ties
+        vectors += [base, base - np.float32(1.0), np.zeros(n, np.float32), -np.abs(base), base.astype(np.float64)]
+    for method in ("lucene", "robertson", "bm25+"):
+        index = BM25(CORPUS * 3, method=method)
+        vectors += list(index.iter_scores(QUERIES + ["unknownword", "the of a"]))
+    for s in vectors:
+        for k in (1, 3, 10, 1000):
+            for exclude in ((), (0,), [2, 2, 5, 999, -1], {1, 3}, np.arange(0, s.size, 2)):
+                want_s, want_i = topk_scores(s, k, exclude)
+                got_s, got_i = bm25_topk(s, k, exclude)
+                assert got_s.dtype == want_s.dtype == np.float64 and got_i.dtype == want_i.dtype == np.int64
+                assert got_i.tolist() == want_i.tolist() and got_s.tobytes() == want_s.tobytes(), (s, k, exclude)

@@ -63,6 +63,15 @@ def test_flae_formulas_per_alpha(profile, alpha):
     assert raw["R"] == res.R and raw["I"] == res.I and raw["S"] == res.S and "C" in raw
 
 
+@pytest.mark.parametrize("profile,alpha", [("research", 0.35), ("daily_hard", 0.35), ("daily_easy", 0.35), ("daily_medium", 0.60)])
+def test_flae_reference_run_alpha_protocol(profile, alpha):
+    cfg = FLAEConfig(alpha_protocol="reference-run")
+    res = run_flae(_judge(), REPORT, "task", profile, "rules", cfg)
+    assert res.alpha == alpha and res.to_raw()["alpha_formula"] == alpha
+    assert res.S == pytest.approx((1 - alpha) * 0.9)  # S_f = 0 (P = 0), llm_S = 0.9
+    assert FLAEConfig().alpha_protocol == "spec" and run_flae(_judge(), REPORT, "task", "research", "rules").alpha == 0.60
+
+
 def test_controller_shifts_weights_and_g_heuristics():
     feats = {**FEATURES, "E": 0.2}
     res = run_flae(_judge(feats, {**CONTROLLER, "v_general": [0, 1.5, 0, 0]}), REPORT, "task", "research", "rules")

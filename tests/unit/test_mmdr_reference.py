@@ -32,6 +32,7 @@ from mmir.benchmarks.mmdr.mosaic import (
     item_score,
     mm_score_from_summary,
 )
+from mmir.config.models import FLAEConfig
 
 SHARED = Path(os.environ.get("MMIR_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
 REF = SHARED / "mmdr-reference" / "gemini31flash"
@@ -144,13 +145,39 @@ def test_mosaic_item_formula_matches_reference_rows(ref, qid, kind):
     assert mm_score_from_summary(aggregate_items(items)) == pytest.approx(float(r["MOSAIC"]), abs=1e-3)
 
 
-def test_structure_column_supports_code_section_quirk(ref):
-    """Every Stru. is (1-alpha)*llm_S on a 0.05 grid of llm_S: the formula part S_f is 0 on all 140 rows,
-    as the code's Title-Case/lower-case section lookup implies (FLAEConfig.section_presence="code")."""
-    for r in ref["rows"]:
+#: profiles a row of each split may have: the reference does not publish the Daily tasks' difficulty
+SPLIT_PROFILES = {"Research": ("research",), "Daily": ("daily_easy", "daily_medium", "daily_hard")}
+
+
+def structure_misfits(rows: list[dict], flae: FLAEConfig) -> list[str]:
+    """Task ids whose Stru. is not ``(1 - alpha) * llm_S`` with ``llm_S`` in [0, 1] on the judge's 0.05 grid, for
+    every alpha ``flae`` gives the row's split. S_f is 0 on every row (section_presence="code": the code's
+    Title-Case/lower-case section lookup makes P = 0), so Stru. = 100 (1 - alpha) llm_S."""
+    bad = []
+    for r in rows:
         s = float(r["Stru."]) / 100.0
-        assert any(abs(s / (1 - a) / 0.05 - round(s / (1 - a) / 0.05)) < 1e-6 and s / (1 - a) <= 1 + 1e-9
-                   for a in (0.60, 0.40, 0.30, 0.35)), r["Task ID"]
+        alphas = {flae.alpha_for(p) for p in SPLIT_PROFILES[r["Split"]]}
+        if not any(abs(s / (1 - a) / 0.05 - round(s / (1 - a) / 0.05)) < 1e-6 and s / (1 - a) <= 1 + 1e-9 for a in alphas):
+            bad.append(r["Task ID"])
+    return bad
+
+
+def test_structure_column_fits_alpha_protocol(ref):
+    """Each row's Stru. against the alpha of the protocol under test (MMIR_MMDR_ALPHA_PROTOCOL, default
+    reference-run, the protocol that reproduces this run); with ``spec`` (research 0.60) it fails on 92 rows."""
+    flae = FLAEConfig(alpha_protocol=os.environ.get("MMIR_MMDR_ALPHA_PROTOCOL") or "reference-run")
+    misfits = structure_misfits(ref["rows"], flae)
+    assert misfits == [], f"{len(misfits)} rows do not fit alpha_protocol={flae.alpha_protocol}: {', '.join(misfits)}"
+
+
+def test_spec_alpha_does_not_reproduce_reference_structure(ref):
+    """The spec's research alpha 0.60 caps a Research Stru. at 40 (llm_S <= 1), yet 79 Research rows exceed 40; only the
+    8 Research rows whose Stru. also fits 0.60 pass (the same test with reference-run passes every row)."""
+    research = [r for r in ref["rows"] if r["Split"] == "Research"]
+    assert sum(float(r["Stru."]) > 40 for r in research) == 79
+    misfits = structure_misfits(ref["rows"], FLAEConfig(alpha_protocol="spec"))
+    assert len([q for q in misfits if int(q[1:]) < 100]) == 92
+    assert structure_misfits(ref["rows"], FLAEConfig(alpha_protocol="reference-run")) == []
 
 
 # ------------------------------------------------------------------------------------------ exporter bytes

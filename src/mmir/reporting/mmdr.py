@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mmir.benchmarks.mmdr.results import TABLE_COLUMNS, model_label
+from mmir.config.models import MMDREvaluatorConfig
 from mmir.core.io import write_text
 from mmir.evaluation.significance import Settings, bootstrap_interval, rng_for
 from mmir.reporting.tables import FAILED_MARK
@@ -39,6 +40,14 @@ def task_intervals(task_rows: Sequence[Mapping[str, Any]], settings: Settings,
     return out
 
 
+def alpha_note(mmdr: Mapping[str, Any]) -> str:
+    """The caption sentence naming FLAE's alpha protocol (``mmdr.evaluator.flae.alpha_protocol``) and its research alpha."""
+    flae = MMDREvaluatorConfig.from_mapping(mmdr.get("evaluator")).flae
+    what = {"spec": "the spec and the paper's code", "reference-run": "reproduces the authors' published reference outputs"}
+    return (f"FLAE α protocol `{flae.alpha_protocol}` ({what[flae.alpha_protocol]}): formula weight "
+            + ", ".join(f"{p} {flae.alpha_for(p):g}" for p in ("research", "daily_easy", "daily_medium", "daily_hard")) + ".")
+
+
 def _fmt(v: Any) -> str:
     return "" if v is None else f"{v:.2f}"
 
@@ -65,7 +74,7 @@ def write_table(rows: Sequence[tuple[str, dict]], fallbacks: Mapping[str, Mappin
         f"{', images shown to it as text: ' + judge['image_input'].split(':', 1)[-1] if judge.get('image_input') else ''}). "
         "Scores 0-100; means over complete tasks (every component present). Overall = 0.2 FLAE + 0.5 TRACE + 0.3 MOSAIC; "
         "TRACE = 0.6 EVI + 0.4 VEF; Vef. = pass rate x 100; Read./Insh./Stru. are FLAE parts, Con./Cov./Fid. EVI parts, "
-        "Sem./Acc./VQA MOSAIC diagnostics (blank: no task had that item type).", "",
+        "Sem./Acc./VQA MOSAIC diagnostics (blank: no task had that item type). " + alpha_note(mmdr), "",
         "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
     ]
     llm = llm or {}

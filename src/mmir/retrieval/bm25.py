@@ -3,17 +3,19 @@
 Both backends share the tokenisation of ``bm25s.tokenize``; BRIGHT/MM-BRIGHT use Lucene BM25, k1=0.9, b=0.4
 (``method: lucene``); rank_bm25's BM25Okapi equals bm25s ``robertson`` unless a term is in over half the
 documents. The bm25s backend indexes in chunks of ``chunk_docs`` (:func:`build_bm25s_index`), with scores
-identical to ``bm25s.BM25.index``.
+identical to ``bm25s.BM25.index``. :func:`bm25_topk` is the top-k of one score vector, equal to
+:func:`~mmir.retrieval.topk.topk_scores` element for element, ranking only the documents that contain a query term.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
 
 from mmir.config.models import BM25System
+from mmir.retrieval.topk import topk_scores
 
 #: documents tokenised per step by the bm25s backend (bounds the Python token lists alive at once)
 CHUNK_DOCS = 2048
@@ -187,3 +189,48 @@ class BM25:
                                       allow_empty=False):
             yield (np.asarray(self._index.get_scores_from_ids(ids)) if ids
                    else np.zeros(self.n, dtype=np.float32))
+
+
+def _ranked(values: np.ndarray, indices: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``m`` of the positive ``values`` (at ascending ``indices``) by (value descending, index ascending),
+    as ``(float64 values, int64 indices)``: partition at the m-th largest value, then sort what reaches it."""
+    if values.size > m:
+        keep = np.flatnonzero(values >= np.partition(values, values.size - m)[values.size - m])
+        values, indices = values[keep], indices[keep]
+    if values.dtype == np.float32 and indices.size and indices[-1] <= 0xFFFFFFFF:
+        # positive float32 bit patterns order as the values: one int64 sort of (~bits, index) ranks both keys
+        key = (np.uint64(0xFFFFFFFF) - values.view(np.uint32).astype(np.uint64)) << np.uint64(32) | indices.astype(np.uint64)
+        key.sort()
+        key = key[:m]
+        bits = (np.uint64(0xFFFFFFFF) - (key >> np.uint64(32))).astype(np.uint32)
+        return bits.view(np.float32).astype(np.float64), (key & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    order = np.argsort(-values, kind="stable")[:m]  # stable: ties stay in index order
+    return values[order].astype(np.float64), indices[order].astype(np.int64)
+
+
+def bm25_topk(scores: np.ndarray, k: int, exclude: Collection[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """The top-k of one ``(n,)`` BM25 score vector: the same ``(float64 scores, int64 indices)`` as
+    :func:`~mmir.retrieval.topk.topk_scores` (score descending, ties by lower index, ``exclude`` left out).
+
+    Why: a query term occurs in few documents, so most scores are 0. Positive scores outrank 0, which outranks
+    negative ones, so the top-k are the ranked positive scores followed, if fewer than k, by the zero-scored
+    documents in index order; only when those run short (negative scores: robertson's idf, bm25l/bm25+'s
+    non-occurrence term) is the whole vector ranked. float32 -> float64 is exact, so ranking either is the same.
+    """
+    s = np.asarray(scores)
+    ex = np.unique(np.fromiter((int(x) for x in exclude), dtype=np.int64)) if len(exclude) else np.zeros(0, np.int64)
+    ex = ex[(ex >= 0) & (ex < s.size)]
+    if ex.size:
+        s = s.copy()
+        s[ex] = -np.inf
+    m = min(k, s.size - ex.size)
+    if m <= 0:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    pos = np.flatnonzero(s > 0)
+    if pos.size >= m:
+        return _ranked(s[pos], pos, m)
+    zero = np.flatnonzero(s == 0)[: m - pos.size]
+    if pos.size + zero.size < m:
+        return topk_scores(s, m)
+    top_s, top_i = _ranked(s[pos], pos, pos.size)
+    return np.concatenate([top_s, s[zero].astype(np.float64)]), np.concatenate([top_i, zero])

@@ -12,6 +12,10 @@ Dimensions R, I, C, S in [0, 1], each ``X = alpha*X_f + (1-alpha)*X_llm`` (§4.4
 Section presence P (§4.3, :attr:`FLAEConfig.section_presence`): ``"code"`` (default) reproduces the published
 code, whose case mismatch makes P = 0 for every report (the reference ``Stru.`` values agree; our finding, not
 in spec §10); ``"spec"`` reads §4.3. Exported: ``Read.``, ``Insh.``, ``Stru.`` (x100); C enters GEN only.
+
+alpha per profile (§4.4, :attr:`FLAEConfig.alpha_protocol`): ``"spec"`` (default) is the paper's code
+(``_alpha_formula``: research 0.60); ``"reference-run"`` reproduces the authors' published reference outputs
+(research 0.35: their run's older loader made every profile ``research_<difficulty>``, which falls through to 0.35).
 """
 
 from __future__ import annotations

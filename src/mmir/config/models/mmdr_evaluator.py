@@ -57,6 +57,13 @@ class FLAEConfig(_Evaluator):
     alpha: dict[str, float] = Field({"research": 0.60, "daily_hard": 0.40, "daily_easy": 0.30, "daily_medium": 0.35},
                                     description="weight on the formula per profile (§4.4)")
     alpha_default: float = Field(0.35, description="weight on the formula for any other profile")
+    alpha_protocol: Literal["spec", "reference-run"] = Field(
+        "spec", description="spec: `alpha` (§4.4, the code's _alpha_formula, research 0.60), the documented protocol; "
+                            "reference-run: `alpha_reference_run`, to reproduce the authors' published reference outputs")
+    alpha_reference_run: dict[str, float] = Field(
+        {"research": 0.35, "daily_easy": 0.35, "daily_hard": 0.35, "daily_medium": 0.60},
+        description="weight on the formula per profile in the authors' reference run (an older loader scored every task as "
+                    "research_<difficulty>, which falls through to 0.35, or research 0.60 without a difficulty)")
     words_per_visual: dict[str, float] = Field({"research": 350.0, "daily": 700.0}, description="words per expected figure (W target)")
     required_research: tuple[str, ...] = Field(SECTION_NAMES, description="sections a research report must have")
     required_daily: tuple[str, ...] = Field(("Executive Summary", "Analysis & Evidence", "Conclusion"),
@@ -90,8 +97,9 @@ class FLAEConfig(_Evaluator):
     }, description="feature values used when the judge reply is unusable (§4.2)")
 
     def alpha_for(self, profile: str) -> float:
-        """Weight on the formula value for ``profile`` (§4.4)."""
-        return float(self.alpha.get(profile, self.alpha_default))
+        """Weight on the formula value for ``profile`` under :attr:`alpha_protocol` (§4.4)."""
+        table = self.alpha if self.alpha_protocol == "spec" else self.alpha_reference_run
+        return float(table.get(profile, self.alpha_default))
 
 
 class TraceConfig(_Evaluator):
