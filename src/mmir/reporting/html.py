@@ -32,6 +32,10 @@ ORDER = ("task1", "task2", "task3", "task4", "caption_ablation", "reformulation_
 LABELS = {"task1": "Task 1", "task2": "Task 2", "task3": "Task 3", "task4": "Task 4", "rag": "RAG QA", "m2rag": "M2RAG",
           "mmdr": "MMDeepResearch-Bench", "reproduction": "Reproduction check", "essentiality": "Essentiality",
           "caption_ablation": "Caption ablation", "reformulation_ablation": "Reformulation ablation"}
+#: Table cells whose whole text is a reproduction status get this class: the style sheet draws a coloured dot before
+#: them (CSS, not an emoji: no font needed).
+STATUS_CLASSES = {"OK": "status status-ok", "OKish": "status status-okish", "FAIL": "status status-fail",
+                  "not run": "status status-not-run"}
 IMAGE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 _SUFFIXES = (".significance.json", ".metrics.json", ".md", ".csv", ".tex")
 
@@ -119,7 +123,7 @@ def render_markdown(text: str, name: str) -> tuple[str | None, str]:
     """``(title, html)`` of a table's markdown: the first level-1 heading is the title (left out of the HTML), the
     other headings move one level down (the page's sections are ``h2``), each table gets ``class="md-table"``,
     ``data-table=<name>``, ``data-section=<its nearest heading>`` and ``data-index`` (0-based), inside a scrolling
-    ``div``. Raw HTML in the markdown is escaped, image syntax stays text."""
+    ``div``; a cell that is a reproduction status gets :data:`STATUS_CLASSES`. Raw HTML in the markdown is escaped, image syntax stays text."""
     md = parser()
     tokens = md.parse(text)
     title, section, index, out = None, "", 0, []
@@ -138,6 +142,8 @@ def render_markdown(text: str, name: str) -> tuple[str | None, str]:
             t.tag = f"h{level}"
             tokens[i + 2].tag = f"h{level}"
             t.attrSet("id", f"{_slug(name)}-{_slug(txt)}-{i}")
+        elif t.type == "td_open" and tokens[i + 1].content.strip() in STATUS_CLASSES:
+            t.attrSet("class", STATUS_CLASSES[tokens[i + 1].content.strip()])
         elif t.type == "table_open":
             t.attrSet("class", "md-table")
             t.attrSet("data-table", name)
