@@ -11,7 +11,6 @@ from mmir.core.io import write_text
 from mmir.evaluation.expected import CHECK_COLUMNS, STATUSES, summary
 
 
-
 def _num(v, digits: int = 2) -> str:
     return "–" if v is None or pd.isna(v) else f"{float(v):.{digits}f}"
 

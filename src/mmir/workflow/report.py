@@ -20,7 +20,7 @@ NOT_TABLES = ("prepare", "captions", "report")
 
 
 def report_files(config: dict) -> list[str]:
-    """The report's inputs: every table (``.md``, ``.csv``, ``.significance.json``), figure (``.png``) and MLflow
+    """The report's inputs: every table (``.md``, ``.csv``, ``.significance.json``), figure (``.png``, ``.svg``) and MLflow
     record (``results/tracking/*.json``) of every stage family the config runs (:func:`mmir.workflow.targets.family_targets`),
     in family order. A family added to :data:`mmir.workflow.targets.FAMILIES` is picked up as it is."""
     from mmir.workflow.targets import FAMILIES, family_targets
@@ -32,7 +32,7 @@ def report_files(config: dict) -> list[str]:
         for t in family_targets(config, family):
             p = Path(t)
             if p.parent.as_posix() == "results/tables" and p.name.endswith((".md", ".csv", ".significance.json")) \
-                    or p.parent.as_posix() == "results/plots" and p.suffix == ".png" \
+                    or p.parent.as_posix() == "results/plots" and p.suffix in (".png", ".svg") \
                     or p.parent.as_posix() == "results/tracking" and p.suffix == ".json":
                 out.append(t)
     return list(dict.fromkeys(out))

@@ -12,7 +12,7 @@ changed (Snakemake's params rerun trigger): adding a RAG setting changes no exis
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,12 +187,13 @@ def image_text_captions(config: dict, w: W) -> str:
     return paths.CAPTIONS.format(dataset=w["dataset"], domain=w["domain"], captioner=config["evaluation"]["image_text"])
 
 
-def sample_notes(config: dict) -> list[str]:
-    """One caption line per sampled dataset (``datasets.<name>.sample``), for every table of the run."""
+def sample_notes(config: dict, units: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One caption line per sampled dataset (``datasets.<name>.sample``) among the datasets of a table's ``units``."""
     from mmir.data.sample import Sample
 
+    present = {u["dataset"] for u in units}
     return [f"`{d}` {Sample.from_config(ds['sample']).describe()}." for d, ds in config["datasets"].items()
-            if ds.get("sample")]
+            if ds.get("sample") and d in present]
 
 
 def _captioned(run: Callable[[Job], Any]) -> Callable[[Job], Any]:
@@ -490,14 +491,17 @@ def protocol_label(config: dict, task: str) -> str:
 
 
 @rule("report", {"md": paths.TABLE_MD, "csv": paths.TABLE_CSV, "metrics": paths.TABLE_METRICS,
-                 "significance": paths.TABLE_SIGNIFICANCE})
+                 "significance": paths.TABLE_SIGNIFICANCE, "forest": paths.TABLE_FOREST})
 def _report(job: Job):
+    from mmir.reporting.forest import write_forest
     from mmir.workflow import steps
 
     p, o = job.params, job.output
-    return steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], o["md"], o["csv"],
-                        o["metrics"], p["untrained"], p["notes"], list(job.input["perquery"]), p["significance"],
-                        o["significance"])
+    out = steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], o["md"], o["csv"],
+                       o["metrics"], p["untrained"], p["notes"], list(job.input["perquery"]), p["significance"],
+                       o["significance"])
+    write_forest(o["significance"], o["csv"], o["forest"])
+    return out
 
 
 @inputs("report")
@@ -587,7 +591,7 @@ def _report_html_params(config, w):
 def table_notes(config: dict, task: str) -> list[str]:
     """What a task table says about its inputs: the image text of text systems, how ties were scored."""
     ev = config["evaluation"]
-    notes = sample_notes(config)
+    notes = sample_notes(config, U.task_units(config, task))
     if task != "task1":
         notes.append(f"Text systems (bm25, dense) see images as their `{ev['image_text']}` image text"
                      + (" plus the dataset's alt text for corpus images." if ev["alt_text"] else
@@ -666,7 +670,8 @@ def _ablation_report_inputs(config, w):
 @params("ablation_report")
 def _ablation_report_params(config, w):
     derived = {n: d for n, d in U.ablation_systems(config).items() if d["grid"] == w["grid"]}
-    return {"measure": config["evaluation"]["primary_measure"], "derived": derived, "samples": sample_notes(config)}
+    return {"measure": config["evaluation"]["primary_measure"], "derived": derived,
+            "samples": sample_notes(config, U.ablation_units(config, w["grid"]))}
 
 
 @rule("track_ablation", {"tracking": paths.TRACKING.replace("{task}", "{grid}_ablation")})
@@ -752,7 +757,7 @@ def _rag_report_params(config, w):
     rag = config["rag"]
     gens = {g: config["generators"][g] for g in (rag["generator"], rag["judge"])}
     return {"config": {"rag": rag, "generators": gens, "mlflow": config["mlflow"], "significance": config["significance"]},
-            "samples": sample_notes(config)}
+            "samples": sample_notes(config, U.rag_units(config))}
 
 
 # -------------------------------------------------------------------------------------------------- M2RAG
@@ -838,7 +843,8 @@ def _m2rag_report_inputs(config, w):
 def _m2rag_report_params(config, w):
     m = config["m2rag"]
     gens = {g: config["generators"][g] for g in (m["generator"], m["judge"])}
-    return {"config": {"m2rag": m, "generators": gens, "mlflow": config["mlflow"]}, "samples": sample_notes(config)}
+    return {"config": {"m2rag": m, "generators": gens, "mlflow": config["mlflow"]},
+            "samples": sample_notes(config, U.m2rag_units(config))}
 
 
 # --------------------------------------------------------------------------------------------------- MMDR
@@ -939,7 +945,7 @@ def _mmdr_report_params(config, w):
     m = config["mmdr"]
     gens = {g: config["generators"][g] for g in (m["generator"], m["judge"])}
     return {"config": {"mmdr": m, "generators": gens, "mlflow": config["mlflow"], "significance": config["significance"]},
-            "samples": sample_notes(config)}
+            "samples": sample_notes(config, U.mmdr_units(config))}
 
 
 # ------------------------------------------------------------------------------------------- essentiality
@@ -1011,7 +1017,7 @@ def _essentiality_report_params(config, w):
                        "measure": config["evaluation"]["primary_measure"], "units": us, "systems": systems,
                        "skipped": U.essentiality_skipped(config), "mlflow": config["mlflow"],
                        "untrained": sorted(s for s in chosen if config["systems"][s].get("random_init"))},
-            "samples": sample_notes(config)}
+            "samples": sample_notes(config, us)}
 
 
 def rule_names() -> list[str]:

@@ -116,7 +116,7 @@ def family_targets(config: dict, family: str, *, dataset: str | None = None, tas
     if family == "task":
         tasks = [task] if task else config["tasks"]
         return [p.format(task=t) for t in tasks for p in (paths.TABLE_MD, paths.TABLE_CSV, paths.TABLE_METRICS,
-                                                          paths.TABLE_SIGNIFICANCE, paths.TRACKING)]
+                                                          paths.TABLE_SIGNIFICANCE, paths.TABLE_FOREST, paths.TRACKING)]
     if family == "ablations":
         return [p.format(grid=g) for g in grids(config) for p in (paths.ABLATION_MD, paths.ABLATION_CSV,
                                                                    paths.ABLATION_PLOT, paths.ABLATION_PLOT_DATA)] + \
