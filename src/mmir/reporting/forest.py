@@ -83,7 +83,7 @@ def write_forest(significance_json: str | Path, table_csv: str | Path, out_svg: 
         heights = [max(2, sum(p["dataset"] == d for p in points) + 2 * len({p["column"] for p in points if p["dataset"] == d}))
                    for d in datasets] or [2]
         fig, axes = plt.subplots(len(heights), 1, figsize=(8, 1.2 + ROW_INCHES * sum(heights)), squeeze=False,
-                                 gridspec_kw={"height_ratios": heights})
+                                 gridspec_kw={"height_ratios": heights}, layout="constrained")
         if not points:
             axes[0][0].text(0.5, 0.5, "no per-query values: no intervals", ha="center", va="center")
             axes[0][0].set_axis_off()
@@ -127,10 +127,9 @@ def write_forest(significance_json: str | Path, table_csv: str | Path, out_svg: 
                               label=s + (" (baseline)" if any(p["label"] == s and p["baseline"] for p in points) else ""))
                    for s in systems]
         if handles:
-            fig.legend(handles=handles, loc="upper right", fontsize=8, frameon=False, ncols=min(3, len(handles)),
+            fig.legend(handles=handles, loc="outside upper right", fontsize=8, frameon=False, ncols=min(3, len(handles)),
                        title=f"{MARK} = differs from the baseline (corrected p < α)", title_fontsize=8)
         fig.suptitle(f"{TITLES.get(task, task)}: {measure} by domain", x=0.01, ha="left", fontsize=11)
-        fig.tight_layout(rect=(0, 0, 1, 1 - min(0.5, 0.9 / (1.2 + ROW_INCHES * sum(heights)))))
         desc = json.dumps([{k: p[k] for k in ("dataset", "system", "column", "mean", "ci_low", "ci_high", "significant")}
                            for p in points], sort_keys=True)
         with atomic_path(out_svg) as tmp:

@@ -25,7 +25,8 @@ FAMILY_OUTPUTS = {
     "prepare": ["data/prepared/{dataset}"],
     "captions": ["results/captions"],
     "task": ["results/runs/{task}", "results/metrics/{task}", "results/tables/{task}.md", "results/tables/{task}.csv",
-             "results/tracking/{task}.json", "results/tables/{task}.metrics.json", "results/tables/{task}.significance.json"],
+             "results/tracking/{task}.json", "results/tables/{task}.metrics.json", "results/tables/{task}.significance.json",
+             "results/plots/{task}_forest.svg"],
     "ablations": ["results/queries", "results/runs/ablation", "results/metrics/ablation",
                   *(f"results/tables/{g}_ablation.{x}" for g in ("caption", "reformulation") for x in ("md", "csv")),
                   *(f"results/tracking/{g}_ablation.json" for g in ("caption", "reformulation")),
@@ -58,6 +59,9 @@ def ensure_outputs(family: str, *, dataset: str | None = None, task: str | None 
             path.mkdir(parents=True, exist_ok=True)
         elif path.suffix == ".png":
             write_bytes(path, _blank_png())
+        elif path.suffix == ".svg":  # a figure the report embeds: a valid SVG that says so
+            write_text(path, '<svg xmlns="http://www.w3.org/2000/svg" width="600" height="30"><text x="5" y="20">'
+                       f"{note}</text></svg>\n")
         elif path.suffix == ".json":
             write_text(path, json.dumps({"note": note}) + "\n")
         else:
