@@ -231,8 +231,9 @@ def log_tree(exp_id: str, parent: UnitRun, children: list[UnitRun]) -> dict:
     for r in _group_runs(client, exp_id, group):
         current.setdefault(r.data.tags.get(UNIT_TAG), []).append(r)
 
-    def same(key: str, content: str):
-        return next((r for r in current.get(key, []) if r.data.tags.get(CONTENT_TAG) == content), None)
+    def same(key: str, content: str):  # a run that ended well (a failed log is never reused: it is replaced)
+        return next((r for r in current.get(key, []) if r.data.tags.get(CONTENT_TAG) == content
+                     and r.info.status == "FINISHED"), None)
 
     old_parent = same(parent.key, p_content)
     kept = [same(c.key, h) for c, h in kids]

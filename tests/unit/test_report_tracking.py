@@ -180,3 +180,26 @@ def test_stage_parent_runs_are_not_repeated_by_plain_reruns(tmp_path, monkeypatc
     assert {n: len(r) for n, r in active.items()} == {"report": 1, "report/html": 1}
     assert {n: len(r) for n, r in deleted.items()} == {"report": 1, "report/html": 1}
     assert active["report"][0].info.run_id == new["parent"] != ids[0]["parent"]
+
+
+def test_a_log_that_failed_halfway_is_replaced_not_reused(tmp_path, monkeypatch):
+    import mlflow
+
+    from mmir.tracking import log_units
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    monkeypatch.chdir(tmp_path)
+    art = tmp_path / "a.txt"
+    art.write_text("x")
+    units = [{"name": "u", "metrics": {"m": 1.0}, "artifacts": [str(art)]}]
+    real = mlflow.log_artifact
+    monkeypatch.setattr(mlflow, "log_artifact", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError):
+        log_units({"mlflow": {"experiment": "f"}}, "rag", {}, units, tmp_path)
+    monkeypatch.setattr(mlflow, "log_artifact", real)
+    ids = log_units({"mlflow": {"experiment": "f"}}, "rag", {}, units, tmp_path)
+    client = mlflow.tracking.MlflowClient()
+    active, deleted = _store(client, "f")
+    assert {n: [r.info.status for r in rs] for n, rs in active.items()} == {"rag": ["FINISHED"], "u": ["FINISHED"]}
+    assert {n: [r.info.status for r in rs] for n, rs in deleted.items()} == {"rag": ["FAILED"], "u": ["FAILED"]}
+    assert [r.info.run_id for r in active["u"]] == ids["children"]
