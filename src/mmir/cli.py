@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
         config = load_config(args.params, args.configfile)
         return globals()[f"cmd_{args.cmd}"](config, args)
-    except (MmirError, ValueError) as exc:
+    except (MmirError, ValueError, OSError) as exc:  # OSError: e.g. a --params / --configfile that cannot be read
         print(f"mmir: error: {exc}", file=sys.stderr)
         return 2
 

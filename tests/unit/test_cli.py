@@ -43,3 +43,9 @@ def test_no_configfile_and_a_flag_without_file(loaded, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["--configfile", "validate"])
     assert e.value.code == 2 and "required: cmd" in capsys.readouterr().err  # the command was not taken for a file
+
+
+def test_a_missing_overlay_is_an_error_line_not_a_traceback(tmp_path, capsys):
+    assert cli.main(["--params", str(tmp_path / "p.yaml"), "validate"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mmir: error:") and "p.yaml" in err and "Traceback" not in err
