@@ -110,29 +110,74 @@ def cmd_expected(config, args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 for a bad config or data, with the error on stderr)."""
-    parser = argparse.ArgumentParser(prog="mmir", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--params", default="params.yaml", help="config file (default: params.yaml)")
-    parser.add_argument("--configfile", action="append", default=[], metavar="OVERLAY",
-                        help="overlay merged into --params key by key, as `snakemake --configfile` (repeatable)")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("validate", help="check the config and list its units")
+COMMANDS = ("validate", "run", "targets", "snakemake", "expected")
+
+
+def _configfile_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--configfile", nargs="+", action="extend", default=[], metavar="OVERLAY",
+                        help="overlays merged into --params key by key, in order, as `snakemake --configfile A B` "
+                             "(a list after one flag, or the flag repeated)")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``mmir`` argument parser (``--configfile`` is read by each command: see :func:`hoist_configfiles`)."""
+    top = argparse.ArgumentParser(prog="mmir", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--params", default="params.yaml", help="config file (default: params.yaml)")
+    _configfile_option(top)
+    sub = top.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("validate", help="check the config and list its units")
+    _configfile_option(p)
     p = sub.add_parser("run", help="run one job of a rule")
     p.add_argument("rule")
     p.add_argument("wildcards", nargs="*", metavar="key=value")
+    _configfile_option(p)
     for name in ("targets", "snakemake"):
         p = sub.add_parser(name, help=f"{name} of a stage family")
         p.add_argument("family")
         p.add_argument("--dataset")
         p.add_argument("--task")
+        _configfile_option(p)
     p = sub.add_parser("expected", help="freeze this run's task tables as expected values")
     p.add_argument("out")
     p.add_argument("--tolerance", type=float, default=0.1)
     p.add_argument("--benchmark", default="mmir-regression")
+    _configfile_option(p)
+    assert tuple(sub.choices) == COMMANDS
+    return top
+
+
+def hoist_configfiles(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``(argv without the --configfile lists before the command, their files in order)``; the command's own
+    ``--configfile`` reads those after it. argparse's ``nargs="+"`` is greedy: in ``mmir --configfile A B validate``
+    it would take ``validate`` for a file, so here a command name ends the list, as a new flag does."""
+    at = next((i for i, a in enumerate(argv) if a in COMMANDS and (i == 0 or argv[i - 1] != "--params")), None)
+    if at is None:
+        return argv, []
+    head, files, listing = [], [], False
+    for a in argv[:at]:
+        if a.startswith("--configfile="):
+            files.append(a.partition("=")[2])
+            listing = False
+        elif a == "--configfile":
+            head.append(a)  # dropped below once it has a file; alone it stays, for argparse's own error
+            listing = True
+        elif listing and not a.startswith("-"):
+            if head and head[-1] == "--configfile":
+                head.pop()
+            files.append(a)
+        else:
+            listing = False
+            head.append(a)
+    return head + argv[at:], files
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 for a bad config or data, with the error on stderr)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []  # passed to snakemake as they are
-    args = parser.parse_args(argv[: len(argv) - len(extra) - (1 if "--" in argv else 0)])
+    argv, configfiles = hoist_configfiles(argv[: len(argv) - len(extra) - (1 if "--" in argv else 0)])
+    args = parser().parse_args(argv)
+    args.configfile = configfiles + args.configfile
     args.snakemake_args = extra
     logs.setup()
     try:
@@ -140,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
         config = load_config(args.params, args.configfile)
         return globals()[f"cmd_{args.cmd}"](config, args)
-    except (MmirError, ValueError) as exc:
+    except (MmirError, ValueError, OSError) as exc:  # OSError: e.g. a --params / --configfile that cannot be read
         print(f"mmir: error: {exc}", file=sys.stderr)
         return 2
 

@@ -1,4 +1,6 @@
-"""MLflow run hierarchy: one parent run per workflow invocation, one child per (task, dataset, domain, system).
+"""MLflow run hierarchy: a parent run per task or stage, one child per unit (task, dataset, domain, system, ...),
+one current run per unit: a rerun that changes nothing logs nothing, a recomputed unit replaces its run and the
+replaced one stays reachable under "Deleted" (:func:`log_tree`).
 
 Store: ``MLFLOW_TRACKING_URI``, else ``mlflow.tracking_uri`` of params.yaml, else ``mlflow.db`` (SQLite).
 Nothing from the environment is logged, so API keys never reach the store. README: "Outputs and tracking".
@@ -10,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mmir.core import paths
@@ -129,8 +132,145 @@ def run_commits(config: dict, run_ids: list[str], project_dir: str | Path = ".")
         return {}
 
 
+#: Tags of a run that say which code logged it, not what was computed: left out of its content hash.
+COMMIT_TAGS = ("mlflow.source.git.commit", "git_commit")
+UNIT_TAG = "mmir.unit"  # the unit's deterministic key, e.g. ``task1/task1/os/stat/bm25``
+GROUP_TAG = "mmir.group"  # the parent's key hashed: the parent and its children's runs, every version
+CONTENT_TAG = "mmir.content"  # sha256 of what the run holds (see UnitRun.content)
+SUPERSEDED_TAG = "mmir.superseded_by"  # on a replaced (deleted) run: the run that replaced it
+SUPERSEDES_TAG = "mmir.supersedes"  # on a current run: the run it replaced
+
+
+def _file_digest(path: str | Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class UnitRun:
+    """One MLflow run to log: a unit (``key`` deterministic, e.g. ``task1/task1/os/stat/bm25``) with its tags, params
+    (strings), metrics, artifact files (``artifacts``; ``artifact_dirs`` = ``{artifact path: folder}``) and prepared
+    domain (``dataset`` = ``(prepared dir, name)``, its ``prepare.json`` the run's dataset input)."""
+
+    key: str
+    name: str
+    tags: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    artifacts: list[str] = field(default_factory=list)
+    artifact_dirs: dict[str, str] = field(default_factory=dict)
+    dataset: tuple[str, str] | None = None
+
+    def content(self) -> str:
+        """sha256 of what the run holds: name, tags (less :data:`COMMIT_TAGS`), params, metrics, the bytes of each
+        artifact and of the dataset input. Equal content = nothing was recomputed: the existing run stays."""
+        import hashlib
+
+        prep = Path(self.dataset[0]) / "prepare.json" if self.dataset else None
+        doc = {"name": self.name, "tags": {k: v for k, v in sorted(self.tags.items()) if k not in COMMIT_TAGS},
+               "params": dict(sorted(self.params.items())), "metrics": dict(sorted(self.metrics.items())),
+               "artifacts": [(Path(a).name, _file_digest(a)) for a in self.artifacts],
+               "artifact_dirs": {d: sorted((str(f.relative_to(folder)), _file_digest(f)) for f in Path(folder).rglob("*")
+                                           if f.is_file()) for d, folder in sorted(self.artifact_dirs.items())},
+               "dataset": [self.dataset[1], _file_digest(prep)] if prep is not None and prep.is_file() else None}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+    def log(self) -> None:
+        """Params, dataset input, metrics and artifacts into the active run."""
+        import mlflow
+
+        mlflow.log_params(self.params)
+        if self.dataset:
+            log_dataset_input(*self.dataset)
+        mlflow.log_metrics(self.metrics)
+        for a in self.artifacts:
+            mlflow.log_artifact(a)
+        for dest, folder in self.artifact_dirs.items():
+            mlflow.log_artifacts(folder, artifact_path=dest)
+
+
+def _group_runs(client, exp_id: str, group: str) -> list:
+    """The active runs of one parent key (the parent's and its children's, any version)."""
+    from mlflow.entities import ViewType
+
+    runs, token = [], None
+    while True:
+        page = client.search_runs([exp_id], filter_string=f"tags.`{GROUP_TAG}` = '{group}'",
+                                  run_view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token)
+        runs += list(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def log_tree(exp_id: str, parent: UnitRun, children: list[UnitRun]) -> dict:
+    """Log ``parent`` and its ``children`` so that the store holds one current (active) run per unit key.
+
+    A unit whose content (:meth:`UnitRun.content`) equals its current run's is not logged again: a rerun that changes
+    nothing adds no run and returns the same ids. Otherwise a new parent run is made; an unchanged child's run moves
+    under it (its ``mlflow.parentRunId``), a changed or new child gets a new run. Every replaced run (the old parent,
+    a changed child, a unit no longer logged) gets the tag ``mmir.superseded_by`` (its successor; the new parent for a
+    unit that is gone) and is deleted with ``MlflowClient.delete_run``: the UI lists it under "Deleted" and
+    ``restore_run`` brings it back; the new run's ``mmir.supersedes`` names the run it replaced. Caller holds the
+    store lock. Returns ``{"parent": run id, "children": [run ids, in order]}``.
+    """
+    import hashlib
+
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    group = hashlib.sha256(parent.key.encode("utf-8")).hexdigest()[:32]
+    kids = [(c, c.content()) for c in children]
+    p_content = hashlib.sha256(json.dumps([parent.content(), [(c.key, h) for c, h in kids]]).encode("utf-8")).hexdigest()
+    current: dict[str, list] = {}
+    for r in _group_runs(client, exp_id, group):
+        current.setdefault(r.data.tags.get(UNIT_TAG), []).append(r)
+
+    def same(key: str, content: str):  # a run that ended well (a failed log is never reused: it is replaced)
+        return next((r for r in current.get(key, []) if r.data.tags.get(CONTENT_TAG) == content
+                     and r.info.status == "FINISHED"), None)
+
+    old_parent = same(parent.key, p_content)
+    kept = [same(c.key, h) for c, h in kids]
+    if old_parent is not None and all(r is not None and r.data.tags.get("mlflow.parentRunId") == old_parent.info.run_id
+                                      for r in kept):
+        return {"parent": old_parent.info.run_id, "children": [r.info.run_id for r in kept]}
+
+    def tags(u: UnitRun, content: str) -> dict[str, str]:
+        prev = current.get(u.key, [])
+        return {**u.tags, UNIT_TAG: u.key, GROUP_TAG: group, CONTENT_TAG: content,
+                **({SUPERSEDES_TAG: ",".join(r.info.run_id for r in prev)} if prev else {})}
+
+    ids: dict = {"parent": None, "children": []}
+    successor: dict[str, str] = {}
+    with mlflow.start_run(experiment_id=exp_id, run_name=parent.name, tags=tags(parent, p_content)) as run:
+        ids["parent"] = successor[parent.key] = run.info.run_id
+        parent.log()
+        for (c, h), old in zip(kids, kept):
+            if old is not None:  # unchanged: the same run, now under the new parent
+                client.set_tag(old.info.run_id, "mlflow.parentRunId", run.info.run_id)
+                ids["children"].append(old.info.run_id)
+                continue
+            with mlflow.start_run(experiment_id=exp_id, nested=True, run_name=c.name, tags=tags(c, h)) as child:
+                c.log()
+                ids["children"].append(successor.setdefault(c.key, child.info.run_id))
+    keep = {ids["parent"], *ids["children"]}
+    for key, runs in current.items():
+        for r in runs:
+            if r.info.run_id not in keep:
+                client.set_tag(r.info.run_id, SUPERSEDED_TAG, successor.get(key, ids["parent"]))
+                client.delete_run(r.info.run_id)
+    return ids
+
+
 def log_units(config: dict, stage: str, params: dict, units: list[dict], project_dir: str | Path = ".") -> dict:
-    """A parent run for a generative stage (``rag``, ``m2rag``, ``mmdr``) and one child per unit.
+    """A parent run for a generative stage (``rag``, ``m2rag``, ``mmdr``) and one child per unit, kept current as
+    :func:`log_tree` says (a rerun that changes nothing logs nothing).
 
     Args:
         units: ``{"name", "tags", "metrics", "artifacts", "artifact_dirs"}``; ``None``/NaN metrics are left out.
@@ -138,39 +278,29 @@ def log_units(config: dict, stage: str, params: dict, units: list[dict], project
     Returns:
         ``{"parent": run id, "children": [run ids]}``.
     """
-    with _store_lock(Path(project_dir).resolve()):  # holds the store lock (see _store_lock)
-        import mlflow
-
-        exp_id = _experiment(config, Path(project_dir).resolve())
-        commit = commit_label(project_dir)
-        flat = flatten(params)
-        ids: dict = {"parent": None, "children": []}
-        with mlflow.start_run(experiment_id=exp_id, run_name=stage,
-                              tags={"mmir.level": "invocation", "mmir.task": stage,
-                                    **run_tags(commit, f"mmir {stage}")}) as parent:
-            ids["parent"] = parent.info.run_id
-            mlflow.log_params(flat)
-            for u in units:
-                tags = {"mmir.level": "unit", **run_tags(commit, f"mmir {stage}"), "task": stage,
-                        **{k: str(v) for k, v in u.get("tags", {}).items()}}
-                with mlflow.start_run(experiment_id=exp_id, nested=True, run_name=u["name"], tags=tags) as child:
-                    mlflow.log_params(flat)
-                    ds, dom = u.get("tags", {}).get("dataset"), u.get("tags", {}).get("domain")
-                    if ds and dom:
-                        log_dataset_input(paths.PREPARED.format(dataset=ds, domain=dom), f"{ds}/{dom}")
-                    metrics = {}
-                    for k, v in u.get("metrics", {}).items():
-                        try:
-                            metrics[k.replace(".", "_").replace("@", "_at_")] = float(v)
-                        except (TypeError, ValueError):
-                            continue
-                    mlflow.log_metrics({k: v for k, v in metrics.items() if v == v})
-                    for a in u.get("artifacts", []):
-                        mlflow.log_artifact(a)
-                    for dest, folder in u.get("artifact_dirs", {}).items():
-                        mlflow.log_artifacts(folder, artifact_path=dest)
-                    ids["children"].append(child.info.run_id)
-        return ids
+    project_dir = Path(project_dir).resolve()
+    commit = commit_label(project_dir)
+    flat = flatten(params)
+    parent = UnitRun(key=stage, name=stage, params=flat,
+                     tags={"mmir.level": "invocation", "mmir.task": stage, **run_tags(commit, f"mmir {stage}")})
+    children = []
+    for u in units:
+        metrics = {}
+        for k, v in u.get("metrics", {}).items():
+            try:
+                metrics[k.replace(".", "_").replace("@", "_at_")] = float(v)
+            except (TypeError, ValueError):
+                continue
+        ds, dom = u.get("tags", {}).get("dataset"), u.get("tags", {}).get("domain")
+        children.append(UnitRun(
+            key=f"{stage}/{u['name']}", name=u["name"], params=flat,
+            tags={"mmir.level": "unit", **run_tags(commit, f"mmir {stage}"), "task": stage,
+                  **{k: str(v) for k, v in u.get("tags", {}).items()}},
+            metrics={k: v for k, v in metrics.items() if v == v}, artifacts=[str(a) for a in u.get("artifacts", [])],
+            artifact_dirs={d: str(f) for d, f in u.get("artifact_dirs", {}).items()},
+            dataset=(paths.PREPARED.format(dataset=ds, domain=dom), f"{ds}/{dom}") if ds and dom else None))
+    with _store_lock(project_dir):  # holds the store lock (see _store_lock)
+        return log_tree(_experiment(config, project_dir), parent, children)
 
 
 def log_rag(config: dict, summaries: list[dict], artifacts: list[list[str]], project_dir: str | Path = ".") -> dict:
@@ -190,45 +320,34 @@ def log_rag(config: dict, summaries: list[dict], artifacts: list[list[str]], pro
 
 def log_invocation(config: dict, task: str, entries: list[dict], project_dir: str | Path = ".",
                    run_name: str | None = None, parent_metrics: dict[str, float] | None = None) -> dict:
-    """Log a parent run for this invocation and a child per entry; returns ``{"parent", "children"}`` ids."""
-    # holds the store lock (see _store_lock)
-    with _store_lock(Path(project_dir).resolve()):
-        return _log_invocation(config, task, entries, project_dir, run_name, parent_metrics)
-
-
-def _log_invocation(config: dict, task: str, entries: list[dict], project_dir: str | Path = ".",
-                    run_name: str | None = None, parent_metrics: dict[str, float] | None = None) -> dict:
-    import mlflow
-
+    """A parent run for this task (``run_name``, default the task) and a child per entry, kept current as
+    :func:`log_tree` says; returns ``{"parent", "children"}`` ids."""
     project_dir = Path(project_dir).resolve()
-    exp_id = _experiment(config, project_dir)
     commit = commit_label(project_dir)
-    ids: dict = {"parent": None, "children": []}
-    tags = {"mmir.level": "invocation", "mmir.task": task, **run_tags(commit, f"mmir {task}")}
-    with mlflow.start_run(experiment_id=exp_id, run_name=run_name or f"{task}", tags=tags) as parent:
-        ids["parent"] = parent.info.run_id
-        mlflow.log_params({"task": task, "protocol": config["evaluation"]["protocol"], "top_k": config["evaluation"]["top_k"],
-                           "systems": ",".join(sorted({e["system"] for e in entries})),
-                           "datasets": ",".join(sorted({e["dataset"] for e in entries}))})
-        if parent_metrics:
-            mlflow.log_metrics({k: float(v) for k, v in parent_metrics.items()})
-        for e in entries:
-            summary = json.loads(Path(e["metrics_json"]).read_text(encoding="utf-8"))
-            tags = {"mmir.level": "unit", **run_tags(commit, f"mmir {task} score"), "rule": "score",
-                    "wildcards": json.dumps({"task": e.get("task", task), "dataset": e["dataset"], "domain": e["domain"],
-                                             "system": e["system"]}),
-                    "task": e.get("task", task), "dataset": e["dataset"], "domain": e["domain"], "system": e["system"],
-                    "protocol": config["evaluation"]["protocol"], **e.get("tags", {})}
-            name = f"{task}/{e['dataset']}/{e['domain']}/{e['system']}"
-            with mlflow.start_run(experiment_id=exp_id, nested=True, run_name=name, tags=tags) as child:
-                mlflow.log_params(flatten(e.get("params", {})))
-                log_dataset_input(paths.PREPARED.format(dataset=e["dataset"], domain=e["domain"]), f"{e['dataset']}/{e['domain']}")
-                metrics = {_mlflow_key(m): float(v) for m, v in summary["measures"].items()}
-                metrics |= {"queries": summary["queries"], "queries_without_results": summary["queries_without_results"]}
-                metrics |= {k: float(v) for k, v in e.get("extra_metrics", {}).items()}
-                mlflow.log_metrics(metrics)
-                for art in ("run_file", "perquery", "metrics_json"):
-                    if e.get(art):
-                        mlflow.log_artifact(str(e[art]))
-                ids["children"].append(child.info.run_id)
-    return ids
+    name = run_name or f"{task}"
+    protocol = config["evaluation"]["protocol"]
+    parent = UnitRun(key=name, name=name,
+                     tags={"mmir.level": "invocation", "mmir.task": task, **run_tags(commit, f"mmir {task}")},
+                     params={"task": task, "protocol": protocol, "top_k": str(config["evaluation"]["top_k"]),
+                             "systems": ",".join(sorted({e["system"] for e in entries})),
+                             "datasets": ",".join(sorted({e["dataset"] for e in entries}))},
+                     metrics={k: float(v) for k, v in (parent_metrics or {}).items()})
+    children = []
+    for e in entries:
+        summary = json.loads(Path(e["metrics_json"]).read_text(encoding="utf-8"))
+        t = e.get("task", task)
+        tags = {"mmir.level": "unit", **run_tags(commit, f"mmir {task} score"), "rule": "score",
+                "wildcards": json.dumps({"task": t, "dataset": e["dataset"], "domain": e["domain"], "system": e["system"]}),
+                "task": t, "dataset": e["dataset"], "domain": e["domain"], "system": e["system"], "protocol": protocol,
+                **e.get("tags", {})}
+        metrics = {_mlflow_key(m): float(v) for m, v in summary["measures"].items()}
+        metrics |= {"queries": summary["queries"], "queries_without_results": summary["queries_without_results"]}
+        metrics |= {k: float(v) for k, v in e.get("extra_metrics", {}).items()}
+        child = f"{task}/{e['dataset']}/{e['domain']}/{e['system']}"
+        children.append(UnitRun(
+            key=f"{name}/{t}/{e['dataset']}/{e['domain']}/{e['system']}", name=child, tags=tags,
+            params=flatten(e.get("params", {})), metrics=metrics,
+            artifacts=[str(e[a]) for a in ("run_file", "perquery", "metrics_json") if e.get(a)],
+            dataset=(paths.PREPARED.format(dataset=e["dataset"], domain=e["domain"]), f"{e['dataset']}/{e['domain']}")))
+    with _store_lock(project_dir):  # holds the store lock (see _store_lock)
+        return log_tree(_experiment(config, project_dir), parent, children)

@@ -99,3 +99,107 @@ def test_parallel_jobs_can_create_the_store_together(tmp_path):
     sql = "SELECT COUNT(*) FROM tags WHERE key='mmir.level' AND value='invocation'"
     n = sqlite3.connect(tmp_path / "mlflow.db").execute(sql).fetchone()[0]
     assert n == 2
+
+
+# ------------------------------------------------------------------------------------------------ one run per unit
+def _store(client, exp_name):
+    """``(active runs, deleted runs)`` of an experiment, as ``{run name: [runs]}``."""
+    from mlflow.entities import ViewType
+
+    exp = client.get_experiment_by_name(exp_name).experiment_id
+    out = []
+    for view in (ViewType.ACTIVE_ONLY, ViewType.DELETED_ONLY):
+        runs = {}
+        for r in client.search_runs([exp], run_view_type=view, max_results=1000):
+            runs.setdefault(r.info.run_name, []).append(r)
+        out.append(runs)
+    return out
+
+
+def test_reruns_keep_one_current_run_per_unit_and_the_history(tmp_path, monkeypatch):
+    """Three identical logs: one parent and one child per unit, the same ids. A recomputed unit (new metrics): still
+    one active run per unit, the old parent and the old child deleted (restorable) and tagged with their successor,
+    the unchanged child kept and moved under the new parent."""
+    import mlflow
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    monkeypatch.chdir(tmp_path)
+    cfg = {"evaluation": {"protocol": "official", "top_k": 1000}, "mlflow": {"experiment": "t"}}
+    entries = [{"dataset": "os", "domain": d, "system": "bm25", "metrics_json": _metric(tmp_path, "os", d, "bm25", v),
+                "params": {"system": {"k1": 0.9}}} for d, v in [("stat", 0.2), ("calc", 0.1)]]
+    ids = [log_invocation(cfg, "task1", entries, project_dir=tmp_path) for _ in range(3)]
+    assert ids[0] == ids[1] == ids[2]
+    client = mlflow.tracking.MlflowClient()
+    active, deleted = _store(client, "t")
+    assert {n: len(r) for n, r in active.items()} == {"task1": 1, "task1/os/stat/bm25": 1, "task1/os/calc/bm25": 1}
+    assert deleted == {}
+    assert active["task1/os/stat/bm25"][0].data.tags["mmir.unit"] == "task1/task1/os/stat/bm25"
+
+    _metric(tmp_path, "os", "stat", "bm25", 0.25)  # the stat unit is recomputed with another value
+    new = log_invocation(cfg, "task1", entries, project_dir=tmp_path)
+    assert new["parent"] != ids[0]["parent"]
+    assert new["children"][1] == ids[0]["children"][1] and new["children"][0] != ids[0]["children"][0]
+    active, deleted = _store(client, "t")
+    assert {n: len(r) for n, r in active.items()} == {"task1": 1, "task1/os/stat/bm25": 1, "task1/os/calc/bm25": 1}
+    assert {n: [r.info.run_id for r in rs] for n, rs in deleted.items()} == {
+        "task1": [ids[0]["parent"]], "task1/os/stat/bm25": [ids[0]["children"][0]]}
+    stat, calc = (client.get_run(i) for i in new["children"])
+    assert stat.data.metrics["nDCG_at_10"] == 0.25 and stat.data.tags["mmir.supersedes"] == ids[0]["children"][0]
+    assert calc.data.tags["mlflow.parentRunId"] == new["parent"] == stat.data.tags["mlflow.parentRunId"]
+    old = client.get_run(ids[0]["children"][0])
+    assert old.info.lifecycle_stage == "deleted" and old.data.tags["mmir.superseded_by"] == new["children"][0]
+    assert client.get_run(ids[0]["parent"]).data.tags["mmir.superseded_by"] == new["parent"]
+    client.restore_run(old.info.run_id)  # the history is reachable: the UI's "Deleted" list, and restore_run
+    assert client.get_run(old.info.run_id).info.lifecycle_stage == "active"
+    assert client.get_run(old.info.run_id).data.metrics["nDCG_at_10"] == 0.2
+    client.delete_run(old.info.run_id)
+    assert log_invocation(cfg, "task1", entries, project_dir=tmp_path) == new  # and a rerun now logs nothing again
+
+
+def test_stage_parent_runs_are_not_repeated_by_plain_reruns(tmp_path, monkeypatch):
+    """``log_units`` (the report, rag, m2rag, mmdr parents): three reruns, one parent; a changed artifact replaces."""
+    import mlflow
+
+    from mmir.tracking import log_units
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    monkeypatch.chdir(tmp_path)
+    page = tmp_path / "index.html"
+    page.write_text("<p>v1</p>")
+    cfg = {"mlflow": {"experiment": "s"}}
+    units = [{"name": "report/html", "tags": {"rule": "report_html"}, "metrics": {"tables": 3, "none": None},
+              "artifacts": [str(page)]}]
+    ids = [log_units(cfg, "report", {"tables": ["task1"]}, units, tmp_path) for _ in range(3)]
+    assert ids[0] == ids[1] == ids[2]
+    client = mlflow.tracking.MlflowClient()
+    active, deleted = _store(client, "s")
+    assert {n: len(r) for n, r in active.items()} == {"report": 1, "report/html": 1} and deleted == {}
+    page.write_text("<p>v2</p>")
+    new = log_units(cfg, "report", {"tables": ["task1"]}, units, tmp_path)
+    active, deleted = _store(client, "s")
+    assert {n: len(r) for n, r in active.items()} == {"report": 1, "report/html": 1}
+    assert {n: len(r) for n, r in deleted.items()} == {"report": 1, "report/html": 1}
+    assert active["report"][0].info.run_id == new["parent"] != ids[0]["parent"]
+
+
+def test_a_log_that_failed_halfway_is_replaced_not_reused(tmp_path, monkeypatch):
+    import mlflow
+
+    from mmir.tracking import log_units
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    monkeypatch.chdir(tmp_path)
+    art = tmp_path / "a.txt"
+    art.write_text("x")
+    units = [{"name": "u", "metrics": {"m": 1.0}, "artifacts": [str(art)]}]
+    real = mlflow.log_artifact
+    monkeypatch.setattr(mlflow, "log_artifact", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError):
+        log_units({"mlflow": {"experiment": "f"}}, "rag", {}, units, tmp_path)
+    monkeypatch.setattr(mlflow, "log_artifact", real)
+    ids = log_units({"mlflow": {"experiment": "f"}}, "rag", {}, units, tmp_path)
+    client = mlflow.tracking.MlflowClient()
+    active, deleted = _store(client, "f")
+    assert {n: [r.info.status for r in rs] for n, rs in active.items()} == {"rag": ["FINISHED"], "u": ["FINISHED"]}
+    assert {n: [r.info.status for r in rs] for n, rs in deleted.items()} == {"rag": ["FAILED"], "u": ["FAILED"]}
+    assert [r.info.run_id for r in active["u"]] == ids["children"]

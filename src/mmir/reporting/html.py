@@ -33,6 +33,10 @@ ORDER = (*table_tasks(), "caption_ablation", "reformulation_ablation", "rag", "m
 LABELS = {**{t: TASKS[t].short for t in table_tasks()}, "rag": "RAG QA", "m2rag": "M2RAG",
           "mmdr": "MMDeepResearch-Bench", "reproduction": "Reproduction check", "essentiality": "Essentiality",
           "caption_ablation": "Caption ablation", "reformulation_ablation": "Reformulation ablation"}
+#: Table cells whose whole text is a reproduction status get this class: the style sheet draws a coloured dot before
+#: them (CSS, not an emoji: no font needed).
+STATUS_CLASSES = {"OK": "status status-ok", "OKish": "status status-okish", "FAIL": "status status-fail",
+                  "not run": "status status-not-run"}
 IMAGE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 _SUFFIXES = (".significance.json", ".metrics.json", ".md", ".csv", ".tex")
 
@@ -116,13 +120,81 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
 
 
+#: A markdown table whose cells would need more characters side by side than this (its widest cell per column, plus
+#: padding) is shown transposed when it has fewer rows than columns (M2RAG, MMDR: a few rows of many metrics).
+WIDE_CHARS = 160
+
+
+def _table_cells(tokens: list) -> list[list]:
+    """The inline token of each cell of one table's tokens, per row (header first)."""
+    rows: list[list] = []
+    for t in tokens:
+        if t.type == "tr_open":
+            rows.append([])
+        elif t.type == "inline":
+            rows[-1].append(t)
+    return rows
+
+
+def _transposed(tokens: list) -> list:
+    """One table's tokens (``table_open`` .. ``table_close``) with rows and columns swapped when it is wide (see
+    :data:`WIDE_CHARS`), else as they are. The original first column becomes the header row."""
+    from markdown_it.token import Token
+
+    rows = _table_cells(tokens)
+    ncol = max(len(r) for r in rows)
+    chars = sum(max((len(r[c].content) for r in rows if c < len(r)), default=0) + 3 for c in range(ncol))
+    if chars <= WIDE_CHARS or len(rows) >= ncol:
+        return tokens
+    empty = Token("inline", "", 0, content="", children=[])
+    grid = [[r[c] if c < len(r) else empty for r in rows] for c in range(ncol)]
+    head = Token("table_open", "table", 1, attrs=dict(tokens[0].attrs))
+    head.attrSet("data-transposed", "true")
+    out = [head, Token("thead_open", "thead", 1)]
+    for k, line in enumerate(grid):
+        if k == 1:
+            out.append(Token("tbody_open", "tbody", 1))
+        cell = "th" if k == 0 else "td"
+        out.append(Token("tr_open", "tr", 1))
+        for inline in line:
+            out += [Token(f"{cell}_open", cell, 1), inline, Token(f"{cell}_close", cell, -1)]
+        out.append(Token("tr_close", "tr", -1))
+        if k == 0:
+            out.append(Token("thead_close", "thead", -1))
+    return out + [Token("tbody_close", "tbody", -1), Token("table_close", "table", -1)]
+
+
+def _fit_tables(tokens: list) -> list:
+    """``tokens`` with every wide table transposed (:func:`_transposed`) and the text of every table cell marked for
+    line-break opportunities after a ``/`` or ``_`` between word characters (long KB sources, model names: see ``render_markdown``)."""
+    out, i = [], 0
+    while i < len(tokens):
+        if tokens[i].type != "table_open":
+            out.append(tokens[i])
+            i += 1
+            continue
+        j = next(k for k in range(i, len(tokens)) if tokens[k].type == "table_close")
+        for t in tokens[i:j + 1]:
+            for c in (t.children or []) if t.type == "inline" else []:
+                if c.type == "text":
+                    c.meta = {**(c.meta or {}), "wbr": True}
+        out += _transposed(tokens[i:j + 1])
+        i = j + 1
+    return out
+
+
 def render_markdown(text: str, name: str) -> tuple[str | None, str]:
     """``(title, html)`` of a table's markdown: the first level-1 heading is the title (left out of the HTML), the
     other headings move one level down (the page's sections are ``h2``), each table gets ``class="md-table"``,
     ``data-table=<name>``, ``data-section=<its nearest heading>`` and ``data-index`` (0-based), inside a scrolling
-    ``div``. Raw HTML in the markdown is escaped, image syntax stays text."""
+    ``div``. To fit the page, a cell's text may break after a ``/`` or ``_`` (``<wbr>``) and a wide table with fewer
+    rows than columns is shown transposed (:data:`WIDE_CHARS`; ``data-transposed="true"``, with a note saying so).
+    A cell that is a reproduction status gets :data:`STATUS_CLASSES`. Raw HTML in the markdown is escaped, image
+    syntax stays text."""
+    from markdown_it.common.utils import escapeHtml
+
     md = parser()
-    tokens = md.parse(text)
+    tokens = _fit_tables(md.parse(text))
     title, section, index, out = None, "", 0, []
     skip = 0
     for i, t in enumerate(tokens):
@@ -139,6 +211,8 @@ def render_markdown(text: str, name: str) -> tuple[str | None, str]:
             t.tag = f"h{level}"
             tokens[i + 2].tag = f"h{level}"
             t.attrSet("id", f"{_slug(name)}-{_slug(txt)}-{i}")
+        elif t.type == "td_open" and tokens[i + 1].content.strip() in STATUS_CLASSES:
+            t.attrSet("class", STATUS_CLASSES[tokens[i + 1].content.strip()])
         elif t.type == "table_open":
             t.attrSet("class", "md-table")
             t.attrSet("data-table", name)
@@ -148,11 +222,18 @@ def render_markdown(text: str, name: str) -> tuple[str | None, str]:
         out.append(t)
 
     def table_open(self, tokens, idx, options, env):
-        return '<div class="scroll">' + self.renderToken(tokens, idx, options, env)
+        note = ('<p class="transposed-note">Rows and columns swapped to fit the page (the markdown and the CSV keep the '
+                "table's own layout).</p>") if tokens[idx].attrGet("data-transposed") else ""
+        return note + '<div class="scroll">' + self.renderToken(tokens, idx, options, env)
 
     def table_close(self, tokens, idx, options, env):
         return self.renderToken(tokens, idx, options, env) + "</div>\n"
 
+    def text(self, tokens, idx, options, env):
+        html = escapeHtml(tokens[idx].content)
+        return re.sub(r"(?<=\w)([/_])(?=\w)", r"\1<wbr>", html) if (tokens[idx].meta or {}).get("wbr") else html
+
+    md.add_render_rule("text", text)
     md.add_render_rule("table_open", table_open)
     md.add_render_rule("table_close", table_close)
     return title, md.renderer.render(out, md.options, {})

@@ -10,8 +10,6 @@ import pandas as pd
 from mmir.core.io import write_text
 from mmir.evaluation.expected import CHECK_COLUMNS, STATUSES, summary
 
-BADGE = {"OK": "✅ OK", "OKish": "🟡 OKish", "FAIL": "❌ FAIL", "not run": "not run"}
-
 
 def _num(v, digits: int = 2) -> str:
     return "–" if v is None or pd.isna(v) else f"{float(v):.{digits}f}"
@@ -19,7 +17,10 @@ def _num(v, digits: int = 2) -> str:
 
 def write_reproduction(frame: pd.DataFrame, files: list[str], out_md: str | Path, out_csv: str | Path) -> dict[str, int]:
     """Markdown (a section per benchmark: the checked rows, then the rows not run with their reason) and the CSV
-    (every row, columns :data:`mmir.evaluation.expected.CHECK_COLUMNS`). Returns the counts per status."""
+    (every row, columns :data:`mmir.evaluation.expected.CHECK_COLUMNS`). Returns the counts per status.
+
+    The status is plain text, no glyph that needs an emoji font; the HTML page marks it with a coloured dot in CSS
+    (:data:`mmir.reporting.html.STATUS_CLASSES`)."""
     counts = summary(frame)
     parts = ["# Reproduction check: expected scores vs this run", "",
              "Each expected value (published or regression, from " + ", ".join(f"`{f}`" for f in files) + ") next to this "
@@ -37,7 +38,7 @@ def write_reproduction(frame: pd.DataFrame, files: list[str], out_md: str | Path
                 src = r.source + (f" ({r.note})" if r.note else "")
                 parts.append(f"| {r.task} | {r.system} | {r.run_system} | {r.run_dataset} | {r.domain} | {r.measure} | "
                              f"{_num(r.expected)} | {_num(r.observed)} | {_num(r.diff, 2) if r.diff is None else f'{r.diff:+.2f}'} | "
-                             f"{_num(r.tolerance)} | {BADGE[r.status]} | {src} |")
+                             f"{_num(r.tolerance)} | {r.status} | {src} |")
             parts.append("")
         if len(skipped):
             parts += [f"Not run ({len(skipped)}):", "", "| task | system | domain | measure | expected | why | source |",

@@ -26,7 +26,8 @@ FAMILY_OUTPUTS = {
     "prepare": ["data/prepared/{dataset}"],
     "captions": ["results/captions"],
     "task": ["results/runs/{task}", "results/metrics/{task}", "results/tables/{task}.md", "results/tables/{task}.csv",
-             "results/tracking/{task}.json", "results/tables/{task}.metrics.json", "results/tables/{task}.significance.json"],
+             "results/tracking/{task}.json", "results/tables/{task}.metrics.json", "results/tables/{task}.significance.json",
+             "results/plots/{task}_forest.svg"],
     "ablations": ["results/queries", "results/runs/ablation", "results/metrics/ablation",
                   *(f"results/tables/{g}_ablation.{x}" for g in ("caption", "reformulation") for x in ("md", "csv")),
                   *(f"results/tracking/{g}_ablation.json" for g in ("caption", "reformulation")),
@@ -59,6 +60,9 @@ def ensure_outputs(family: str, *, dataset: str | None = None, task: str | None 
             path.mkdir(parents=True, exist_ok=True)
         elif path.suffix == ".png":
             write_bytes(path, _blank_png())
+        elif path.suffix == ".svg":  # a figure the report embeds: a valid SVG that says so
+            write_text(path, '<svg xmlns="http://www.w3.org/2000/svg" width="600" height="30"><text x="5" y="20">'
+                       f"{note}</text></svg>\n")
         elif path.suffix == ".json":
             write_text(path, json.dumps({"note": note}) + "\n")
         else:
@@ -117,7 +121,7 @@ def family_targets(config: dict, family: str, *, dataset: str | None = None, tas
     if family == "task":
         tasks = [task] if task else config["tasks"]
         return [p.format(task=t) for t in tasks for p in (paths.TABLE_MD, paths.TABLE_CSV, paths.TABLE_METRICS,
-                                                          paths.TABLE_SIGNIFICANCE, paths.TRACKING)]
+                                                          paths.TABLE_SIGNIFICANCE, paths.TABLE_FOREST, paths.TRACKING)]
     if family == "ablations":
         return [p.format(grid=g) for g in grids(config) for p in (paths.ABLATION_MD, paths.ABLATION_CSV,
                                                                    paths.ABLATION_PLOT, paths.ABLATION_PLOT_DATA)] + \
@@ -163,7 +167,7 @@ def report_files(config: dict) -> list[str]:
         for t in family_targets(config, family):
             p = Path(t)
             if p.parent.as_posix() == "results/tables" and p.name.endswith((".md", ".csv", ".significance.json")) \
-                    or p.parent.as_posix() == "results/plots" and p.suffix == ".png" \
+                    or p.parent.as_posix() == "results/plots" and p.suffix in (".png", ".svg") \
                     or p.parent.as_posix() == "results/tracking" and p.suffix == ".json":
                 out.append(t)
     return list(dict.fromkeys(out))

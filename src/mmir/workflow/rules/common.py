@@ -4,7 +4,7 @@ LLM stages, resources, and the path and config helpers several stage families us
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,12 +130,13 @@ def image_text_captions(config: dict, w: W) -> str:
     return paths.CAPTIONS.format(dataset=w["dataset"], domain=w["domain"], captioner=config["evaluation"]["image_text"])
 
 
-def sample_notes(config: dict) -> list[str]:
-    """One caption line per sampled dataset (``datasets.<name>.sample``), for every table of the run."""
+def sample_notes(config: dict, units: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One caption line per sampled dataset (``datasets.<name>.sample``) among the datasets of a table's ``units``."""
     from mmir.data.sample import Sample
 
+    present = {u["dataset"] for u in units}
     return [f"`{d}` {Sample.from_config(ds['sample']).describe()}." for d, ds in config["datasets"].items()
-            if ds.get("sample")]
+            if ds.get("sample") and d in present]
 
 
 def captioned(run: Callable[[Job], Any]) -> Callable[[Job], Any]:

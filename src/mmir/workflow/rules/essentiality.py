@@ -68,7 +68,7 @@ def _essentiality_report_params(config: dict, w: W) -> dict:
                        "measure": config["evaluation"]["primary_measure"], "units": us, "systems": systems,
                        "skipped": U.essentiality_skipped(config), "mlflow": config["mlflow"],
                        "untrained": sorted(s for s in chosen if config["systems"][s].get("random_init"))},
-            "samples": sample_notes(config)}
+            "samples": sample_notes(config, us)}
 
 
 RULES = (

@@ -58,7 +58,8 @@ def _ablation_report_inputs(config: dict, w: W) -> dict:
 
 def _ablation_report_params(config: dict, w: W) -> dict:
     derived = {n: d for n, d in U.ablation_systems(config).items() if d["grid"] == w["grid"]}
-    return {"measure": config["evaluation"]["primary_measure"], "derived": derived, "samples": sample_notes(config)}
+    return {"measure": config["evaluation"]["primary_measure"], "derived": derived,
+            "samples": sample_notes(config, U.ablation_units(config, w["grid"]))}
 
 
 def _track_ablation(job: Job):

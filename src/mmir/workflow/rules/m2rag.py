@@ -80,7 +80,7 @@ def _m2rag_report_inputs(config: dict, w: W) -> dict:
 def _m2rag_report_params(config: dict, w: W) -> dict:
     m = config["m2rag"]
     gens = {g: config["generators"][g] for g in (m["generator"], m["judge"])}
-    return {"config": {"m2rag": m, "generators": gens, "mlflow": config["mlflow"]}, "samples": sample_notes(config)}
+    return {"config": {"m2rag": m, "generators": gens, "mlflow": config["mlflow"]}, "samples": sample_notes(config, U.m2rag_units(config))}
 
 
 RULES = (

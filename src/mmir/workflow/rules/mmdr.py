@@ -92,7 +92,7 @@ def _mmdr_report_params(config: dict, w: W) -> dict:
     m = config["mmdr"]
     gens = {g: config["generators"][g] for g in (m["generator"], m["judge"])}
     return {"config": {"mmdr": m, "generators": gens, "mlflow": config["mlflow"], "significance": config["significance"]},
-            "samples": sample_notes(config)}
+            "samples": sample_notes(config, U.mmdr_units(config))}
 
 
 RULES = (

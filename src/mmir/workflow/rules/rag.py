@@ -64,7 +64,7 @@ def _rag_report_params(config: dict, w: W) -> dict:
     rag = config["rag"]
     gens = {g: config["generators"][g] for g in (rag["generator"], rag["judge"])}
     return {"config": {"rag": rag, "generators": gens, "mlflow": config["mlflow"], "significance": config["significance"]},
-            "samples": sample_notes(config)}
+            "samples": sample_notes(config, U.rag_units(config))}
 
 
 RULES = (

@@ -22,7 +22,7 @@ def protocol_label(config: dict, task: str) -> str:
 def table_notes(config: dict, task: str) -> list[str]:
     """What a task table says about its inputs: the image text of text systems, how ties were scored."""
     ev = config["evaluation"]
-    notes = sample_notes(config)
+    notes = sample_notes(config, U.task_units(config, task))
     if task_spec(task).multimodal:
         notes.append(f"Text systems (bm25, dense) see images as their `{ev['image_text']}` image text"
                      + (" plus the dataset's alt text for corpus images." if ev["alt_text"] else
@@ -33,12 +33,15 @@ def table_notes(config: dict, task: str) -> list[str]:
 
 
 def _report(job: Job):
+    from mmir.reporting.forest import write_forest
     from mmir.workflow import steps
 
     p, o = job.params, job.output
     out = steps.TableFiles(o["md"], o["csv"], o["metrics"], o["significance"])
-    return steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], out, p["untrained"],
-                        p["notes"], list(job.input["perquery"]), p["significance"])
+    result = steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], out, p["untrained"],
+                          p["notes"], list(job.input["perquery"]), p["significance"])
+    write_forest(o["significance"], o["csv"], o["forest"])
+    return result
 
 
 def _report_inputs(config: dict, w: W) -> dict:
@@ -133,7 +136,7 @@ def _report_html_params(config: dict, w: W) -> dict:
 
 RULES = (
     Rule(name="report", output={"md": paths.TABLE_MD, "csv": paths.TABLE_CSV, "metrics": paths.TABLE_METRICS,
-                                "significance": paths.TABLE_SIGNIFICANCE},
+                                "significance": paths.TABLE_SIGNIFICANCE, "forest": paths.TABLE_FOREST},
          run=_report, input=_report_inputs, params=_report_params),
     Rule(name="reproduction", output={"md": paths.REPRODUCTION_MD, "csv": paths.REPRODUCTION_CSV,
                                       "tracking": tracking_output("reproduction")},
