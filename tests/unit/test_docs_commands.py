@@ -254,6 +254,9 @@ def _after(words: tuple[str, ...], program: str) -> list[str] | None:
 def check_mmir(args: list[str], parser: argparse.ArgumentParser) -> str | None:
     if "--" in args:
         args = args[: args.index("--")]
+    from mmir import cli
+
+    args, _ = cli.hoist_configfiles(args)  # what main() does first: a command name ends a --configfile list
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

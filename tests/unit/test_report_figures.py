@@ -39,9 +39,9 @@ def task1(tmp_path_factory):
                "noise": {d: np.clip(v + rng.normal(0, 0.01, v.size), 0, 1) for d, v in base.items()}}
     units = [_unit(tmp, ds, d, s, v.tolist()) for ds in ("os", "vx") for s, doms in systems.items() for d, v in doms.items()]
     t = tmp / "tables"
-    steps.report("task1", [m for m, _ in units], "nDCG@10", "official", t / "task1.md", t / "task1.csv", t / "task1.metrics.json",
-                 perquery_files=[p for _, p in units], significance={"resamples": 400, "seed": 1},
-                 out_significance=t / "task1.significance.json")
+    out = steps.TableFiles(t / "task1.md", t / "task1.csv", t / "task1.metrics.json", t / "task1.significance.json")
+    steps.report("task1", [m for m, _ in units], "nDCG@10", "official", out,
+                 perquery_files=[p for _, p in units], significance={"resamples": 400, "seed": 1})
     svg = tmp / "plots" / "task1_forest.svg"
     n = write_forest(t / "task1.significance.json", t / "task1.csv", svg)
     return tmp, svg, n

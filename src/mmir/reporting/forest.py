@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from mmir.core.io import atomic_path
-from mmir.reporting.tables import AVG, MARK, TITLES
+from mmir.core.tasks import TASKS
+from mmir.reporting.tables import AVG, MARK
 
 ROW_INCHES = 0.24  # height of one (system, column) row
 
@@ -129,7 +130,7 @@ def write_forest(significance_json: str | Path, table_csv: str | Path, out_svg: 
         if handles:
             fig.legend(handles=handles, loc="outside upper right", fontsize=8, frameon=False, ncols=min(3, len(handles)),
                        title=f"{MARK} = differs from the baseline (corrected p < α)", title_fontsize=8)
-        fig.suptitle(f"{TITLES.get(task, task)}: {measure} by domain", x=0.01, ha="left", fontsize=11)
+        fig.suptitle(f"{TASKS[task].label if task in TASKS else task}: {measure} by domain", x=0.01, ha="left", fontsize=11)
         desc = json.dumps([{k: p[k] for k in ("dataset", "system", "column", "mean", "ci_low", "ci_high", "significant")}
                            for p in points], sort_keys=True)
         with atomic_path(out_svg) as tmp:
