@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field
 
-from mmir.config.models.base import Number, Section
+from mmir.config.models.base import MultimodalTask, Number, Section
 
 
 class EssentialityConfig(Section):
@@ -16,7 +14,7 @@ class EssentialityConfig(Section):
     every system's ``task`` score by class."""
 
     datasets: list[str] | None = Field(None, description="null = every dataset; domains without query images are skipped with a note")
-    task: Literal["task2", "task3", "task4"] = Field("task2", description="whose per-query scores are broken down (must be in tasks)")
+    task: MultimodalTask = Field("task2", description="whose per-query scores are broken down (must be in tasks)")
     systems: list[str] | None = Field(None, description="systems of the table; null = every system of `task`; [] = the stage is off")
     classifier: str | None = Field(None, description="a key of generators (required unless `labels` is set)")
     labels: str | None = Field(None, description="a labels file (.csv, .tsv or .parquet) instead of the classifier: columns "

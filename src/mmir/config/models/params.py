@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field
 
-from mmir.config.models.base import Name, Section, SystemName
+from mmir.config.models.base import Name, Section, SystemName, TaskName
 from mmir.config.models.datasets import Dataset
 from mmir.config.models.essentiality import EssentialityConfig
 from mmir.config.models.evaluation import AblationsConfig, EncodingConfig, EvaluationConfig, MlflowConfig, PathsConfig
@@ -28,7 +28,7 @@ class Params(Section):
 
     datasets: dict[Name, Dataset] = Field(min_length=1, description="named datasets; each is prepared per domain into "
                                           "data/prepared/<dataset>/<domain>/")
-    tasks: list[Literal["task1", "task2", "task3", "task4"]] = Field(
+    tasks: list[TaskName] = Field(
         ["task1"], min_length=1, description="MM-BRIGHT tasks: task1 text query -> documents; task2 text+image -> documents; task3 "
         "text+image -> corpus images; task4 text+image -> (document, image) pairs (tasks 2-4 on datasets with query images)")
     systems: dict[SystemName, System] = Field(min_length=1, description="named retrieval systems")
