@@ -9,6 +9,7 @@ import json
 import pytest
 from test_multimodal import ds, mm_root
 
+from mmir.config.models import parse_system
 from mmir.core import tasks
 from mmir.core.errors import ConfigError
 from mmir.core.tasks import TASKS
@@ -88,7 +89,7 @@ def test_a_fifth_task_is_planned_by_the_rules_and_targets(task5, config):
     report = R.RULES["report"].job(config, {"task": "task5"})
     assert report.input["metrics"] == [f"results/metrics/task5/x/{s}/d.json" for s in ("bm25", "minilm")]
     assert report.params["notes"] == R.RULES["report"].params(config, {"task": "task2"})["notes"]
-    assert kinds_of(config["systems"]["minilm"], "task5") == ["documents", "mm_queries"]
+    assert kinds_of(parse_system(config["systems"]["minilm"]), "task5") == ["documents", "mm_queries"]
 
 
 def test_a_fifth_task_is_retrieved_and_scored_as_its_spec_says(task5, config, tmp_path):

@@ -27,7 +27,7 @@ def encode_inputs_for(config: dict, w: W, kind: str) -> dict[str, str]:
     from mmir.retrieval.encoding import needs_image_text
 
     files = {n: paths.prepared(w["dataset"], w["domain"], f"{n}.parquet") for n in KIND_FILES[kind]}
-    if needs_image_text(config["systems"][w["system"]], kind):
+    if needs_image_text(U.typed(config).systems[w["system"]], kind):
         files["captions"] = image_text_captions(config, w)
     return files
 
@@ -58,7 +58,7 @@ def _encode_params(config: dict, w: W) -> dict:
     system = config["systems"][w["system"]]
     return {"system": system, "shards": n_shards(config, w["dataset"], w["domain"], w["kind"]),
             "encoding": config["encoding"], "cache_root": config["paths"]["embedding_cache"],
-            "alt_text": bool(needs_image_text(system, w["kind"]) and config["evaluation"]["alt_text"])}
+            "alt_text": bool(needs_image_text(U.typed(config).systems[w["system"]], w["kind"]) and config["evaluation"]["alt_text"])}
 
 
 def _retrieve(job: Job):
