@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmir.config.models import RagConfig, System, parse, parse_system
+from mmir.config.models import System, fill, parse_slice
 from mmir.core import paths
 from mmir.core.io import write_json
 from mmir.workflow.units import PreparedUnit
@@ -290,15 +290,16 @@ def rag(unit: PreparedUnit, setting: str, rag_cfg: dict, generator: dict,
 
 def rag_report(config: dict, summary_files: list[str], out_md, out_csv, out_tracking,
                judgment_files: list[str] | None = None) -> None:
-    """The RAG table (:mod:`mmir.reporting.rag`; with the judgments and ``config["significance"]``, intervals and
+    """The RAG table (:mod:`mmir.reporting.rag`; with the judgments and ``significance``, intervals and
     tests against the baseline setting) and its MLflow runs (:func:`mmir.tracking.log_rag`; each child also gets its
     cell's interval and p-values)."""
     from mmir.evaluation.significance import Settings
     from mmir.reporting.rag import collect_rag, rag_statistics, write_rag_table
     from mmir.tracking import log_rag
 
-    rag = parse(RagConfig, config["rag"], "rag")
-    settings = Settings.from_config(config.get("significance"))
+    c = parse_slice(config)
+    rag = c.rag
+    settings = c.significance or Settings()
     stats = rag_statistics(summary_files, judgment_files, settings) if judgment_files is not None else None
     write_rag_table(collect_rag(summary_files), rag.generator, rag.judge, rag.judge_repeats, out_md, out_csv,
                     stats=stats, settings=settings)
@@ -377,6 +378,7 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
     from mmir.tracking import log_invocation, redact, tracking_uri
     from mmir.workflow.units import config_slice
 
+    c = parse_slice(config)
     derived = derived or {}
     sig_cells, sig_parent = _significance_metrics(significance)
     entries = []
@@ -385,25 +387,26 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
         prep = json.loads(Path(paths.prepared(u["dataset"], u["domain"], "prepare.json")).read_text(encoding="utf-8"))
         d = derived.get(u["system"])
         base = d["base"] if d else u["system"]
-        system = parse_system(config["systems"][base], f"systems.{base}")
-        params = config_slice(config, dataset=u["dataset"], system=d["base"] if d else u["system"])
+        system = c.systems[base]
+        params = config_slice(c, dataset=u["dataset"], system=base)
         gen_metrics = {}
         if d:
             params["ablation"] = d
             if d["grid"] == "reformulation":
-                params["reformulator"] = config["reformulators"][d["source"]]
-                params["generator"] = {k: v for k, v in config["generators"][params["reformulator"]["generator"]].items()}
+                reformulator = c.reformulators[d["source"]]
+                params["reformulator"] = fill(reformulator)
+                params["generator"] = fill(c.generators[reformulator.generator])
                 stats = Path(paths.QUERIES_STATS.format(dataset=u["dataset"], domain=u["domain"], variant=d["variant"]))
                 gen_metrics = {k: v for k, v in json.loads(stats.read_text()).items()
                                if isinstance(v, (int, float)) and not isinstance(v, bool)}
             else:
-                params["captioner"] = config["captioners"][d["source"]]
+                params["captioner"] = fill(c.captioners[d["source"]])
         entries.append({
             **u,
             "metrics_json": paths.METRICS.format(**fmt),
             "perquery": paths.PERQUERY.format(**fmt),
             "run_file": paths.RUN.format(**fmt),
-            "params": params | {"measures": config["measures"]},
+            "params": params | {"measures": c.measures},
             "tags": {"dataset_revision": str(prep.get("revision", "local")), "model_revision": model_revision(system)},
             "extra_metrics": gen_metrics | {k: v for k, v in json.loads(Path(paths.RUN_STATS.format(**fmt)).read_text()).items()
                                             if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mmir.config import parse_params
-from mmir.config.models import Params
+from mmir.config.models import Params, ParamsSlice, fill
 from mmir.core.tasks import ABLATION_BASE, ABLATION_TASK
 from mmir.core.tasks import task as task_spec
 from mmir.data.domains import dataset_domains, has_multimodal, has_query_images
@@ -187,11 +187,11 @@ def ablation_units(config: dict | Params, grid: str) -> list[dict]:
     return out
 
 
-def config_slice(config: dict, *, dataset: str | None = None, system: str | None = None) -> dict[str, Any]:
-    """The part of the config a (dataset, system) step reads: used as rule params and MLflow params."""
-    out: dict[str, Any] = {"evaluation": config["evaluation"]}
+def config_slice(config: Params | ParamsSlice, *, dataset: str | None = None, system: str | None = None) -> dict[str, Any]:
+    """The part of the config a (dataset, system) step reads, as the filled dicts of params.yaml: the MLflow params."""
+    out: dict[str, Any] = {"evaluation": fill(config.evaluation)}
     if dataset is not None:
-        out["dataset"] = {"name": dataset, **config["datasets"][dataset]}
+        out["dataset"] = {"name": dataset, **fill(config.datasets[dataset])}
     if system is not None:
-        out["system"] = {"name": system, **config["systems"][system]}
+        out["system"] = {"name": system, **fill(config.systems[system])}
     return out

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from mmir.config.models.base import MultimodalTask, Number, Section
+from mmir.config.models.evaluation import MlflowConfig
 
 
 class EssentialityConfig(Section):
@@ -27,3 +30,23 @@ class EssentialityConfig(Section):
     temperature: Number = Field(0.0, ge=0, description="sampling temperature of every labelling call (0 = greedy)")
     max_tokens: int = Field(48, ge=1, description="reply limit of every labelling call")
     seed: int | None = Field(0, description="sampling seed; null = none")
+
+
+class EssentialityReportSection(EssentialityConfig):
+    """``essentiality`` as the report reads it: with the captioner whose OCR text the labels read."""
+
+    image_text: str = Field(description="evaluation.image_text")
+
+
+class EssentialityReportParams(Section):
+    """The params slice of the ``essentiality_report`` job (built by :mod:`mmir.workflow.rules.essentiality`)."""
+
+    essentiality: EssentialityReportSection
+    task: MultimodalTask = Field(description="essentiality.task")
+    generator: dict[str, Any] | None = Field(description="the classifier's generators entry, logged as it is; None with labels")
+    measure: str = Field(description="evaluation.primary_measure")
+    units: list[dict[str, str]] = Field(description="[{dataset, domain}] of the label jobs, in order")
+    systems: dict[str, list[str]] = Field(description="per dataset, the systems whose per-query scores are broken down")
+    skipped: list[str] = Field(description="'<dataset>/<domain>: why' of each domain left out")
+    mlflow: MlflowConfig
+    untrained: list[str] = Field(description="systems labelled untrained")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, create_model
 
 from mmir.config.models.base import Name, Section, SystemName, TaskName
 from mmir.config.models.datasets import Dataset
@@ -55,3 +55,9 @@ class Params(Section):
                                 description="files of expected scores checked by the `reproduction` rule (relative to the "
                                 "project directory)")
     mlflow: MlflowConfig = Field(MlflowConfig(), description="experiment tracking")
+
+
+#: a job's params slice made of whole sections of :class:`Params` (e.g. ``{"rag": ..., "generators": ..., "mlflow":
+#: ...}``): each section given is validated as in Params, each other one is ``None``
+ParamsSlice = create_model("ParamsSlice", __base__=Section, __doc__="Some sections of Params (a job's params slice).",
+                           **{name: (field.annotation | None, None) for name, field in Params.model_fields.items()})
