@@ -43,6 +43,7 @@ from mmir.benchmarks.m2rag.store import (
     selection_config,
     write_kb,
 )
+from mmir.config.models import Params, fill, parse_slice
 from mmir.core.io import write_json, write_text
 from mmir.llm.policy import check_stage
 from mmir.reporting.m2rag import write_table
@@ -64,24 +65,25 @@ def _client(backend: Mapping[str, Any] | Any, cache, cfg: Mapping[str, Any], max
                      sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=cfg["seed"]))
 
 
-def kb_inputs(config: Mapping[str, Any], dataset: str, domain: str, source: str) -> dict[str, str]:
+def kb_inputs(config: dict | Params, dataset: str, domain: str, source: str) -> dict[str, str]:
     """What the knowledge-base step of a unit reads, by name: ``run``, ``topics``, ``corpus``, ``images``,
     ``captions`` (when ``m2rag.image_text`` is set) and ``anchors`` (``meta/<domain>.document_images.tsv`` of
     a local dataset, when ``anchor_images`` and the file exists); for the dev set, ``devset``."""
     from mmir.core import paths
     from mmir.core.paths import resolve_path
-    from mmir.workflow.units import M2RAG_DEVSET
+    from mmir.workflow.units import M2RAG_DEVSET, typed
 
-    m = config["m2rag"]
+    p = typed(config)
+    m = p.m2rag
     if (dataset, domain, source) == M2RAG_DEVSET:
-        return {"devset": str(resolve_path(m["devset"]["path"]))}
-    files = {"run": paths.RUN.format(task=m["task"], dataset=dataset, domain=domain, system=source),
+        return {"devset": str(resolve_path(m.devset.path))}
+    files = {"run": paths.RUN.format(task=m.task, dataset=dataset, domain=domain, system=source),
              **{n: paths.prepared(dataset, domain, f"{n}.parquet") for n in ("topics", "corpus", "images")}}
-    if m["image_text"]:
-        files["captions"] = paths.CAPTIONS.format(dataset=dataset, domain=domain, captioner=m["image_text"])
-    ds = config["datasets"][dataset]
-    if m["anchor_images"] and ds["source"] == "local":
-        tsv = resolve_path(ds["root"]) / "meta" / f"{domain}.document_images.tsv"
+    if m.image_text:
+        files["captions"] = paths.CAPTIONS.format(dataset=dataset, domain=domain, captioner=m.image_text)
+    ds = p.datasets[dataset]
+    if m.anchor_images and ds.source == "local":
+        tsv = resolve_path(ds.root) / "meta" / f"{domain}.document_images.tsv"
         if tsv.is_file():
             files["anchors"] = str(tsv)
     return files
@@ -321,10 +323,6 @@ def answer_step(unit: AnswerUnit, kb_jsonl: str | Path, cfg: Mapping[str, Any], 
     return summary
 
 
-
-
-
-
 def report_step(config: Mapping[str, Any], summary_files: Sequence[str | Path], out_md: str | Path,
                 out_csv: str | Path, out_tracking: str | Path) -> list[dict[str, Any]]:
     """The M2RAG table and its MLflow runs (a parent and one child per answer unit, with the answers,
@@ -332,15 +330,14 @@ def report_step(config: Mapping[str, Any], summary_files: Sequence[str | Path], 
     from mmir.core.errors import ConfigError
     from mmir.tracking import log_units
 
+    c = parse_slice(dict(config))
+    m2rag = c.m2rag
     if not summary_files:
         raise ConfigError("m2rag", "no M2RAG unit: no chosen dataset has a domain with images whose run of "
-                          f"m2rag.task exists for a source system (datasets {config['m2rag']['datasets']}, "
-                          f"sources {config['m2rag']['sources']})")
+                          f"m2rag.task exists for a source system (datasets {m2rag.datasets}, sources {m2rag.sources})")
     rows = collect(summary_files)
     write_table(rows, out_md, out_csv)
-    m2rag = config["m2rag"]
-    params = {"m2rag": m2rag, "generator": config["generators"][m2rag["generator"]],
-              "judge": config["generators"][m2rag["judge"]]}
+    params = {"m2rag": fill(m2rag), "generator": fill(c.generators[m2rag.generator]), "judge": fill(c.generators[m2rag.judge])}
     units = []
     for f in summary_files:
         s = json.loads(Path(f).read_text(encoding="utf-8"))

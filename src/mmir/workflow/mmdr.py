@@ -40,13 +40,14 @@ from mmir.benchmarks.mmdr.results import (
     read_audit,
     with_copies,
 )
+from mmir.config.models import Params, fill, parse_slice
 from mmir.core import paths
 from mmir.core.errors import ConfigError
 from mmir.core.io import write_json, write_text
 from mmir.llm.audit import summed
 from mmir.llm.policy import check_stage
 from mmir.reporting.mmdr import write_table
-from mmir.workflow.units import PreparedUnit
+from mmir.workflow.units import PreparedUnit, typed
 
 log = logging.getLogger("mmir.workflow.mmdr")
 
@@ -58,17 +59,15 @@ log = logging.getLogger("mmir.workflow.mmdr")
 
 
 
-def run_file(config: dict, dataset: str, domain: str) -> str:
+def run_file(config: dict | Params, dataset: str, domain: str) -> str:
     """The retrieval run the baseline reads: ``mmdr.task`` / ``mmdr.system`` of the domain."""
-    m = config["mmdr"]
-    return paths.RUN.format(task=m["task"], dataset=dataset, domain=domain, system=m["system"])
+    m = typed(config).mmdr
+    return paths.RUN.format(task=m.task, dataset=dataset, domain=domain, system=m.system)
 
 
-def captions_file(config: dict, dataset: str, domain: str) -> str:
+def captions_file(config: dict | Params, dataset: str, domain: str) -> str:
     """The image text of the domain (captioner ``evaluation.image_text``)."""
-    return paths.CAPTIONS.format(dataset=dataset, domain=domain, captioner=config["evaluation"]["image_text"])
-
-
+    return paths.CAPTIONS.format(dataset=dataset, domain=domain, captioner=typed(config).evaluation.image_text)
 
 
 # -------------------------------------------------------------------------------------------------- steps
@@ -308,7 +307,8 @@ def report_step(config: dict, run_dirs: Sequence[str | Path], reports_dirs: Sequ
     from mmir.benchmarks.mmdr.export import code_commit, export_leaderboard, provenance
     from mmir.tracking import log_units
 
-    m = config["mmdr"]
+    c = parse_slice(config)
+    m = fill(c.mmdr)  # as the table and the MLflow params show it
     out = Path(out_dir)
     if out.exists():
         shutil.rmtree(out)
@@ -347,12 +347,12 @@ def report_step(config: dict, run_dirs: Sequence[str | Path], reports_dirs: Sequ
     from mmir.evaluation.significance import Settings
     from mmir.reporting.mmdr import task_intervals
 
-    settings = Settings.from_config(config.get("significance"))
+    settings = c.significance or Settings()
     intervals = task_intervals(exp.rows, settings)
     write_table(rows, per_domain_fb, baselines, m, judge or {}, out_md, out_csv, cut=prov["judge_replies_cut_at_max_tokens"],
                 llm=llm, intervals=intervals, settings=settings)
 
-    params = {"mmdr": m, "generator": config["generators"][m["generator"]], "judge": config["generators"][m["judge"]]}
+    params = {"mmdr": m, "generator": fill(c.generators[c.mmdr.generator]), "judge": fill(c.generators[c.mmdr.judge])}
     units_ = []
     for (name, b), s, d in zip(rows, sums, run_dirs):
         fb = {f"fallbacks_{k}": v for k, v in s["judge_fallbacks"].items()}

@@ -39,6 +39,7 @@ from mmir.config.models.mmdr_evaluator import (
 )
 from mmir.config.models.params import Params, ParamsSlice
 from mmir.config.models.rag import RagConfig
+from mmir.config.models.reproduction import ReproductionParams
 from mmir.config.models.resources import JobResources, ResourcesConfig
 from mmir.config.models.significance import SignificanceConfig
 from mmir.config.models.systems import (
@@ -81,7 +82,7 @@ __all__ = [
     "Generator", "HFTextSystem", "HubDataset", "IntegrityConfig", "JobResources", "LlamaCppGenerator", "LocalDataset",
     "M2RAGConfig", "MlflowConfig", "MMDRConfig", "MMDREvaluatorConfig", "MMSystem", "MosaicConfig", "OCRCaptioner",
     "OpenAIGenerator", "Params", "ParamsSlice", "parse", "parse_dataset", "parse_params", "parse_slice", "parse_system",
-    "PathsConfig", "Prices", "RagConfig", "ReformulationGrid", "ReformulatorConfig", "ResourcesConfig", "SampleConfig",
-    "Section", "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig", "System", "TraceConfig",
-    "TransformersGenerator", "TrecDataset", "VEFConfig", "VLMCaptioner",
+    "PathsConfig", "Prices", "RagConfig", "ReformulationGrid", "ReformulatorConfig", "ReproductionParams",
+    "ResourcesConfig", "SampleConfig", "Section", "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig",
+    "System", "TraceConfig", "TransformersGenerator", "TrecDataset", "VEFConfig", "VLMCaptioner",
 ]
