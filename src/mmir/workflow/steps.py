@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmir.config.models import System, fill, parse_slice
+from mmir.config.models import RagConfig, ReformulatorConfig, System, fill, parse, parse_slice
 from mmir.core import paths
 from mmir.core.io import write_json
 from mmir.workflow.units import PreparedUnit
@@ -148,6 +148,7 @@ def reformulate(topics_file: str | Path, captions_file: str | Path, reformulator
     from mmir.llm.client import LLMClient
     from mmir.llm.policy import check_stage
 
+    ref = parse(ReformulatorConfig, reformulator, "reformulators.<name>")
     topics = pd.read_parquet(topics_file)
     caps = pd.read_parquet(captions_file)
     backend = make_backend(generator)
@@ -156,8 +157,8 @@ def reformulate(topics_file: str | Path, captions_file: str | Path, reformulator
         before = dict(cache.stats)
         client = LLMClient(backend, cache)
         frame, counts = do_reformulate(topics, dict(zip(caps["path"], caps["text"])), client,
-                                       MMBRIGHT_PROMPTS.get(reformulator["prompt"]), temperature=reformulator["temperature"],
-                                       max_tokens=reformulator["max_tokens"], seed=reformulator["seed"])
+                                       MMBRIGHT_PROMPTS.get(ref.prompt), temperature=ref.temperature, max_tokens=ref.max_tokens,
+                                       seed=ref.seed)
         after = dict(cache.stats)
     counts |= {f"cache_{k}": after[k] - before[k] for k in after}
     llm = check_stage("reformulate", str(out_parquet), client.audit)
@@ -244,10 +245,11 @@ def rag(unit: PreparedUnit, setting: str, rag_cfg: dict, generator: dict,
     from mmir.llm.client import LLMClient, Sampling
     from mmir.llm.policy import check_stage
 
+    cfg = parse(RagConfig, rag_cfg, "rag")
     dataset, domain, prepared_dir = unit.dataset, unit.domain, unit.path
     out = Path(out_dir)
     base = {"dataset": dataset, "domain": domain, "setting": setting}
-    topics = select_queries(pd.read_parquet(Path(prepared_dir) / "topics.parquet"), rag_cfg["max_queries"])
+    topics = select_queries(pd.read_parquet(Path(prepared_dir) / "topics.parquet"), cfg.max_queries)
     if topics.empty:
         reason = f"no query of {dataset}/{domain} has a reference answer (gold_answers): nothing to judge"
         log.warning("skipped: %s", reason)
@@ -260,19 +262,19 @@ def rag(unit: PreparedUnit, setting: str, rag_cfg: dict, generator: dict,
         c = pd.read_parquet(captions)
         caps = dict(zip(c["path"], c["text"]))
     gen, jud = make_backend(generator), make_backend(judge)
-    takes_images = rag_cfg["images"]
+    takes_images = cfg.images
     t0 = time.perf_counter()
     with GenerationCache(generation_cache) as cache:
-        gen_client = LLMClient(gen, cache, sampling=Sampling(rag_cfg["answer_temperature"], rag_cfg["answer_max_tokens"],
-                                                             rag_cfg["seed"]))
-        jud_client = LLMClient(jud, cache, sampling=Sampling(rag_cfg["judge_temperature"], rag_cfg["judge_max_tokens"],
-                                                             rag_cfg["seed"]))
-        answers, judgments = run_setting(setting, topics, DomainIndex(prepared_dir, caps), run_file, rag_cfg["k"],
+        gen_client = LLMClient(gen, cache, sampling=Sampling(cfg.answer_temperature, cfg.answer_max_tokens,
+                                                             cfg.seed))
+        jud_client = LLMClient(jud, cache, sampling=Sampling(cfg.judge_temperature, cfg.judge_max_tokens,
+                                                             cfg.seed))
+        answers, judgments = run_setting(setting, topics, DomainIndex(prepared_dir, caps), run_file, cfg.k,
                                          gen_client, jud_client, takes_images=takes_images,
-                                         repeats=rag_cfg["judge_repeats"], seed=rag_cfg["seed"],
-                                         evidence_chars=rag_cfg["evidence_chars"],
-                                         judge_temperature=rag_cfg["judge_temperature"],
-                                         judge_repeat_temperature=rag_cfg["judge_repeat_temperature"])
+                                         repeats=cfg.judge_repeats, seed=cfg.seed,
+                                         evidence_chars=cfg.evidence_chars,
+                                         judge_temperature=cfg.judge_temperature,
+                                         judge_repeat_temperature=cfg.judge_repeat_temperature)
         cstats = dict(cache.stats)
     llm = check_stage("rag", f"{dataset}/{domain}/{setting}", gen_client.audit, jud_client.audit)
     summary = base | summarize(answers, judgments) | llm | {
