@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from mmir.config.models import EssentialityReportParams, fill, parse
-from mmir.config.models.essentiality import EssentialityReportSection
+from mmir.config.models.essentiality import EssentialityStepConfig
 from mmir.core.io import write_json, write_parquet
 from mmir.workflow.units import PreparedUnit
 
@@ -52,13 +52,14 @@ def label_step(unit: PreparedUnit, cfg: Mapping[str, Any], out_labels: str | Pat
     """
     from mmir.benchmarks.mmbright.essentiality import class_counts, labels_from_file, read_labels_file
 
+    cfg = parse(EssentialityStepConfig, dict(cfg), "essentiality")
     t0 = time.perf_counter()
     dataset, domain, prepared_dir = unit.dataset, unit.domain, unit.path
     prep = Path(prepared_dir)
     topics = pd.read_parquet(prep / "topics_mm.parquet", columns=["qid", "query", "image_paths"])
     with_images = int(sum(len(p) > 0 for p in topics["image_paths"]))
     base = {"dataset": dataset, "domain": domain, "topics": len(topics), "topics_with_images": with_images,
-            "max_queries": int(cfg["max_queries"])}
+            "max_queries": cfg.max_queries}
     if labels_file:
         frame, counts = labels_from_file(read_labels_file(labels_file), topics, dataset, domain, labels_file)
         stats = base | counts | {"source": "file", "labels_file": str(labels_file), "model": None, "llm_calls": 0,
@@ -78,13 +79,13 @@ def label_step(unit: PreparedUnit, cfg: Mapping[str, Any], out_labels: str | Pat
              stats["seconds"])
     skipped = with_images - stats["queries"]
     if skipped:
-        log.info("skipped %d queries with images (max_queries %d, or not in the labels file)", skipped, cfg["max_queries"])
+        log.info("skipped %d queries with images (max_queries %d, or not in the labels file)", skipped, cfg.max_queries)
     if with_images < len(topics):
         log.info("skipped %d queries without a usable image", len(topics) - with_images)
     return stats
 
 
-def _classify(topics: pd.DataFrame, prep: Path, cfg: Mapping[str, Any], captions, generator, generation_cache,
+def _classify(topics: pd.DataFrame, prep: Path, cfg: EssentialityStepConfig, captions, generator, generation_cache,
               base: dict) -> tuple[dict, pd.DataFrame]:
     from mmir.benchmarks.mmbright import MMBRIGHT_PROMPTS
     from mmir.benchmarks.mmbright.essentiality import classify, select_queries
@@ -93,27 +94,27 @@ def _classify(topics: pd.DataFrame, prep: Path, cfg: Mapping[str, Any], captions
     from mmir.llm.client import LLMClient
     from mmir.llm.policy import check_stage
 
-    todo = select_queries(topics, int(cfg["max_queries"]))
-    cols = ["path", "alt", "bytes"] if cfg["images"] else ["path", "alt"]
+    todo = select_queries(topics, cfg.max_queries)
+    cols = ["path", "alt", "bytes"] if cfg.images else ["path", "alt"]
     images = pd.read_parquet(prep / "query_images.parquet", columns=cols)
     caps = pd.read_parquet(captions) if captions else pd.DataFrame(columns=["path", "text"])
-    ess_tpl, type_tpl = MMBRIGHT_PROMPTS.get(cfg["prompt"]), MMBRIGHT_PROMPTS.get(cfg["type_prompt"])
+    ess_tpl, type_tpl = MMBRIGHT_PROMPTS.get(cfg.prompt), MMBRIGHT_PROMPTS.get(cfg.type_prompt)
     backend = generator if isinstance(generator, Backend) else make_backend(dict(generator))
     with GenerationCache(generation_cache) as cache:
         before = dict(cache.stats)
         client = LLMClient(backend, cache)
         frame, counts = classify(todo, images, dict(zip(caps["path"], caps["text"])), client, ess_tpl, type_tpl,
-                                 use_images=bool(cfg["images"]), text_chars=int(cfg["text_chars"]),
-                                 temperature=cfg["temperature"], max_tokens=cfg["max_tokens"], seed=cfg["seed"])
+                                 use_images=cfg.images, text_chars=cfg.text_chars,
+                                 temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=cfg.seed)
         after = dict(cache.stats)
     llm = check_stage("essentiality", f"{base['dataset']}/{base['domain']}", client.audit)
     stats = base | counts | llm | {f"cache_{k}": after[k] - before[k] for k in after} | backend.usage.as_metrics() | {
-        "source": "llm", "model": backend.model_id, "image_text": cfg["image_text"], "images_sent": bool(cfg["images"]),
+        "source": "llm", "model": backend.model_id, "image_text": cfg.image_text, "images_sent": cfg.images,
         "prompts": {t.id: t.sha256 for t in (ess_tpl, type_tpl)}}
     return stats, frame
 
 
-def _note_lines(cfg: EssentialityReportSection, stats: Sequence[dict], skipped: Sequence[str]) -> list[str]:
+def _note_lines(cfg: EssentialityStepConfig, stats: Sequence[dict], skipped: Sequence[str]) -> list[str]:
     """What the table says about its labels: where they come from, what the model saw, which queries."""
     lines = []
     if cfg.labels:

@@ -32,16 +32,16 @@ class EssentialityConfig(Section):
     seed: int | None = Field(0, description="sampling seed; null = none")
 
 
-class EssentialityReportSection(EssentialityConfig):
-    """``essentiality`` as the report reads it: with the captioner whose OCR text the labels read."""
+class EssentialityStepConfig(EssentialityConfig):
+    """``essentiality`` as the label and report jobs get it: with the captioner whose OCR text the labels read."""
 
-    image_text: str = Field(description="evaluation.image_text")
+    image_text: str | None = Field(None, description="evaluation.image_text; absent on the labels-file route (no model reads it)")
 
 
 class EssentialityReportParams(Section):
     """The params slice of the ``essentiality_report`` job (built by :mod:`mmir.workflow.rules.essentiality`)."""
 
-    essentiality: EssentialityReportSection
+    essentiality: EssentialityStepConfig
     task: MultimodalTask = Field(description="essentiality.task")
     generator: dict[str, Any] | None = Field(description="the classifier's generators entry, logged as it is; None with labels")
     measure: str = Field(description="evaluation.primary_measure")
