@@ -43,7 +43,7 @@ from mmir.benchmarks.m2rag.store import (
     selection_config,
     write_kb,
 )
-from mmir.config.models import Params, fill, parse_slice
+from mmir.config.models import M2RAGConfig, Params, fill, parse, parse_slice, partial
 from mmir.core.io import write_json, write_text
 from mmir.llm.policy import check_stage
 from mmir.reporting.m2rag import write_table
@@ -55,14 +55,14 @@ log = logging.getLogger("mmir.workflow.m2rag")
 
 
 
-def _client(backend: Mapping[str, Any] | Any, cache, cfg: Mapping[str, Any], max_tokens: int, temperature: float):
+def _client(backend: Mapping[str, Any] | Any, cache, seed: int | None, max_tokens: int, temperature: float):
     """An :class:`~mmir.llm.client.LLMClient` over a generator config (built with ``make_backend``) or over a
     ready :class:`~mmir.llm.backends.Backend` instance (notebooks, tests)."""
     from mmir.llm.backends import Backend, make_backend
     from mmir.llm.client import LLMClient, Sampling
 
     return LLMClient(backend if isinstance(backend, Backend) else make_backend(dict(backend)), cache,
-                     sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=cfg["seed"]))
+                     sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=seed))
 
 
 def kb_inputs(config: dict | Params, dataset: str, domain: str, source: str) -> dict[str, str]:
@@ -103,7 +103,7 @@ def kb_inputs(config: dict | Params, dataset: str, domain: str, source: str) -> 
 def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | Path, cfg: Mapping[str, Any],
                                judge: Mapping[str, Any], generation_cache: str | Path, out_dir: str | Path,
                                captions: str | Path | None = None, anchor_tsv: str | Path | None = None) -> dict:
-    """Curated, scored knowledge bases of the first ``cfg["max_queries"]`` topics of a prepared domain.
+    """Curated, scored knowledge bases of the first ``max_queries`` topics of a prepared domain.
 
     Steps: :func:`mmir.benchmarks.m2rag.knowledge_base.build_knowledge_bases` (``top_n`` documents of ``run_file``,
     ``page_scope``; figures anchored to their passage through ``anchor_tsv`` when given), image text from
@@ -120,6 +120,7 @@ def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | 
     Returns:
         The counts written to ``kb.json``.
     """
+    m = parse(partial(M2RAGConfig), dict(cfg), "m2rag")
     import pandas as pd
     from tqdm import tqdm
 
@@ -141,12 +142,12 @@ def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | 
     t0 = time.perf_counter()
     prepared_dir = Path(prepared_dir)
     topics = pd.read_parquet(prepared_dir / "topics.parquet", columns=["qid", "query"])
-    qids = [str(q) for q in topics["qid"]][: cfg["max_queries"] or None]
+    qids = [str(q) for q in topics["qid"]][: m.max_queries or None]
     tables = PreparedDomain.from_dir(prepared_dir)
     anchors = image_passages_from_captions(tables, load_image_captions(anchor_tsv)) if anchor_tsv else {}
     queries, kb_report = build_knowledge_bases(run_file, dict(zip(topics["qid"].astype(str), topics["query"])), tables,
-                                               top_n=cfg["top_n"], page_scope=cfg["page_scope"],
-                                               image_passages=anchors, max_page_images=cfg["max_page_images"],
+                                               top_n=m.top_n, page_scope=m.page_scope,
+                                               image_passages=anchors, max_page_images=m.max_page_images,
                                                qids=qids)
     image_text = {}
     if captions:
@@ -161,11 +162,11 @@ def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | 
             described.add("images_with_alt" if has_alt else "images_without_alt", example=None if has_alt else im.cached_image_url)
     curation = CurationReport()
     with GenerationCache(generation_cache) as cache:
-        scorer = _client(judge, cache, cfg, cfg["judge_max_tokens"], cfg["judge_temperature"])
+        scorer = _client(judge, cache, m.seed, m.judge_max_tokens, m.judge_temperature)
         for q in tqdm(queries, desc=f"m2rag kb {dataset}/{domain}/{source}", unit="query"):
             curation.merge(curate_images(q, selection_config(cfg), scorer=scorer, vision=False,
-                                         max_tokens=cfg["image_score_max_tokens"]))
-            curation.merge(score_chunks(q, scorer, max_tokens=cfg["judge_max_tokens"]))
+                                         max_tokens=m.image_score_max_tokens))
+            curation.merge(score_chunks(q, scorer, max_tokens=m.judge_max_tokens))
         cstats = dict(cache.stats)
     llm = check_stage("m2rag_kb", f"{dataset}/{domain}/{source}", scorer.audit)
     write_kb(queries, out_jsonl)
@@ -189,11 +190,12 @@ def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | 
 def load_dev_set_step(source: str | Path, image_root: str | Path | None, cfg: Mapping[str, Any],
                       out_jsonl: str | Path, out_json: str | Path, *, levels: Sequence[int] | None = (1,)) -> dict:
     """The M2RAG-Bench dev set (spec §1; a local copy of ``ylwt/M2RAG-Bench``) as a ``kb.jsonl``: its
-    chunks and images are already scored, so no judge runs. The first ``cfg["max_queries"]`` kept records;
+    chunks and images are already scored, so no judge runs. The first ``max_queries`` kept records;
     the loader's counted irregularities go to ``out_json``."""
+    m = parse(partial(M2RAGConfig), dict(cfg), "m2rag")
     from mmir.benchmarks.m2rag.loader import load_dev_set
 
-    dev = load_dev_set(source, image_root=image_root, levels=levels, limit=cfg["max_queries"] or None)
+    dev = load_dev_set(source, image_root=image_root, levels=levels, limit=m.max_queries or None)
     write_kb(dev.queries, out_jsonl)
     summary = {"source": str(source), "queries": len(dev.queries), "loader": dev.report.to_dict(), "llm_calls": 0,
                "llm_failures": 0}
@@ -240,6 +242,7 @@ def answer_step(unit: AnswerUnit, kb_jsonl: str | Path, cfg: Mapping[str, Any], 
     Raises:
         ValueError: unknown strategy, or ``separate`` without ``encoder_system``.
     """
+    m = parse(partial(M2RAGConfig), dict(cfg), "m2rag")
     from tqdm import tqdm
 
     from mmir.benchmarks.m2rag import generate
@@ -272,8 +275,8 @@ def answer_step(unit: AnswerUnit, kb_jsonl: str | Path, cfg: Mapping[str, Any], 
     render_counts = {"pages": 0, "images_embedded": 0, "images_dangling": 0}
     pages: dict[str, str] = {}
     with GenerationCache(generation_cache) as cache:
-        gen = _client(generator, cache, cfg, cfg["answer_max_tokens"], cfg["answer_temperature"])
-        jud = _client(judge, cache, cfg, cfg["judge_max_tokens"], cfg["judge_temperature"])
+        gen = _client(generator, cache, m.seed, m.answer_max_tokens, m.answer_temperature)
+        jud = _client(judge, cache, m.seed, m.judge_max_tokens, m.judge_temperature)
         judges = Judges(text=jud, image_vision=False)
         for q in tqdm(queries, desc=f"m2rag {strategy} {dataset}/{domain}/{source}", unit="query"):
             selected = select_input(q, sel_cfg)
@@ -283,16 +286,16 @@ def answer_step(unit: AnswerUnit, kb_jsonl: str | Path, cfg: Mapping[str, Any], 
                 if strategy == "single_stage":
                     ans = generate.single_stage(selected, gen, mode="llm")
                 elif strategy == "multi_stage":
-                    ans = generate.multi_stage(selected, gen, mode="llm", place_max_tokens=cfg["judge_max_tokens"])
+                    ans = generate.multi_stage(selected, gen, mode="llm", place_max_tokens=m.judge_max_tokens)
                 else:
-                    ans = generate.separate(selected, gen, encoder, threshold=cfg["separate_threshold"])
+                    ans = generate.separate(selected, gen, encoder, threshold=m.separate_threshold)
             except GenerationFailure as f:
                 failures.append({"qid": q.query_id, "error": str(f)})
                 log.warning("%s: %s generation failed, excluded: %s", q.query_id, strategy, f)
                 continue
-            ev = evaluate_answer(ans, selected, judges, context_tokens=cfg["context_tokens"],
-                                 recall_threshold=cfg["recall_threshold"], released_parse=cfg["released_parse"],
-                                 max_tokens=cfg["metric_max_tokens"], faithfulness_max_tokens=cfg["faithfulness_max_tokens"])
+            ev = evaluate_answer(ans, selected, judges, context_tokens=m.context_tokens,
+                                 recall_threshold=m.recall_threshold, released_parse=m.released_parse,
+                                 max_tokens=m.metric_max_tokens, faithfulness_max_tokens=m.faithfulness_max_tokens)
             html, rrep = render_html_with_report(ans, selected.images, title=f"{q.content[:80]} [{strategy}]")
             pages[page_name(q.query_id)] = html
             render_counts["pages"] += 1

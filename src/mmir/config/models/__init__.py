@@ -2,7 +2,7 @@
 definition, one default and one line of documentation; workflow/schemas/params.schema.yaml is generated from
 :class:`Params` (``python -m mmir.config.schema --write``). Parse a dict with :mod:`mmir.config.parse`."""
 
-from mmir.config.models.base import Section, default_of, fill
+from mmir.config.models.base import Section, default_of, fill, partial
 from mmir.config.models.datasets import Dataset, HubDataset, IntegrityConfig, LocalDataset, SampleConfig, TrecDataset
 from mmir.config.models.essentiality import EssentialityConfig, EssentialityReportParams
 from mmir.config.models.evaluation import (
@@ -81,7 +81,7 @@ __all__ = [
     "EssentialityConfig", "EssentialityReportParams", "EvaluationConfig", "FetchConfig", "fill", "FLAEConfig",
     "Generator", "HFTextSystem", "HubDataset", "IntegrityConfig", "JobResources", "LlamaCppGenerator", "LocalDataset",
     "M2RAGConfig", "MlflowConfig", "MMDRConfig", "MMDREvaluatorConfig", "MMSystem", "MosaicConfig", "OCRCaptioner",
-    "OpenAIGenerator", "Params", "ParamsSlice", "parse", "parse_dataset", "parse_params", "parse_slice", "parse_system",
+    "OpenAIGenerator", "Params", "ParamsSlice", "parse", "partial", "parse_dataset", "parse_params", "parse_slice", "parse_system",
     "PathsConfig", "Prices", "RagConfig", "ReformulationGrid", "ReformulatorConfig", "ReproductionParams",
     "ResourcesConfig", "SampleConfig", "Section", "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig",
     "System", "TraceConfig", "TransformersGenerator", "TrecDataset", "VEFConfig", "VLMCaptioner",

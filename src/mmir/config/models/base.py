@@ -3,11 +3,21 @@ in params.yaml's sense (``unset``) is left out of the filled dict when the user 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    StringConstraints,
+    create_model,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError, core_schema
 
 from mmir.core.tasks import TASKS, TaskSpec
@@ -74,6 +84,14 @@ class Section(BaseModel):
                 if reason:  # ctx["key"] completes the error's location (mmir.config.parse)
                     raise PydanticCustomError("refused_key", reason, {"key": key})
         return data
+
+
+@functools.cache
+def partial(model: type[BaseModel]) -> type[Section]:
+    """``model`` with every field optional: a job's params slice that keeps only the keys its step reads (the slice
+    is already validated and filled; a key left out is ``None`` and never read)."""
+    return create_model(f"Partial{model.__name__}", __base__=Section, __doc__=f"Some keys of {model.__name__}.",
+                        **{name: (field.annotation | None, None) for name, field in model.model_fields.items()})
 
 
 def default_of(model: type[BaseModel], field: str) -> Any:
