@@ -40,7 +40,7 @@ from mmir.benchmarks.mmdr.results import (
     read_audit,
     with_copies,
 )
-from mmir.config.models import Params, fill, parse_slice
+from mmir.config.models import MMDRConfig, Params, fill, parse, parse_slice, partial
 from mmir.core import paths
 from mmir.core.errors import ConfigError
 from mmir.core.io import write_json, write_text
@@ -78,7 +78,7 @@ def tasks_step(dataset: str, domain: str, prepared_dir: str | Path, mmdr: Mappin
     out = Path(out_dir)
     if out.exists():
         shutil.rmtree(out)  # this step's own folder: no stale images or tasks survive a config change
-    return build_tasks(prepared_dir, dataset, domain, out, mmdr["max_tasks"])
+    return build_tasks(prepared_dir, dataset, domain, out, parse(partial(MMDRConfig), dict(mmdr), "mmdr").max_tasks)
 
 
 def reports_step(unit: PreparedUnit, tasks_dir: str | Path, mmdr: Mapping[str, Any],
@@ -99,6 +99,7 @@ def reports_step(unit: PreparedUnit, tasks_dir: str | Path, mmdr: Mapping[str, A
     dataset, domain, prepared_dir = unit.dataset, unit.domain, unit.path
     out = Path(out_dir)
     cfg = evaluator_config(mmdr)
+    m = parse(partial(MMDRConfig), dict(mmdr), "mmdr")
     tasks = load_built_tasks(tasks_dir)
     dom = LocalDomain(dataset, prepared_dir, read_captions(captions))
     run = read_run(run_path) if run_path else None
@@ -110,10 +111,10 @@ def reports_step(unit: PreparedUnit, tasks_dir: str | Path, mmdr: Mapping[str, A
         client = LLMClient(gen, cache)
         for bt in tqdm(tasks, desc=f"mmdr reports {dataset}/{domain}", unit="task"):
             report, rec = write_report(
-                bt, dom, run, client, tpl, k=mmdr["k"], image_text=mmdr["image_text"], evidence_chars=mmdr["evidence_chars"],
-                images=mmdr["images"], max_tokens=mmdr["report_max_tokens"], temperature=mmdr["report_temperature"],
-                seed=mmdr["seed"], min_report_chars=cfg.min_report_chars, posthoc=mmdr["posthoc_citations"],
-                min_overlap=mmdr["posthoc_min_overlap"], run_file=str(run_path) if run_path else None)
+                bt, dom, run, client, tpl, k=m.k, image_text=m.image_text, evidence_chars=m.evidence_chars,
+                images=m.images, max_tokens=m.report_max_tokens, temperature=m.report_temperature,
+                seed=m.seed, min_report_chars=cfg.min_report_chars, posthoc=m.posthoc_citations,
+                min_overlap=m.posthoc_min_overlap, run_file=str(run_path) if run_path else None)
             reports[bt.task.qid] = report
             rec["report_path"] = str(out / f"{bt.task.qid}.md")
             records.append(rec)
@@ -166,11 +167,12 @@ def make_judge(judge_cfg: Mapping[str, Any], mmdr: Mapping[str, Any], dom, cache
     from mmir.benchmarks.mmdr.local import ImageTextBackend
     from mmir.llm.backends import make_backend
 
+    m = parse(partial(MMDRConfig), dict(mmdr), "mmdr")
     backend = make_backend(judge_cfg)
-    if mmdr["judge_images"] == "text":
-        srcs = list(mmdr["judge_image_text"])
+    if m.judge_images == "text":
+        srcs = list(m.judge_image_text)
         backend = ImageTextBackend(backend, lambda b: dom.describe_bytes(b, srcs), "+".join(srcs))
-    return Judge(backend, cache=cache, max_tokens=mmdr["judge_max_tokens"], seed=mmdr["seed"], provider=judge_cfg["backend"])
+    return Judge(backend, cache=cache, max_tokens=m.judge_max_tokens, seed=m.seed, provider=judge_cfg["backend"])
 
 
 def score_step(unit: PreparedUnit, tasks_dir: str | Path, reports_dir: str | Path,
