@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmir.config.models import RagConfig, ReformulatorConfig, System, fill, parse, parse_slice
+from mmir.config.models import Captioner, RagConfig, ReformulatorConfig, System, fill, parse, parse_dataset, parse_slice
 from mmir.core import paths
 from mmir.core.io import write_json
 from mmir.workflow.units import PreparedUnit
@@ -25,11 +25,12 @@ def fetch(dataset: str, ds: dict, domain: str, out_marker: str | Path) -> dict:
     """Download one hub domain into ``data/raw/<dataset>/`` and write the marker JSON (commit, files)."""
     from mmir.data.hub import fetch_domain
 
+    hub = parse_dataset(ds, f"datasets.{dataset}")
     dest = Path(paths.RAW.format(dataset=dataset))
-    info = fetch_domain(ds["repo_id"], ds["revision"], domain, ["documents", "examples", "examples_multimodal",
-                                                               "document_images", "examples_images"], dest)
-    log.info("fetched %s@%s domain %s: wrote %d files under %s", ds["repo_id"], info["commit"], domain, len(info["files"]), dest)
-    write_json(out_marker, {"repo_id": ds["repo_id"], "revision": ds["revision"], **info})
+    info = fetch_domain(hub.repo_id, hub.revision, domain, ["documents", "examples", "examples_multimodal",
+                                                           "document_images", "examples_images"], dest)
+    log.info("fetched %s@%s domain %s: wrote %d files under %s", hub.repo_id, info["commit"], domain, len(info["files"]), dest)
+    write_json(out_marker, {"repo_id": hub.repo_id, "revision": hub.revision, **info})
     return info
 
 
@@ -37,9 +38,10 @@ def prepare(dataset: str, ds: dict, domain: str, out_dir: str | Path, fetched_ma
     """Normalise and check one domain (:mod:`mmir.data.prepare`); writes its artifacts to ``out_dir``."""
     from mmir.data.prepare import prepare_domain, write_prepared
 
-    meta = {"dataset": dataset, "domain": domain, "source": ds["source"]}
+    source = parse_dataset(ds, f"datasets.{dataset}").source
+    meta = {"dataset": dataset, "domain": domain, "source": source}
     raw_root = None
-    if ds["source"] == "hf":
+    if source == "hf":
         marker = json.loads(Path(fetched_marker).read_text(encoding="utf-8"))
         meta |= {"repo_id": marker["repo_id"], "revision": marker["commit"]}
         raw_root = paths.RAW.format(dataset=dataset)
@@ -77,7 +79,8 @@ def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cach
     prep = Path(prepared_dir)
     rows, n = [], {"images": 0, "empty": 0, "skipped_corrupt": 0}
     frames = [(role, pd.read_parquet(prep / fname)) for role, fname in (("corpus", "images.parquet"), ("query", "query_images.parquet"))]
-    if captioner["kind"] == "vlm":
+    cap = parse(Captioner, captioner, f"captioners.{captioner_name}")
+    if cap.kind == "vlm":
         from mmir.benchmarks.mmbright.captions import vlm_captions
         from mmir.llm.backends import make_backend
         from mmir.llm.cache import GenerationCache
@@ -99,7 +102,7 @@ def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cach
         n["skipped_corrupt"] = sum(int((~df["ok"].astype(bool)).sum()) for _, df in frames)
         n["engine_calls"] = n.get("cache_backend_calls", 0)
     else:
-        with OcrCaptioner(cache_path, min_score=captioner["min_score"]) as ocr:
+        with OcrCaptioner(cache_path, min_score=cap.min_score) as ocr:
             for role, df in frames:
                 for path, data, ok in tqdm(zip(df["path"], df["bytes"], df["ok"]), total=len(df), desc=f"{captioner_name} {role}",
                                            leave=False):
