@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mmir.config.models import parse_system
 from mmir.retrieval.encoding import QUERY_KINDS, kinds_of
 from mmir.workflow import retrieval_steps
 
@@ -16,7 +17,7 @@ def encode_kinds(task: str, prep: Path, system: dict, work: Path, *, encoder=Non
     """Encode every kind of (system, task) under ``work/vectors``; returns ``{kind: store dir}``."""
     encoding = encoding or ENCODING
     stores = {}
-    for kind in kinds_of(system, task):
+    for kind in kinds_of(parse_system(system), task):
         store = work / "vectors" / kind
         n = 1 if kind in QUERY_KINDS else shards
         for s in range(n):

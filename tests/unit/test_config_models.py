@@ -167,3 +167,22 @@ def test_schema_errors_name_the_same_keys_as_before(mutate, key):
     with pytest.raises(ConfigError) as exc:
         fill_config(cfg, "params.yaml")
     assert exc.value.key == key
+
+
+def test_a_params_slice_of_whole_sections_parses_back_to_the_same_filled_dicts():
+    """Steps read their slice as typed sections and log ``fill(section)`` to MLflow: it must equal the slice's dict."""
+    from pathlib import Path
+
+    import yaml
+
+    from mmir.config.models import ParamsSlice, fill, parse_slice
+
+    cfg = fill_config(yaml.safe_load((Path(__file__).parents[2] / "params.yaml").read_text()), "params.yaml")
+    assert {"rag", "m2rag", "mmdr", "essentiality", "generators", "reformulators"} <= set(cfg)
+    for section, value in cfg.items():
+        got = getattr(parse_slice({section: value}), section)
+        back = {k: fill(v) for k, v in got.items()} if isinstance(got, dict) else fill(got) if hasattr(got, "model_dump") else got
+        assert back == value, section
+    assert parse_slice({"mlflow": cfg["mlflow"]}).rag is None and set(ParamsSlice.model_fields) == set(Params.model_fields)
+    with pytest.raises(ConfigError, match="rag.k"):
+        parse_slice({"rag": {**cfg["rag"], "k": 0}})

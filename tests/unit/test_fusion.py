@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from mmir.config.models import MMSystem
 from mmir.retrieval.encoding import BLANK, kind_rows, stack_vertically
 from mmir.retrieval.fusion import PairMatrix, build_query_vectors, pair_rows, query_vectors
 
@@ -58,7 +59,7 @@ def test_query_kinds_list_usable_images_once_and_stack_per_query(tmp_path):
                   "positive_images": [[], []], "negative_images": [[], []]}).to_parquet(tmp_path / "topics_mm.parquet")
     pd.DataFrame({"path": ["i1.png", "bad.png", "i2.png"], "bytes": [_png("red"), b"", _png("blue", (8, 4))],
                   "ok": [True, False, True]}).to_parquet(tmp_path / "query_images.parquet")
-    system = {"kind": "mm"}
+    system = MMSystem(kind="mm", encoder="clip")
     rows = kind_rows("query_images", tmp_path, system)
     assert rows.ids == ["i1.png", "i2.png", BLANK] and rows.images and rows.query
     stacks = kind_rows("query_stacks", tmp_path, system)

@@ -116,7 +116,7 @@ def test_a_stage_whose_calls_all_fail_raises_and_writes_nothing(tmp_path, monkey
     pd.DataFrame({"path": [], "role": [], "text": []}).to_parquet(tmp_path / "caps.parquet")
     failing = ScriptedBackend(GenerationFailure("server_error", "HTTP 503 from the endpoint"))
     monkeypatch.setattr(backends, "make_backend", lambda cfg: failing)
-    ref = {"prompt": "reformulate_v1", "temperature": 0.0, "max_tokens": 256, "seed": 0}
+    ref = {"generator": "g", "image_text": "ocr", "prompt": "reformulate_v1", "temperature": 0.0, "max_tokens": 256, "seed": 0}
     out, stats = tmp_path / "out" / "ref-x.parquet", tmp_path / "out" / "ref-x.json"
     with pytest.raises(LLMStageError) as e:
         steps.reformulate(tmp_path / "topics.parquet", tmp_path / "caps.parquet", ref, {"backend": "llama_cpp"},

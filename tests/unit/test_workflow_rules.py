@@ -210,3 +210,15 @@ rule llm:
     assert [run(wd, 2), run(wd, 1), run(wd, 0), run(wd, 0), run(wd, 0)] == [1, 2, 3, 4, 4]
     wd = tmp_path / "stuck"  # the same unusable reply each time: one retry, then nothing to do
     assert [run(wd, 1), run(wd, 1), run(wd, 1)] == [1, 2, 2]
+
+
+def test_the_units_read_one_typed_parse_per_config_dict_and_a_new_one_when_it_changes(root):
+    from mmir.workflow import units as U
+
+    cfg = _config(root)
+    first = U.typed(cfg)
+    assert U.typed(cfg) is first and U.typed(first) is first
+    assert [u["system"] for u in U.task_units(cfg, "task1")] == ["bm25", "minilm"]
+    cfg["systems"]["minilm"]["tasks"] = ["task2"]  # a dict changed in place (e.g. a test or an overlay) is parsed again
+    assert U.typed(cfg) is not first and [u["system"] for u in U.task_units(cfg, "task1")] == ["bm25"]
+    assert U.rag_units(cfg)[0] == {"dataset": "x", "domain": "d", "setting": "none", "slug": "none"}

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mmir.config.models import BM25System, MMSystem, System
 from mmir.core.tasks import task as task_spec
 from mmir.data.images import blank_image
 from mmir.encoders.cache import encoder_key
@@ -28,27 +29,28 @@ MM_KINDS = ("documents", "images", "query_texts", "query_images", "query_stacks"
 QUERY_KINDS = ("queries", "mm_queries", "query_texts", "query_images", "query_stacks")
 
 
-def kinds_of(system: dict, task: str) -> list[str]:
+def kinds_of(system: System, task: str) -> list[str]:
     """The kinds a (system, task) reads (none for BM25): the task's :attr:`~mmir.core.tasks.TaskSpec.dense_kinds`,
     or its :attr:`~mmir.core.tasks.TaskSpec.mm_kinds` plus the multimodal system's query kinds.
 
     Raises:
         KeyError: an unknown task, or a multimodal system on a text-only task.
     """
-    if system["kind"] == "bm25":
+    if isinstance(system, BM25System):
         return []
     spec = task_spec(task)
-    if system["kind"] == "dense":
+    if not isinstance(system, MMSystem):
         return list(spec.dense_kinds)
     if spec.mm_kinds is None:
         raise KeyError(f"multimodal systems do not run {task}")
-    q = ["query_texts"] + (["query_stacks"] if system["image_mode"] == "stack" else
-                           [] if system["image_mode"] == "none" else ["query_images"])
+    q = ["query_texts"] + (["query_stacks"] if system.image_mode == "stack" else
+                           [] if system.image_mode == "none" else ["query_images"])
     return [*spec.mm_kinds, *q]
 
 
-def needs_image_text(system: dict, kind: str) -> bool:
-    return system["kind"] == "dense" and kind in ("pairs", "images", "mm_queries")
+def needs_image_text(system: System, kind: str) -> bool:
+    """Whether a text (dense) system reads ``kind`` through image text (captions)."""
+    return system.kind == "dense" and kind in ("pairs", "images", "mm_queries")
 
 
 def png_bytes(img) -> bytes:
@@ -88,7 +90,7 @@ class KindRows:
         return len(self.ids)
 
 
-def kind_rows(kind: str, prep: str | Path, system: dict, image_text: ImageText | None = None,
+def kind_rows(kind: str, prep: str | Path, system: System, image_text: ImageText | None = None,
               budget: PairBudget | None = None) -> KindRows:
     """The rows of ``kind`` in a prepared domain for ``system``.
 
@@ -96,7 +98,7 @@ def kind_rows(kind: str, prep: str | Path, system: dict, image_text: ImageText |
         ValueError: an unknown kind for the system's kind, or image text missing where a text system needs it.
     """
     prep = Path(prep)
-    if system["kind"] == "dense":
+    if system.kind == "dense":
         if kind not in TEXT_KINDS:
             raise ValueError(f"kind {kind!r} is not one of a dense system's {TEXT_KINDS}")
         if kind == "queries":
@@ -137,10 +139,10 @@ def kind_rows(kind: str, prep: str | Path, system: dict, image_text: ImageText |
 class KindEncoder:
     """A system's encoder seen per kind: its cache spec and key, the cache ``kind`` and the encode function."""
 
-    def __init__(self, system: dict, encoder=None, domain: str | None = None):
+    def __init__(self, system: System, encoder=None, domain: str | None = None):
         self.system = system
         if encoder is None:
-            if system["kind"] == "dense":
+            if system.kind == "dense":
                 from mmir.encoders.text import make_text_encoder
 
                 encoder = make_text_encoder(system, domain=domain)
@@ -158,18 +160,18 @@ class KindEncoder:
         return f"{self.key}#{kind}"
 
     def cache_kind(self, rows: KindRows) -> str:
-        if self.system["kind"] == "dense":
+        if self.system.kind == "dense":
             return "query" if rows.query else "document"
         role = "query" if rows.query else "document"
         return self.encoder.cache_kind("image" if rows.images else "text", role)
 
     def fn(self, rows: KindRows) -> Callable[[list], np.ndarray]:
         enc = self.encoder
-        if self.system["kind"] == "dense":
+        if self.system.kind == "dense":
             return enc.encode_queries if rows.query else enc.encode_documents
         role = "query" if rows.query else "document"
         if rows.images:
-            return lambda datas: enc.encode_image_bytes(datas, batch_size=self.system["batch_size"],
-                                                        num_workers=self.system["num_workers"], role=role,
+            return lambda datas: enc.encode_image_bytes(datas, batch_size=self.system.batch_size,
+                                                        num_workers=self.system.num_workers, role=role,
                                                         on_error="blank" if rows.query else "raise")
         return lambda texts: enc.encode_text(texts, role=role)

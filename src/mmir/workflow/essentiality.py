@@ -21,6 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from mmir.config.models import EssentialityReportParams, fill, parse
+from mmir.config.models.essentiality import EssentialityStepConfig
 from mmir.core.io import write_json, write_parquet
 from mmir.workflow.units import PreparedUnit
 
@@ -50,13 +52,14 @@ def label_step(unit: PreparedUnit, cfg: Mapping[str, Any], out_labels: str | Pat
     """
     from mmir.benchmarks.mmbright.essentiality import class_counts, labels_from_file, read_labels_file
 
+    cfg = parse(EssentialityStepConfig, dict(cfg), "essentiality")
     t0 = time.perf_counter()
     dataset, domain, prepared_dir = unit.dataset, unit.domain, unit.path
     prep = Path(prepared_dir)
     topics = pd.read_parquet(prep / "topics_mm.parquet", columns=["qid", "query", "image_paths"])
     with_images = int(sum(len(p) > 0 for p in topics["image_paths"]))
     base = {"dataset": dataset, "domain": domain, "topics": len(topics), "topics_with_images": with_images,
-            "max_queries": int(cfg["max_queries"])}
+            "max_queries": cfg.max_queries}
     if labels_file:
         frame, counts = labels_from_file(read_labels_file(labels_file), topics, dataset, domain, labels_file)
         stats = base | counts | {"source": "file", "labels_file": str(labels_file), "model": None, "llm_calls": 0,
@@ -76,13 +79,13 @@ def label_step(unit: PreparedUnit, cfg: Mapping[str, Any], out_labels: str | Pat
              stats["seconds"])
     skipped = with_images - stats["queries"]
     if skipped:
-        log.info("skipped %d queries with images (max_queries %d, or not in the labels file)", skipped, cfg["max_queries"])
+        log.info("skipped %d queries with images (max_queries %d, or not in the labels file)", skipped, cfg.max_queries)
     if with_images < len(topics):
         log.info("skipped %d queries without a usable image", len(topics) - with_images)
     return stats
 
 
-def _classify(topics: pd.DataFrame, prep: Path, cfg: Mapping[str, Any], captions, generator, generation_cache,
+def _classify(topics: pd.DataFrame, prep: Path, cfg: EssentialityStepConfig, captions, generator, generation_cache,
               base: dict) -> tuple[dict, pd.DataFrame]:
     from mmir.benchmarks.mmbright import MMBRIGHT_PROMPTS
     from mmir.benchmarks.mmbright.essentiality import classify, select_queries
@@ -91,41 +94,41 @@ def _classify(topics: pd.DataFrame, prep: Path, cfg: Mapping[str, Any], captions
     from mmir.llm.client import LLMClient
     from mmir.llm.policy import check_stage
 
-    todo = select_queries(topics, int(cfg["max_queries"]))
-    cols = ["path", "alt", "bytes"] if cfg["images"] else ["path", "alt"]
+    todo = select_queries(topics, cfg.max_queries)
+    cols = ["path", "alt", "bytes"] if cfg.images else ["path", "alt"]
     images = pd.read_parquet(prep / "query_images.parquet", columns=cols)
     caps = pd.read_parquet(captions) if captions else pd.DataFrame(columns=["path", "text"])
-    ess_tpl, type_tpl = MMBRIGHT_PROMPTS.get(cfg["prompt"]), MMBRIGHT_PROMPTS.get(cfg["type_prompt"])
+    ess_tpl, type_tpl = MMBRIGHT_PROMPTS.get(cfg.prompt), MMBRIGHT_PROMPTS.get(cfg.type_prompt)
     backend = generator if isinstance(generator, Backend) else make_backend(dict(generator))
     with GenerationCache(generation_cache) as cache:
         before = dict(cache.stats)
         client = LLMClient(backend, cache)
         frame, counts = classify(todo, images, dict(zip(caps["path"], caps["text"])), client, ess_tpl, type_tpl,
-                                 use_images=bool(cfg["images"]), text_chars=int(cfg["text_chars"]),
-                                 temperature=cfg["temperature"], max_tokens=cfg["max_tokens"], seed=cfg["seed"])
+                                 use_images=cfg.images, text_chars=cfg.text_chars,
+                                 temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=cfg.seed)
         after = dict(cache.stats)
     llm = check_stage("essentiality", f"{base['dataset']}/{base['domain']}", client.audit)
     stats = base | counts | llm | {f"cache_{k}": after[k] - before[k] for k in after} | backend.usage.as_metrics() | {
-        "source": "llm", "model": backend.model_id, "image_text": cfg["image_text"], "images_sent": bool(cfg["images"]),
+        "source": "llm", "model": backend.model_id, "image_text": cfg.image_text, "images_sent": cfg.images,
         "prompts": {t.id: t.sha256 for t in (ess_tpl, type_tpl)}}
     return stats, frame
 
 
-def _note_lines(cfg: Mapping[str, Any], stats: Sequence[dict], skipped: Sequence[str], generator_name: str | None) -> list[str]:
+def _note_lines(cfg: EssentialityStepConfig, stats: Sequence[dict], skipped: Sequence[str]) -> list[str]:
     """What the table says about its labels: where they come from, what the model saw, which queries."""
     lines = []
-    if cfg.get("labels"):
-        lines.append(f"Labels: from the labels file `{cfg['labels']}` (supplied by the user).")
+    if cfg.labels:
+        lines.append(f"Labels: from the labels file `{cfg.labels}` (supplied by the user).")
     else:
         models = sorted({s["model"] for s in stats if s.get("model")})
-        who = f"`{generator_name}` ({', '.join(models) or 'no call made'})"
-        lines.append(f"Labels: from {who} on the images themselves plus their OCR text (`{cfg['image_text']}`) and alt "
-                     "text." if cfg["images"] else
-                     f"Labels: from {who} on the OCR text (`{cfg['image_text']}`) + alt text of the query images and the "
+        who = f"`{cfg.classifier}` ({', '.join(models) or 'no call made'})"
+        lines.append(f"Labels: from {who} on the images themselves plus their OCR text (`{cfg.image_text}`) and alt "
+                     "text." if cfg.images else
+                     f"Labels: from {who} on the OCR text (`{cfg.image_text}`) + alt text of the query images and the "
                      "query text, **not from the images** (a text-only model; MM-BRIGHT used GPT-4o on the images).")
-        lines.append(f"Prompts: `{cfg['prompt']}`, `{cfg['type_prompt']}` (src/mmir/benchmarks/mmbright/prompts); "
-                     f"temperature {cfg['temperature']}, max_tokens {cfg['max_tokens']}, seed {cfg['seed']}.")
-    lines.append("Queries labelled per domain: " + (f"the first {cfg['max_queries']} with images" if cfg["max_queries"]
+        lines.append(f"Prompts: `{cfg.prompt}`, `{cfg.type_prompt}` (src/mmir/benchmarks/mmbright/prompts); "
+                     f"temperature {cfg.temperature}, max_tokens {cfg.max_tokens}, seed {cfg.seed}.")
+    lines.append("Queries labelled per domain: " + (f"the first {cfg.max_queries} with images" if cfg.max_queries
                                                     else "all with images") + " (" + ", ".join(
         f"{s['domain']} {s['queries']} of {s['topics_with_images']}" for s in stats) + ").")
     lines.append("A query's image type is the type of its first typed image (the image Task 2's `image_mode: first` "
@@ -155,15 +158,16 @@ def report_step(config: Mapping[str, Any], label_files: Sequence[str | Path], st
     from mmir.reporting.essentiality import ALL, distribution, query_classes, scores_by_class, write_essentiality
     from mmir.tracking import log_units
 
-    ess, measure, task = config["essentiality"], config["measure"], config["task"]
+    r = parse(EssentialityReportParams, dict(config), "params")
+    ess, measure, task = r.essentiality, r.measure, r.task
     labels, stats, units = {}, [], []
-    for u, lf, sf in zip(config["units"], label_files, stats_files):
+    for u, lf, sf in zip(r.units, label_files, stats_files):
         labels[(u["dataset"], u["domain"])] = pd.read_parquet(lf)
         stats.append(json.loads(Path(sf).read_text(encoding="utf-8")))
     n_perquery = 0
     for (ds, dom), lab in labels.items():
         classes = query_classes(lab)
-        for system in config["systems"][ds]:
+        for system in r.systems[ds]:
             f = perquery[f"{ds}/{dom}/{system}"]
             units.append({"dataset": ds, "domain": dom, "system": system, "classes": classes,
                           "perquery": read_perquery(f, measure)})
@@ -171,8 +175,8 @@ def report_step(config: Mapping[str, Any], label_files: Sequence[str | Path], st
     dist = distribution(labels)
     scores = scores_by_class(units)
     failures = {(s["dataset"], s["domain"]): s for s in stats}
-    notes = _note_lines(ess, stats, config["skipped"], ess.get("classifier"))
-    untrained = {s: f"{s} (untrained)" for s in config["untrained"]}
+    notes = _note_lines(ess, stats, r.skipped)
+    untrained = {s: f"{s} (untrained)" for s in r.untrained}
     write_essentiality(dist, scores, failures, measure, task, notes, out_md, out_csv, out_png, out_plot_csv, labels=untrained)
     key = measure.replace("@", "_at_")
     runs = []
@@ -187,18 +191,18 @@ def report_step(config: Mapping[str, Any], label_files: Sequence[str | Path], st
         runs.append({"name": f"essentiality/{ds}/{dom}", "tags": {"rule": "essentiality", "dataset": ds, "domain": dom,
                                                                  "source": s["source"], "model": str(s.get("model") or "")},
                      "metrics": _safe_keys(m), "artifacts": [str(lf), str(sf)]})
-    for ds in dict.fromkeys(u["dataset"] for u in config["units"]):
+    for ds in dict.fromkeys(u["dataset"] for u in r.units):
         sub = scores[(scores["dataset"] == ds) & (scores["domain"] == ALL)]
         m = {f"{sy}.{f}.{c}.{key}": v for sy, f, c, v in zip(sub["system"], sub["facet"], sub["class"], sub["value"])}
         m |= {f"{sy}.{f}.{c}.queries": n for sy, f, c, n in zip(sub["system"], sub["facet"], sub["class"], sub["queries"])}
         runs.append({"name": f"essentiality/{ds}/{ALL}", "tags": {"rule": "essentiality_report", "dataset": ds},
                      "metrics": _safe_keys(m), "artifacts": [str(out_md), str(out_csv), str(out_png)]})
-    params = {"essentiality": dict(ess), "generator": config.get("generator") or {}, "task": task, "measure": measure}
+    params = {"essentiality": fill(ess), "generator": r.generator or {}, "task": task, "measure": measure}
     ids = log_units(dict(config), "essentiality", params, runs)
     write_json(out_tracking, ids)
     log.info("read %d label files and %d per-query files; wrote %s, %s, %s, %s (%d score cells); skipped %d domains "
              "(%s); logged MLflow parent %s with %d children", len(label_files), n_perquery, out_md, out_csv, out_png,
-             out_plot_csv, len(scores), len(config["skipped"]), "; ".join(config["skipped"]) or "none", ids["parent"],
+             out_plot_csv, len(scores), len(r.skipped), "; ".join(r.skipped) or "none", ids["parent"],
              len(ids["children"]))
     return ids
 

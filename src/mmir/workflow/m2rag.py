@@ -43,6 +43,7 @@ from mmir.benchmarks.m2rag.store import (
     selection_config,
     write_kb,
 )
+from mmir.config.models import M2RAGConfig, Params, fill, parse, parse_slice, partial
 from mmir.core.io import write_json, write_text
 from mmir.llm.policy import check_stage
 from mmir.reporting.m2rag import write_table
@@ -54,34 +55,35 @@ log = logging.getLogger("mmir.workflow.m2rag")
 
 
 
-def _client(backend: Mapping[str, Any] | Any, cache, cfg: Mapping[str, Any], max_tokens: int, temperature: float):
+def _client(backend: Mapping[str, Any] | Any, cache, seed: int | None, max_tokens: int, temperature: float):
     """An :class:`~mmir.llm.client.LLMClient` over a generator config (built with ``make_backend``) or over a
     ready :class:`~mmir.llm.backends.Backend` instance (notebooks, tests)."""
     from mmir.llm.backends import Backend, make_backend
     from mmir.llm.client import LLMClient, Sampling
 
     return LLMClient(backend if isinstance(backend, Backend) else make_backend(dict(backend)), cache,
-                     sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=cfg["seed"]))
+                     sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=seed))
 
 
-def kb_inputs(config: Mapping[str, Any], dataset: str, domain: str, source: str) -> dict[str, str]:
+def kb_inputs(config: dict | Params, dataset: str, domain: str, source: str) -> dict[str, str]:
     """What the knowledge-base step of a unit reads, by name: ``run``, ``topics``, ``corpus``, ``images``,
     ``captions`` (when ``m2rag.image_text`` is set) and ``anchors`` (``meta/<domain>.document_images.tsv`` of
     a local dataset, when ``anchor_images`` and the file exists); for the dev set, ``devset``."""
     from mmir.core import paths
     from mmir.core.paths import resolve_path
-    from mmir.workflow.units import M2RAG_DEVSET
+    from mmir.workflow.units import M2RAG_DEVSET, typed
 
-    m = config["m2rag"]
+    p = typed(config)
+    m = p.m2rag
     if (dataset, domain, source) == M2RAG_DEVSET:
-        return {"devset": str(resolve_path(m["devset"]["path"]))}
-    files = {"run": paths.RUN.format(task=m["task"], dataset=dataset, domain=domain, system=source),
+        return {"devset": str(resolve_path(m.devset.path))}
+    files = {"run": paths.RUN.format(task=m.task, dataset=dataset, domain=domain, system=source),
              **{n: paths.prepared(dataset, domain, f"{n}.parquet") for n in ("topics", "corpus", "images")}}
-    if m["image_text"]:
-        files["captions"] = paths.CAPTIONS.format(dataset=dataset, domain=domain, captioner=m["image_text"])
-    ds = config["datasets"][dataset]
-    if m["anchor_images"] and ds["source"] == "local":
-        tsv = resolve_path(ds["root"]) / "meta" / f"{domain}.document_images.tsv"
+    if m.image_text:
+        files["captions"] = paths.CAPTIONS.format(dataset=dataset, domain=domain, captioner=m.image_text)
+    ds = p.datasets[dataset]
+    if m.anchor_images and ds.source == "local":
+        tsv = resolve_path(ds.root) / "meta" / f"{domain}.document_images.tsv"
         if tsv.is_file():
             files["anchors"] = str(tsv)
     return files
@@ -101,7 +103,7 @@ def kb_inputs(config: Mapping[str, Any], dataset: str, domain: str, source: str)
 def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | Path, cfg: Mapping[str, Any],
                                judge: Mapping[str, Any], generation_cache: str | Path, out_dir: str | Path,
                                captions: str | Path | None = None, anchor_tsv: str | Path | None = None) -> dict:
-    """Curated, scored knowledge bases of the first ``cfg["max_queries"]`` topics of a prepared domain.
+    """Curated, scored knowledge bases of the first ``max_queries`` topics of a prepared domain.
 
     Steps: :func:`mmir.benchmarks.m2rag.knowledge_base.build_knowledge_bases` (``top_n`` documents of ``run_file``,
     ``page_scope``; figures anchored to their passage through ``anchor_tsv`` when given), image text from
@@ -118,6 +120,7 @@ def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | 
     Returns:
         The counts written to ``kb.json``.
     """
+    m = parse(partial(M2RAGConfig), dict(cfg), "m2rag")
     import pandas as pd
     from tqdm import tqdm
 
@@ -139,12 +142,12 @@ def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | 
     t0 = time.perf_counter()
     prepared_dir = Path(prepared_dir)
     topics = pd.read_parquet(prepared_dir / "topics.parquet", columns=["qid", "query"])
-    qids = [str(q) for q in topics["qid"]][: cfg["max_queries"] or None]
+    qids = [str(q) for q in topics["qid"]][: m.max_queries or None]
     tables = PreparedDomain.from_dir(prepared_dir)
     anchors = image_passages_from_captions(tables, load_image_captions(anchor_tsv)) if anchor_tsv else {}
     queries, kb_report = build_knowledge_bases(run_file, dict(zip(topics["qid"].astype(str), topics["query"])), tables,
-                                               top_n=cfg["top_n"], page_scope=cfg["page_scope"],
-                                               image_passages=anchors, max_page_images=cfg["max_page_images"],
+                                               top_n=m.top_n, page_scope=m.page_scope,
+                                               image_passages=anchors, max_page_images=m.max_page_images,
                                                qids=qids)
     image_text = {}
     if captions:
@@ -159,11 +162,11 @@ def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | 
             described.add("images_with_alt" if has_alt else "images_without_alt", example=None if has_alt else im.cached_image_url)
     curation = CurationReport()
     with GenerationCache(generation_cache) as cache:
-        scorer = _client(judge, cache, cfg, cfg["judge_max_tokens"], cfg["judge_temperature"])
+        scorer = _client(judge, cache, m.seed, m.judge_max_tokens, m.judge_temperature)
         for q in tqdm(queries, desc=f"m2rag kb {dataset}/{domain}/{source}", unit="query"):
             curation.merge(curate_images(q, selection_config(cfg), scorer=scorer, vision=False,
-                                         max_tokens=cfg["image_score_max_tokens"]))
-            curation.merge(score_chunks(q, scorer, max_tokens=cfg["judge_max_tokens"]))
+                                         max_tokens=m.image_score_max_tokens))
+            curation.merge(score_chunks(q, scorer, max_tokens=m.judge_max_tokens))
         cstats = dict(cache.stats)
     llm = check_stage("m2rag_kb", f"{dataset}/{domain}/{source}", scorer.audit)
     write_kb(queries, out_jsonl)
@@ -187,11 +190,12 @@ def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | 
 def load_dev_set_step(source: str | Path, image_root: str | Path | None, cfg: Mapping[str, Any],
                       out_jsonl: str | Path, out_json: str | Path, *, levels: Sequence[int] | None = (1,)) -> dict:
     """The M2RAG-Bench dev set (spec §1; a local copy of ``ylwt/M2RAG-Bench``) as a ``kb.jsonl``: its
-    chunks and images are already scored, so no judge runs. The first ``cfg["max_queries"]`` kept records;
+    chunks and images are already scored, so no judge runs. The first ``max_queries`` kept records;
     the loader's counted irregularities go to ``out_json``."""
+    m = parse(partial(M2RAGConfig), dict(cfg), "m2rag")
     from mmir.benchmarks.m2rag.loader import load_dev_set
 
-    dev = load_dev_set(source, image_root=image_root, levels=levels, limit=cfg["max_queries"] or None)
+    dev = load_dev_set(source, image_root=image_root, levels=levels, limit=m.max_queries or None)
     write_kb(dev.queries, out_jsonl)
     summary = {"source": str(source), "queries": len(dev.queries), "loader": dev.report.to_dict(), "llm_calls": 0,
                "llm_failures": 0}
@@ -238,6 +242,7 @@ def answer_step(unit: AnswerUnit, kb_jsonl: str | Path, cfg: Mapping[str, Any], 
     Raises:
         ValueError: unknown strategy, or ``separate`` without ``encoder_system``.
     """
+    m = parse(partial(M2RAGConfig), dict(cfg), "m2rag")
     from tqdm import tqdm
 
     from mmir.benchmarks.m2rag import generate
@@ -270,8 +275,8 @@ def answer_step(unit: AnswerUnit, kb_jsonl: str | Path, cfg: Mapping[str, Any], 
     render_counts = {"pages": 0, "images_embedded": 0, "images_dangling": 0}
     pages: dict[str, str] = {}
     with GenerationCache(generation_cache) as cache:
-        gen = _client(generator, cache, cfg, cfg["answer_max_tokens"], cfg["answer_temperature"])
-        jud = _client(judge, cache, cfg, cfg["judge_max_tokens"], cfg["judge_temperature"])
+        gen = _client(generator, cache, m.seed, m.answer_max_tokens, m.answer_temperature)
+        jud = _client(judge, cache, m.seed, m.judge_max_tokens, m.judge_temperature)
         judges = Judges(text=jud, image_vision=False)
         for q in tqdm(queries, desc=f"m2rag {strategy} {dataset}/{domain}/{source}", unit="query"):
             selected = select_input(q, sel_cfg)
@@ -281,16 +286,16 @@ def answer_step(unit: AnswerUnit, kb_jsonl: str | Path, cfg: Mapping[str, Any], 
                 if strategy == "single_stage":
                     ans = generate.single_stage(selected, gen, mode="llm")
                 elif strategy == "multi_stage":
-                    ans = generate.multi_stage(selected, gen, mode="llm", place_max_tokens=cfg["judge_max_tokens"])
+                    ans = generate.multi_stage(selected, gen, mode="llm", place_max_tokens=m.judge_max_tokens)
                 else:
-                    ans = generate.separate(selected, gen, encoder, threshold=cfg["separate_threshold"])
+                    ans = generate.separate(selected, gen, encoder, threshold=m.separate_threshold)
             except GenerationFailure as f:
                 failures.append({"qid": q.query_id, "error": str(f)})
                 log.warning("%s: %s generation failed, excluded: %s", q.query_id, strategy, f)
                 continue
-            ev = evaluate_answer(ans, selected, judges, context_tokens=cfg["context_tokens"],
-                                 recall_threshold=cfg["recall_threshold"], released_parse=cfg["released_parse"],
-                                 max_tokens=cfg["metric_max_tokens"], faithfulness_max_tokens=cfg["faithfulness_max_tokens"])
+            ev = evaluate_answer(ans, selected, judges, context_tokens=m.context_tokens,
+                                 recall_threshold=m.recall_threshold, released_parse=m.released_parse,
+                                 max_tokens=m.metric_max_tokens, faithfulness_max_tokens=m.faithfulness_max_tokens)
             html, rrep = render_html_with_report(ans, selected.images, title=f"{q.content[:80]} [{strategy}]")
             pages[page_name(q.query_id)] = html
             render_counts["pages"] += 1
@@ -321,10 +326,6 @@ def answer_step(unit: AnswerUnit, kb_jsonl: str | Path, cfg: Mapping[str, Any], 
     return summary
 
 
-
-
-
-
 def report_step(config: Mapping[str, Any], summary_files: Sequence[str | Path], out_md: str | Path,
                 out_csv: str | Path, out_tracking: str | Path) -> list[dict[str, Any]]:
     """The M2RAG table and its MLflow runs (a parent and one child per answer unit, with the answers,
@@ -332,15 +333,14 @@ def report_step(config: Mapping[str, Any], summary_files: Sequence[str | Path], 
     from mmir.core.errors import ConfigError
     from mmir.tracking import log_units
 
+    c = parse_slice(dict(config))
+    m2rag = c.m2rag
     if not summary_files:
         raise ConfigError("m2rag", "no M2RAG unit: no chosen dataset has a domain with images whose run of "
-                          f"m2rag.task exists for a source system (datasets {config['m2rag']['datasets']}, "
-                          f"sources {config['m2rag']['sources']})")
+                          f"m2rag.task exists for a source system (datasets {m2rag.datasets}, sources {m2rag.sources})")
     rows = collect(summary_files)
     write_table(rows, out_md, out_csv)
-    m2rag = config["m2rag"]
-    params = {"m2rag": m2rag, "generator": config["generators"][m2rag["generator"]],
-              "judge": config["generators"][m2rag["judge"]]}
+    params = {"m2rag": fill(m2rag), "generator": fill(c.generators[m2rag.generator]), "judge": fill(c.generators[m2rag.judge])}
     units = []
     for f in summary_files:
         s = json.loads(Path(f).read_text(encoding="utf-8"))

@@ -40,13 +40,14 @@ from mmir.benchmarks.mmdr.results import (
     read_audit,
     with_copies,
 )
+from mmir.config.models import MMDRConfig, Params, fill, parse, parse_slice, partial
 from mmir.core import paths
 from mmir.core.errors import ConfigError
 from mmir.core.io import write_json, write_text
 from mmir.llm.audit import summed
 from mmir.llm.policy import check_stage
 from mmir.reporting.mmdr import write_table
-from mmir.workflow.units import PreparedUnit
+from mmir.workflow.units import PreparedUnit, typed
 
 log = logging.getLogger("mmir.workflow.mmdr")
 
@@ -58,17 +59,15 @@ log = logging.getLogger("mmir.workflow.mmdr")
 
 
 
-def run_file(config: dict, dataset: str, domain: str) -> str:
+def run_file(config: dict | Params, dataset: str, domain: str) -> str:
     """The retrieval run the baseline reads: ``mmdr.task`` / ``mmdr.system`` of the domain."""
-    m = config["mmdr"]
-    return paths.RUN.format(task=m["task"], dataset=dataset, domain=domain, system=m["system"])
+    m = typed(config).mmdr
+    return paths.RUN.format(task=m.task, dataset=dataset, domain=domain, system=m.system)
 
 
-def captions_file(config: dict, dataset: str, domain: str) -> str:
+def captions_file(config: dict | Params, dataset: str, domain: str) -> str:
     """The image text of the domain (captioner ``evaluation.image_text``)."""
-    return paths.CAPTIONS.format(dataset=dataset, domain=domain, captioner=config["evaluation"]["image_text"])
-
-
+    return paths.CAPTIONS.format(dataset=dataset, domain=domain, captioner=typed(config).evaluation.image_text)
 
 
 # -------------------------------------------------------------------------------------------------- steps
@@ -79,7 +78,7 @@ def tasks_step(dataset: str, domain: str, prepared_dir: str | Path, mmdr: Mappin
     out = Path(out_dir)
     if out.exists():
         shutil.rmtree(out)  # this step's own folder: no stale images or tasks survive a config change
-    return build_tasks(prepared_dir, dataset, domain, out, mmdr["max_tasks"])
+    return build_tasks(prepared_dir, dataset, domain, out, parse(partial(MMDRConfig), dict(mmdr), "mmdr").max_tasks)
 
 
 def reports_step(unit: PreparedUnit, tasks_dir: str | Path, mmdr: Mapping[str, Any],
@@ -100,6 +99,7 @@ def reports_step(unit: PreparedUnit, tasks_dir: str | Path, mmdr: Mapping[str, A
     dataset, domain, prepared_dir = unit.dataset, unit.domain, unit.path
     out = Path(out_dir)
     cfg = evaluator_config(mmdr)
+    m = parse(partial(MMDRConfig), dict(mmdr), "mmdr")
     tasks = load_built_tasks(tasks_dir)
     dom = LocalDomain(dataset, prepared_dir, read_captions(captions))
     run = read_run(run_path) if run_path else None
@@ -111,10 +111,10 @@ def reports_step(unit: PreparedUnit, tasks_dir: str | Path, mmdr: Mapping[str, A
         client = LLMClient(gen, cache)
         for bt in tqdm(tasks, desc=f"mmdr reports {dataset}/{domain}", unit="task"):
             report, rec = write_report(
-                bt, dom, run, client, tpl, k=mmdr["k"], image_text=mmdr["image_text"], evidence_chars=mmdr["evidence_chars"],
-                images=mmdr["images"], max_tokens=mmdr["report_max_tokens"], temperature=mmdr["report_temperature"],
-                seed=mmdr["seed"], min_report_chars=cfg.min_report_chars, posthoc=mmdr["posthoc_citations"],
-                min_overlap=mmdr["posthoc_min_overlap"], run_file=str(run_path) if run_path else None)
+                bt, dom, run, client, tpl, k=m.k, image_text=m.image_text, evidence_chars=m.evidence_chars,
+                images=m.images, max_tokens=m.report_max_tokens, temperature=m.report_temperature,
+                seed=m.seed, min_report_chars=cfg.min_report_chars, posthoc=m.posthoc_citations,
+                min_overlap=m.posthoc_min_overlap, run_file=str(run_path) if run_path else None)
             reports[bt.task.qid] = report
             rec["report_path"] = str(out / f"{bt.task.qid}.md")
             records.append(rec)
@@ -167,11 +167,12 @@ def make_judge(judge_cfg: Mapping[str, Any], mmdr: Mapping[str, Any], dom, cache
     from mmir.benchmarks.mmdr.local import ImageTextBackend
     from mmir.llm.backends import make_backend
 
+    m = parse(partial(MMDRConfig), dict(mmdr), "mmdr")
     backend = make_backend(judge_cfg)
-    if mmdr["judge_images"] == "text":
-        srcs = list(mmdr["judge_image_text"])
+    if m.judge_images == "text":
+        srcs = list(m.judge_image_text)
         backend = ImageTextBackend(backend, lambda b: dom.describe_bytes(b, srcs), "+".join(srcs))
-    return Judge(backend, cache=cache, max_tokens=mmdr["judge_max_tokens"], seed=mmdr["seed"], provider=judge_cfg["backend"])
+    return Judge(backend, cache=cache, max_tokens=m.judge_max_tokens, seed=m.seed, provider=judge_cfg["backend"])
 
 
 def score_step(unit: PreparedUnit, tasks_dir: str | Path, reports_dir: str | Path,
@@ -308,7 +309,8 @@ def report_step(config: dict, run_dirs: Sequence[str | Path], reports_dirs: Sequ
     from mmir.benchmarks.mmdr.export import code_commit, export_leaderboard, provenance
     from mmir.tracking import log_units
 
-    m = config["mmdr"]
+    c = parse_slice(config)
+    m = fill(c.mmdr)  # as the table and the MLflow params show it
     out = Path(out_dir)
     if out.exists():
         shutil.rmtree(out)
@@ -347,12 +349,12 @@ def report_step(config: dict, run_dirs: Sequence[str | Path], reports_dirs: Sequ
     from mmir.evaluation.significance import Settings
     from mmir.reporting.mmdr import task_intervals
 
-    settings = Settings.from_config(config.get("significance"))
+    settings = c.significance or Settings()
     intervals = task_intervals(exp.rows, settings)
     write_table(rows, per_domain_fb, baselines, m, judge or {}, out_md, out_csv, cut=prov["judge_replies_cut_at_max_tokens"],
                 llm=llm, intervals=intervals, settings=settings)
 
-    params = {"mmdr": m, "generator": config["generators"][m["generator"]], "judge": config["generators"][m["judge"]]}
+    params = {"mmdr": m, "generator": fill(c.generators[c.mmdr.generator]), "judge": fill(c.generators[c.mmdr.judge])}
     units_ = []
     for (name, b), s, d in zip(rows, sums, run_dirs):
         fb = {f"fallbacks_{k}": v for k, v in s["judge_fallbacks"].items()}

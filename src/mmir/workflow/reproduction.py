@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mmir.config.models import ReproductionParams, parse
 from mmir.core.io import write_json
 
 log = logging.getLogger("mmir.workflow.reproduction")
@@ -66,10 +67,11 @@ def reproduction_step(config: Mapping[str, Any], expected_files: Sequence[str | 
     from mmir.evaluation.expected import check, load_expected
     from mmir.reporting.reproduction import write_reproduction
 
+    p = parse(ReproductionParams, dict(config), "params")
     entries = load_expected(expected_files)
-    obs, ran = observations(tables, ablations, rag, config["measure"])
-    frame = check(entries, obs, config["presets"], config["datasets"], ran, config["samples"])
-    counts = write_reproduction(frame, [str(f) for f in config["expected"]], out_md, out_csv)
+    obs, ran = observations(tables, ablations, rag, p.measure)
+    frame = check(entries, obs, p.presets, p.datasets, ran, p.samples)
+    counts = write_reproduction(frame, p.expected, out_md, out_csv)
     log.info("read %d expected values from %s and %d numbers of this run (%s); wrote %s, %s: %s", len(entries),
              ", ".join(map(str, expected_files)), len(obs), ", ".join(sorted(ran)) or "nothing", out_md, out_csv,
              ", ".join(f"{k} {v}" for k, v in counts.items()))
@@ -87,7 +89,7 @@ def reproduction_step(config: Mapping[str, Any], expected_files: Sequence[str | 
             if r.diff is not None and r.diff == r.diff:
                 metrics[f"{name}/diff"] = float(r.diff)
                 metrics[f"{name}/observed"] = float(r.observed)
-        params = {"expected": list(map(str, config["expected"])), "presets": dict(config["presets"])}
+        params = {"expected": p.expected, "presets": p.presets}
         ids = log_units(dict(config), "reproduction", params,
                         [{"name": "reproduction/checks", "tags": {"rule": "reproduction", **tags},
                           "metrics": metrics, "artifacts": [str(out_md), str(out_csv)]}])

@@ -102,7 +102,7 @@ def encode(job: EncodeJob, encoder=None) -> dict:
     t0 = time.perf_counter()
     prep, store = Path(job.prepared_dir), Path(job.store_dir)
     budget = pair_budget(typed)
-    rows = kind_rows(kind, prep, system, _image_text(job.captions, prep, job.alt_text), budget)
+    rows = kind_rows(kind, prep, typed, _image_text(job.captions, prep, job.alt_text), budget)
     if kind == "pairs":  # along the documents' shards
         import pandas as pd
 
@@ -114,7 +114,7 @@ def encode(job: EncodeJob, encoder=None) -> dict:
         start, stop = (sel[0], sel[-1] + 1) if sel else (0, 0)
     else:
         start, stop = shard_range(len(rows), shard, shards, encoding.shard_size)
-    enc = KindEncoder(system, encoder, domain=prep.name)
+    enc = KindEncoder(typed, encoder, domain=prep.name)
     usage0 = dict(getattr(enc.encoder, "usage", None) or {})  # an embeddings API counts requests, retries, failures
     ckind = enc.cache_kind(rows)
     fn = enc.fn(rows)
@@ -305,7 +305,7 @@ def _vectors(job: RetrieveJob, typed: System, items, qs, encoder):
 
     used: dict = {}
     opened = {}
-    for kind in kinds_of(system, task):
+    for kind in kinds_of(typed, task):
         seal_store(system, kind, stores[kind])
         e = json.loads((Path(stores[kind]) / "encode.json").read_text(encoding="utf-8"))
         if e.get("system_sha256") != system_fingerprint(system):
@@ -324,7 +324,7 @@ def _vectors(job: RetrieveJob, typed: System, items, qs, encoder):
         store = opened[item_kind]
         _check_ids(store.ids, items.ids, stores[item_kind])
         if variants is not None:  # ablation query variants: encoded here, through the cache
-            qvecs = _encode_inline(KindEncoder(system, encoder, domain=domain), qs.texts, cache_root, typed.batch_size)
+            qvecs = _encode_inline(KindEncoder(typed, encoder, domain=domain), qs.texts, cache_root, typed.batch_size)
             used["query_variants_encoded"] = len(qs)
         else:
             qstore = opened[next(k for k in spec.dense_kinds if k != item_kind)]

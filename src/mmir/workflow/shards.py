@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import math
 
+from mmir.config.models import Params
 from mmir.data.sizes import raw_sizes
 from mmir.retrieval.encoding import QUERY_KINDS, kinds_of
-from mmir.workflow.units import ablation_systems
+from mmir.workflow.units import ablation_systems, typed
 
 
-def n_shards(config: dict, dataset: str, domain: str, kind: str) -> int:
+def n_shards(config: dict | Params, dataset: str, domain: str, kind: str) -> int:
     """How many shards ``kind`` has on a domain (>= 1)."""
     if kind in QUERY_KINDS:
         return 1
-    docs, images = raw_sizes(config["datasets"][dataset], domain)
+    p = typed(config)
+    docs, images = raw_sizes(p.datasets[dataset], domain)
     n = images if kind == "images" else docs
-    return max(1, math.ceil(n / config["encoding"]["shard_size"]))
+    return max(1, math.ceil(n / p.encoding.shard_size))
 
 
 def shard_range(n_rows: int, shard: int, shards: int, size: int) -> tuple[int, int]:
@@ -37,8 +39,9 @@ def shard_range(n_rows: int, shard: int, shards: int, size: int) -> tuple[int, i
     return start, (n_rows if shard == shards - 1 else min((shard + 1) * size, n_rows))
 
 
-def encoded_kinds(config: dict, system: str, task: str) -> list[str]:
+def encoded_kinds(config: dict | Params, system: str, task: str) -> list[str]:
     """The kinds the retrieve job of (system, task) reads (an ablation system reads its base system's)."""
-    derived = ablation_systems(config)
+    p = typed(config)
+    derived = ablation_systems(p)
     base = derived[system]["base"] if system in derived else system
-    return kinds_of(config["systems"][base], task)
+    return kinds_of(p.systems[base], task)

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmir.config.models import RagConfig, System, parse, parse_system
+from mmir.config.models import Captioner, RagConfig, ReformulatorConfig, System, fill, parse, parse_dataset, parse_slice
 from mmir.core import paths
 from mmir.core.io import write_json
 from mmir.workflow.units import PreparedUnit
@@ -25,11 +25,12 @@ def fetch(dataset: str, ds: dict, domain: str, out_marker: str | Path) -> dict:
     """Download one hub domain into ``data/raw/<dataset>/`` and write the marker JSON (commit, files)."""
     from mmir.data.hub import fetch_domain
 
+    hub = parse_dataset(ds, f"datasets.{dataset}")
     dest = Path(paths.RAW.format(dataset=dataset))
-    info = fetch_domain(ds["repo_id"], ds["revision"], domain, ["documents", "examples", "examples_multimodal",
-                                                               "document_images", "examples_images"], dest)
-    log.info("fetched %s@%s domain %s: wrote %d files under %s", ds["repo_id"], info["commit"], domain, len(info["files"]), dest)
-    write_json(out_marker, {"repo_id": ds["repo_id"], "revision": ds["revision"], **info})
+    info = fetch_domain(hub.repo_id, hub.revision, domain, ["documents", "examples", "examples_multimodal",
+                                                           "document_images", "examples_images"], dest)
+    log.info("fetched %s@%s domain %s: wrote %d files under %s", hub.repo_id, info["commit"], domain, len(info["files"]), dest)
+    write_json(out_marker, {"repo_id": hub.repo_id, "revision": hub.revision, **info})
     return info
 
 
@@ -37,9 +38,10 @@ def prepare(dataset: str, ds: dict, domain: str, out_dir: str | Path, fetched_ma
     """Normalise and check one domain (:mod:`mmir.data.prepare`); writes its artifacts to ``out_dir``."""
     from mmir.data.prepare import prepare_domain, write_prepared
 
-    meta = {"dataset": dataset, "domain": domain, "source": ds["source"]}
+    source = parse_dataset(ds, f"datasets.{dataset}").source
+    meta = {"dataset": dataset, "domain": domain, "source": source}
     raw_root = None
-    if ds["source"] == "hf":
+    if source == "hf":
         marker = json.loads(Path(fetched_marker).read_text(encoding="utf-8"))
         meta |= {"repo_id": marker["repo_id"], "revision": marker["commit"]}
         raw_root = paths.RAW.format(dataset=dataset)
@@ -77,7 +79,8 @@ def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cach
     prep = Path(prepared_dir)
     rows, n = [], {"images": 0, "empty": 0, "skipped_corrupt": 0}
     frames = [(role, pd.read_parquet(prep / fname)) for role, fname in (("corpus", "images.parquet"), ("query", "query_images.parquet"))]
-    if captioner["kind"] == "vlm":
+    cap = parse(Captioner, captioner, f"captioners.{captioner_name}")
+    if cap.kind == "vlm":
         from mmir.benchmarks.mmbright.captions import vlm_captions
         from mmir.llm.backends import make_backend
         from mmir.llm.cache import GenerationCache
@@ -99,7 +102,7 @@ def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cach
         n["skipped_corrupt"] = sum(int((~df["ok"].astype(bool)).sum()) for _, df in frames)
         n["engine_calls"] = n.get("cache_backend_calls", 0)
     else:
-        with OcrCaptioner(cache_path, min_score=captioner["min_score"]) as ocr:
+        with OcrCaptioner(cache_path, min_score=cap.min_score) as ocr:
             for role, df in frames:
                 for path, data, ok in tqdm(zip(df["path"], df["bytes"], df["ok"]), total=len(df), desc=f"{captioner_name} {role}",
                                            leave=False):
@@ -148,6 +151,7 @@ def reformulate(topics_file: str | Path, captions_file: str | Path, reformulator
     from mmir.llm.client import LLMClient
     from mmir.llm.policy import check_stage
 
+    ref = parse(ReformulatorConfig, reformulator, "reformulators.<name>")
     topics = pd.read_parquet(topics_file)
     caps = pd.read_parquet(captions_file)
     backend = make_backend(generator)
@@ -156,8 +160,8 @@ def reformulate(topics_file: str | Path, captions_file: str | Path, reformulator
         before = dict(cache.stats)
         client = LLMClient(backend, cache)
         frame, counts = do_reformulate(topics, dict(zip(caps["path"], caps["text"])), client,
-                                       MMBRIGHT_PROMPTS.get(reformulator["prompt"]), temperature=reformulator["temperature"],
-                                       max_tokens=reformulator["max_tokens"], seed=reformulator["seed"])
+                                       MMBRIGHT_PROMPTS.get(ref.prompt), temperature=ref.temperature, max_tokens=ref.max_tokens,
+                                       seed=ref.seed)
         after = dict(cache.stats)
     counts |= {f"cache_{k}": after[k] - before[k] for k in after}
     llm = check_stage("reformulate", str(out_parquet), client.audit)
@@ -244,10 +248,11 @@ def rag(unit: PreparedUnit, setting: str, rag_cfg: dict, generator: dict,
     from mmir.llm.client import LLMClient, Sampling
     from mmir.llm.policy import check_stage
 
+    cfg = parse(RagConfig, rag_cfg, "rag")
     dataset, domain, prepared_dir = unit.dataset, unit.domain, unit.path
     out = Path(out_dir)
     base = {"dataset": dataset, "domain": domain, "setting": setting}
-    topics = select_queries(pd.read_parquet(Path(prepared_dir) / "topics.parquet"), rag_cfg["max_queries"])
+    topics = select_queries(pd.read_parquet(Path(prepared_dir) / "topics.parquet"), cfg.max_queries)
     if topics.empty:
         reason = f"no query of {dataset}/{domain} has a reference answer (gold_answers): nothing to judge"
         log.warning("skipped: %s", reason)
@@ -260,19 +265,19 @@ def rag(unit: PreparedUnit, setting: str, rag_cfg: dict, generator: dict,
         c = pd.read_parquet(captions)
         caps = dict(zip(c["path"], c["text"]))
     gen, jud = make_backend(generator), make_backend(judge)
-    takes_images = rag_cfg["images"]
+    takes_images = cfg.images
     t0 = time.perf_counter()
     with GenerationCache(generation_cache) as cache:
-        gen_client = LLMClient(gen, cache, sampling=Sampling(rag_cfg["answer_temperature"], rag_cfg["answer_max_tokens"],
-                                                             rag_cfg["seed"]))
-        jud_client = LLMClient(jud, cache, sampling=Sampling(rag_cfg["judge_temperature"], rag_cfg["judge_max_tokens"],
-                                                             rag_cfg["seed"]))
-        answers, judgments = run_setting(setting, topics, DomainIndex(prepared_dir, caps), run_file, rag_cfg["k"],
+        gen_client = LLMClient(gen, cache, sampling=Sampling(cfg.answer_temperature, cfg.answer_max_tokens,
+                                                             cfg.seed))
+        jud_client = LLMClient(jud, cache, sampling=Sampling(cfg.judge_temperature, cfg.judge_max_tokens,
+                                                             cfg.seed))
+        answers, judgments = run_setting(setting, topics, DomainIndex(prepared_dir, caps), run_file, cfg.k,
                                          gen_client, jud_client, takes_images=takes_images,
-                                         repeats=rag_cfg["judge_repeats"], seed=rag_cfg["seed"],
-                                         evidence_chars=rag_cfg["evidence_chars"],
-                                         judge_temperature=rag_cfg["judge_temperature"],
-                                         judge_repeat_temperature=rag_cfg["judge_repeat_temperature"])
+                                         repeats=cfg.judge_repeats, seed=cfg.seed,
+                                         evidence_chars=cfg.evidence_chars,
+                                         judge_temperature=cfg.judge_temperature,
+                                         judge_repeat_temperature=cfg.judge_repeat_temperature)
         cstats = dict(cache.stats)
     llm = check_stage("rag", f"{dataset}/{domain}/{setting}", gen_client.audit, jud_client.audit)
     summary = base | summarize(answers, judgments) | llm | {
@@ -290,15 +295,16 @@ def rag(unit: PreparedUnit, setting: str, rag_cfg: dict, generator: dict,
 
 def rag_report(config: dict, summary_files: list[str], out_md, out_csv, out_tracking,
                judgment_files: list[str] | None = None) -> None:
-    """The RAG table (:mod:`mmir.reporting.rag`; with the judgments and ``config["significance"]``, intervals and
+    """The RAG table (:mod:`mmir.reporting.rag`; with the judgments and ``significance``, intervals and
     tests against the baseline setting) and its MLflow runs (:func:`mmir.tracking.log_rag`; each child also gets its
     cell's interval and p-values)."""
     from mmir.evaluation.significance import Settings
     from mmir.reporting.rag import collect_rag, rag_statistics, write_rag_table
     from mmir.tracking import log_rag
 
-    rag = parse(RagConfig, config["rag"], "rag")
-    settings = Settings.from_config(config.get("significance"))
+    c = parse_slice(config)
+    rag = c.rag
+    settings = c.significance or Settings()
     stats = rag_statistics(summary_files, judgment_files, settings) if judgment_files is not None else None
     write_rag_table(collect_rag(summary_files), rag.generator, rag.judge, rag.judge_repeats, out_md, out_csv,
                     stats=stats, settings=settings)
@@ -377,6 +383,7 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
     from mmir.tracking import log_invocation, redact, tracking_uri
     from mmir.workflow.units import config_slice
 
+    c = parse_slice(config)
     derived = derived or {}
     sig_cells, sig_parent = _significance_metrics(significance)
     entries = []
@@ -385,25 +392,26 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
         prep = json.loads(Path(paths.prepared(u["dataset"], u["domain"], "prepare.json")).read_text(encoding="utf-8"))
         d = derived.get(u["system"])
         base = d["base"] if d else u["system"]
-        system = parse_system(config["systems"][base], f"systems.{base}")
-        params = config_slice(config, dataset=u["dataset"], system=d["base"] if d else u["system"])
+        system = c.systems[base]
+        params = config_slice(c, dataset=u["dataset"], system=base)
         gen_metrics = {}
         if d:
             params["ablation"] = d
             if d["grid"] == "reformulation":
-                params["reformulator"] = config["reformulators"][d["source"]]
-                params["generator"] = {k: v for k, v in config["generators"][params["reformulator"]["generator"]].items()}
+                reformulator = c.reformulators[d["source"]]
+                params["reformulator"] = fill(reformulator)
+                params["generator"] = fill(c.generators[reformulator.generator])
                 stats = Path(paths.QUERIES_STATS.format(dataset=u["dataset"], domain=u["domain"], variant=d["variant"]))
                 gen_metrics = {k: v for k, v in json.loads(stats.read_text()).items()
                                if isinstance(v, (int, float)) and not isinstance(v, bool)}
             else:
-                params["captioner"] = config["captioners"][d["source"]]
+                params["captioner"] = fill(c.captioners[d["source"]])
         entries.append({
             **u,
             "metrics_json": paths.METRICS.format(**fmt),
             "perquery": paths.PERQUERY.format(**fmt),
             "run_file": paths.RUN.format(**fmt),
-            "params": params | {"measures": config["measures"]},
+            "params": params | {"measures": c.measures},
             "tags": {"dataset_revision": str(prep.get("revision", "local")), "model_revision": model_revision(system)},
             "extra_metrics": gen_metrics | {k: v for k, v in json.loads(Path(paths.RUN_STATS.format(**fmt)).read_text()).items()
                                             if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mmir.config.models import Params
 from mmir.core import paths
 from mmir.core.tasks import task as task_spec
 from mmir.data.domains import has_multimodal, has_query_images
@@ -81,45 +82,47 @@ def _blank_png() -> bytes:
     return buf.getvalue()
 
 
-def grids(config: dict) -> list[str]:
+def grids(config: dict | Params) -> list[str]:
     """The ablation grids with at least one derived system."""
     derived = U.ablation_systems(config).values()
     return [g for g in ("caption", "reformulation") if any(d["grid"] == g for d in derived)]
 
 
-def used_captioners(config: dict) -> list[str]:
+def used_captioners(config: dict | Params) -> list[str]:
     """Captioners some rule reads: the image text of text systems on Tasks 2-4 and of the RAG/MMDR stages
     (``evaluation.image_text``), the caption grid, the reformulators' image text, M2RAG's."""
+    p = U.typed(config)
     out = []
-    text_systems = any(s["kind"] != "mm" for s in config["systems"].values())
-    e = config.get("essentiality")
-    if ((text_systems and any(task_spec(t).multimodal for t in config["tasks"])) or U.rag_units(config) or U.mmdr_units(config)
-            or (U.essentiality_units(config) and not e["labels"])):
-        out.append(config["evaluation"]["image_text"])
-    if config["ablations"]["caption"]["systems"]:
-        out += config["ablations"]["caption"]["captioners"]
-    if config["ablations"]["reformulation"]["systems"]:
-        out += [config["reformulators"][r]["image_text"] for r in config["ablations"]["reformulation"]["reformulators"]]
-    if config.get("m2rag") and config["m2rag"]["image_text"]:
-        out.append(config["m2rag"]["image_text"])
-    return [c for c in dict.fromkeys(out) if c in config["captioners"]]
+    text_systems = any(s.kind != "mm" for s in p.systems.values())
+    if ((text_systems and any(task_spec(t).multimodal for t in p.tasks)) or U.rag_units(p) or U.mmdr_units(p)
+            or (U.essentiality_units(p) and not p.essentiality.labels)):
+        out.append(p.evaluation.image_text)
+    ab = p.ablations
+    if ab.caption.systems:
+        out += ab.caption.captioners
+    if ab.reformulation.systems:
+        out += [p.reformulators[r].image_text for r in ab.reformulation.reformulators]
+    if p.m2rag and p.m2rag.image_text:
+        out.append(p.m2rag.image_text)
+    return [c for c in dict.fromkeys(out) if c in p.captioners]
 
 
-def family_targets(config: dict, family: str, *, dataset: str | None = None, task: str | None = None) -> list[str]:
+def family_targets(config: dict | Params, family: str, *, dataset: str | None = None, task: str | None = None) -> list[str]:
     """The files that make ``family`` complete (``dataset`` narrows ``prepare``, ``task`` narrows ``task``).
 
     Raises:
         ValueError: an unknown family.
     """
+    config = U.typed(config)
     if family == "prepare":
         return [paths.prepared(d, dom, "prepare.json") for d, dom in U.units(config) if dataset in (None, d)]
     if family == "captions":
         caps = used_captioners(config)
         return [paths.CAPTIONS.format(dataset=d, domain=dom, captioner=c) for d, dom in U.units(config)
-                if has_multimodal(config["datasets"][d], dom) or has_query_images(config["datasets"][d], dom)
+                if has_multimodal(config.datasets[d], dom) or has_query_images(config.datasets[d], dom)
                 for c in caps]
     if family == "task":
-        tasks = [task] if task else config["tasks"]
+        tasks = [task] if task else config.tasks
         return [p.format(task=t) for t in tasks for p in (paths.TABLE_MD, paths.TABLE_CSV, paths.TABLE_METRICS,
                                                           paths.TABLE_SIGNIFICANCE, paths.TABLE_FOREST, paths.TRACKING)]
     if family == "ablations":
@@ -133,7 +136,7 @@ def family_targets(config: dict, family: str, *, dataset: str | None = None, tas
             if U.m2rag_units(config) else []
     if family == "reproduction":
         return [paths.REPRODUCTION_MD, paths.REPRODUCTION_CSV, paths.TRACKING.format(task="reproduction")] \
-            if config["expected"] else []
+            if config.expected else []
     if family == "essentiality":
         return [paths.ESSENTIALITY_MD, paths.ESSENTIALITY_CSV, paths.ESSENTIALITY_PLOT, paths.ESSENTIALITY_PLOT_DATA,
                 paths.TRACKING.format(task="essentiality")] if U.essentiality_units(config) else []
@@ -146,7 +149,7 @@ def family_targets(config: dict, family: str, *, dataset: str | None = None, tas
     raise ValueError(f"unknown stage family {family!r}; known: {', '.join(FAMILIES)}")
 
 
-def all_targets(config: dict) -> list[str]:
+def all_targets(config: dict | Params) -> list[str]:
     """Every table and MLflow record the config asks for, and the report of them all (Snakemake's default target): the
     targets of every family but ``prepare`` and ``captions`` (their files are inputs of the others)."""
     return [t for f in FAMILIES if f not in ("prepare", "captions") for t in family_targets(config, f)]
@@ -156,7 +159,7 @@ def all_targets(config: dict) -> list[str]:
 NOT_TABLES = ("prepare", "captions", "report")
 
 
-def report_files(config: dict) -> list[str]:
+def report_files(config: dict | Params) -> list[str]:
     """The report's inputs: every table (``.md``, ``.csv``, ``.significance.json``), figure (``.png``) and MLflow
     record (``results/tracking/*.json``) of every stage family the config runs (:func:`family_targets`),
     in family order. A family added to :data:`FAMILIES` is picked up as it is."""
@@ -173,7 +176,7 @@ def report_files(config: dict) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def tex_outputs(config: dict) -> dict[str, str]:
+def tex_outputs(config: dict | Params) -> dict[str, str]:
     """``{output name: results/tables/<name>.tex}``, one per markdown table among :func:`report_files`."""
     out = {}
     for f in report_files(config):

@@ -5,10 +5,13 @@ One module holds them all, so the Snakemake rules, the CLI and MLflow tracking e
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mmir.config import parse_params
+from mmir.config.models import Params, ParamsSlice, fill
 from mmir.core.tasks import ABLATION_BASE, ABLATION_TASK
 from mmir.core.tasks import task as task_spec
 from mmir.data.domains import dataset_domains, has_multimodal, has_query_images
@@ -24,114 +27,136 @@ class PreparedUnit:
     path: str | Path
 
 
-def mmdr_units(config: dict) -> list[dict]:
+_TYPED: list[tuple[dict, dict, Params]] = []  # (config, a copy of it, its Params): the last few parsed
+
+
+def typed(config: dict | Params) -> Params:
+    """``config`` (a validated, filled config dict: Snakemake's ``config``) as :class:`~mmir.config.models.Params`.
+
+    The DAG asks for the units of every job, so the parse is kept per dict and redone when the dict has changed.
+    """
+    if isinstance(config, Params):
+        return config
+    for held, snapshot, params in _TYPED:
+        if held is config and snapshot == config:
+            return params
+    params = parse_params(config)
+    _TYPED.insert(0, (config, copy.deepcopy(config), params))
+    del _TYPED[8:]
+    return params
+
+
+def mmdr_units(config: dict | Params) -> list[dict]:
     """``{dataset, domain}`` of the MMDR stage: every domain of ``mmdr.datasets`` (null = all datasets) whose
     queries can have images."""
-    m = config.get("mmdr")
-    if not m:
+    p = typed(config)
+    if not p.mmdr:
         return []
-    wanted = m["datasets"] or list(config["datasets"])
-    return [{"dataset": d, "domain": dom} for d, dom in units(config)
-            if d in wanted and has_query_images(config["datasets"][d], dom)]
+    wanted = p.mmdr.datasets or list(p.datasets)
+    return [{"dataset": d, "domain": dom} for d, dom in units(p) if d in wanted and has_query_images(p.datasets[d], dom)]
 
 
 M2RAG_DEVSET = ("m2rag-bench", "dev", "devset")  # (dataset, domain, source) of the dev-set knowledge bases
 
 
-def m2rag_units(config: dict) -> list[dict]:
+def m2rag_units(config: dict | Params) -> list[dict]:
     """``{dataset, domain, source, strategy}`` of the M2RAG stage: each multimodal domain of the chosen
     datasets whose ``task`` run exists for the source system, times the strategies; plus the dev set when
     ``m2rag.devset`` is set (see :data:`M2RAG_DEVSET`)."""
-    m = config.get("m2rag")
+    p = typed(config)
+    m = p.m2rag
     if not m:
         return []
-    wanted = m["datasets"] or list(config["datasets"])
+    wanted = m.datasets or list(p.datasets)
     kbs = []
-    for d, dom in units(config):
-        if d not in wanted or not has_multimodal(config["datasets"][d], dom):
+    for d, dom in units(p):
+        if d not in wanted or not has_multimodal(p.datasets[d], dom):
             continue
-        for s in m["sources"]:
-            if any(u["domain"] == dom and u["system"] == s for u in task_units(config, m["task"]) if u["dataset"] == d):
+        for s in m.sources:
+            if any(u["domain"] == dom and u["system"] == s for u in task_units(p, m.task) if u["dataset"] == d):
                 kbs.append((d, dom, s))
-    if m["devset"]:
+    if m.devset:
         kbs.append(M2RAG_DEVSET)
-    return [{"dataset": d, "domain": dom, "source": s, "strategy": st} for d, dom, s in kbs for st in m["strategies"]]
+    return [{"dataset": d, "domain": dom, "source": s, "strategy": st} for d, dom, s in kbs for st in m.strategies]
 
 
-def rag_units(config: dict) -> list[dict]:
+def rag_units(config: dict | Params) -> list[dict]:
     """``{dataset, domain, setting, slug}`` of the RAG stage (slug = setting with ':' as '-', for paths)."""
-    rag = config.get("rag")
-    if not rag:
+    p = typed(config)
+    if not p.rag:
         return []
-    wanted = rag["datasets"] or list(config["datasets"])
+    wanted = p.rag.datasets or list(p.datasets)
     return [{"dataset": d, "domain": dom, "setting": s, "slug": s.replace(":", "-")}
-            for d, dom in units(config) if d in wanted for s in rag["settings"]]
+            for d, dom in units(p) if d in wanted for s in p.rag.settings]
 
 
-def ablation_systems(config: dict) -> dict[str, dict]:
+def ablation_systems(config: dict | Params) -> dict[str, dict]:
     """Derived Task 1 systems of the ablation grids: ``{"bm25+cap:ocr": {"base": "bm25", "variant": "cap-ocr",
     "grid": "caption", "source": "ocr"}, "bm25+ref:qwen": {..., "variant": "ref-qwen", ...}}``."""
     out = {}
-    ab = config["ablations"]
-    for s in ab["caption"]["systems"]:
-        for c in ab["caption"]["captioners"]:
+    ab = typed(config).ablations
+    for s in ab.caption.systems:
+        for c in ab.caption.captioners:
             out[f"{s}+cap:{c}"] = {"base": s, "variant": f"cap-{c}", "grid": "caption", "source": c}
-    for s in ab["reformulation"]["systems"]:
-        for r in ab["reformulation"]["reformulators"]:
+    for s in ab.reformulation.systems:
+        for r in ab.reformulation.reformulators:
             out[f"{s}+ref:{r}"] = {"base": s, "variant": f"ref-{r}", "grid": "reformulation", "source": r}
     return out
 
 
-def essentiality_systems(config: dict, dataset: str) -> list[str]:
+def essentiality_systems(config: dict | Params, dataset: str) -> list[str]:
     """The systems whose ``essentiality.task`` per-query scores the essentiality table breaks down on ``dataset``:
     the task's systems (``essentiality.systems``: null = all of them, else those listed), in config order."""
-    e = config.get("essentiality")
+    p = typed(config)
+    e = p.essentiality
     if not e:
         return []
-    wanted = e["systems"]
-    present = dict.fromkeys(u["system"] for u in task_units(config, e["task"]) if u["dataset"] == dataset)
+    wanted = e.systems
+    present = dict.fromkeys(u["system"] for u in task_units(p, e.task) if u["dataset"] == dataset)
     return [s for s in present if wanted is None or s in wanted]
 
 
-def essentiality_units(config: dict) -> list[dict]:
+def essentiality_units(config: dict | Params) -> list[dict]:
     """``{dataset, domain}`` of the essentiality stage (MM-BRIGHT §3.4): every domain of ``essentiality.datasets``
     (null = all datasets) whose queries have images and where ``essentiality.task`` runs at least one chosen system.
     None when the section is absent or its ``systems`` list is empty (the stage is off)."""
-    e = config.get("essentiality")
-    if not e or e["task"] not in config["tasks"]:
+    p = typed(config)
+    e = p.essentiality
+    if not e or e.task not in p.tasks:
         return []
-    wanted = e["datasets"] or list(config["datasets"])
-    return [{"dataset": d, "domain": dom} for d, dom in units(config)
-            if d in wanted and has_query_images(config["datasets"][d], dom) and has_multimodal(config["datasets"][d], dom)
-            and essentiality_systems(config, d)]
+    wanted = e.datasets or list(p.datasets)
+    return [{"dataset": d, "domain": dom} for d, dom in units(p)
+            if d in wanted and has_query_images(p.datasets[d], dom) and has_multimodal(p.datasets[d], dom)
+            and essentiality_systems(p, d)]
 
 
-def essentiality_skipped(config: dict) -> list[str]:
+def essentiality_skipped(config: dict | Params) -> list[str]:
     """``"<dataset>/<domain>: why"`` for each domain of the chosen datasets that the essentiality stage leaves out."""
-    e = config.get("essentiality")
+    p = typed(config)
+    e = p.essentiality
     if not e:
         return []
-    wanted = e["datasets"] or list(config["datasets"])
+    wanted = e.datasets or list(p.datasets)
     out = []
-    for d, dom in units(config):
+    for d, dom in units(p):
         if d not in wanted:
             continue
-        ds = config["datasets"][d]
+        ds = p.datasets[d]
         if not has_query_images(ds, dom):
             out.append(f"{d}/{dom}: its queries have no images")
         elif not has_multimodal(ds, dom):
-            out.append(f"{d}/{dom}: no {e['task']} data (examples_multimodal)")
-        elif not essentiality_systems(config, d):
-            out.append(f"{d}/{dom}: no chosen system runs {e['task']}")
+            out.append(f"{d}/{dom}: no {e.task} data (examples_multimodal)")
+        elif not essentiality_systems(p, d):
+            out.append(f"{d}/{dom}: no chosen system runs {e.task}")
     return out
 
 
-def units(config: dict) -> list[tuple[str, str]]:
+def units(config: dict | Params) -> list[tuple[str, str]]:
     """Every (dataset, domain) pair of the config, in config order."""
-    return [(name, dom) for name, ds in config["datasets"].items() for dom in dataset_domains(name, ds)]
+    return [(name, dom) for name, ds in typed(config).datasets.items() for dom in dataset_domains(name, ds)]
 
 
-def task_units(config: dict, task: str) -> list[dict]:
+def task_units(config: dict | Params, task: str) -> list[dict]:
     """``{dataset, domain, system}`` of every unit a task runs on.
 
     Task 1 (text only, the paper's Table 3) runs the text systems (bm25, dense) on every domain; Tasks 2–4 run
@@ -139,35 +164,34 @@ def task_units(config: dict, task: str) -> list[dict]:
     are :func:`ablation_units`.
     """
     spec = task_spec(task)
+    p = typed(config)
     out = []
-    for name, dom in units(config):
-        if not spec.multimodal or has_multimodal(config["datasets"][name], dom):
-            out += [{"dataset": name, "domain": dom, "system": s} for s, sys_ in config["systems"].items()
-                    if (spec.mm_kinds is not None or sys_["kind"] != "mm") and (sys_.get("tasks") is None or task in sys_["tasks"])
-                    and (sys_.get("datasets") is None or name in sys_["datasets"])]
+    for name, dom in units(p):
+        if not spec.multimodal or has_multimodal(p.datasets[name], dom):
+            out += [{"dataset": name, "domain": dom, "system": s} for s, sys_ in p.systems.items()
+                    if (spec.mm_kinds is not None or sys_.kind != "mm") and (sys_.tasks is None or task in sys_.tasks)
+                    and (sys_.datasets is None or name in sys_.datasets)]
     return out
 
-
-
-
-def ablation_units(config: dict, grid: str) -> list[dict]:
+def ablation_units(config: dict | Params, grid: str) -> list[dict]:
     """Units of an ablation grid, on the domains whose queries have images: ``{task, dataset, domain, system}``
     for each base system (``task1``) and each derived system (``ablation``: Task 1 qrels, own paths)."""
-    derived = {n: d for n, d in ablation_systems(config).items() if d["grid"] == grid}
+    p = typed(config)
+    derived = {n: d for n, d in ablation_systems(p).items() if d["grid"] == grid}
     bases = list(dict.fromkeys(d["base"] for d in derived.values()))
     out = []
-    for name, dom in units(config):
-        if derived and has_query_images(config["datasets"][name], dom):
+    for name, dom in units(p):
+        if derived and has_query_images(p.datasets[name], dom):
             out += [{"task": ABLATION_BASE, "dataset": name, "domain": dom, "system": s} for s in bases]
             out += [{"task": ABLATION_TASK, "dataset": name, "domain": dom, "system": s} for s in derived]
     return out
 
 
-def config_slice(config: dict, *, dataset: str | None = None, system: str | None = None) -> dict[str, Any]:
-    """The part of the config a (dataset, system) step reads: used as rule params and MLflow params."""
-    out: dict[str, Any] = {"evaluation": config["evaluation"]}
+def config_slice(config: Params | ParamsSlice, *, dataset: str | None = None, system: str | None = None) -> dict[str, Any]:
+    """The part of the config a (dataset, system) step reads, as the filled dicts of params.yaml: the MLflow params."""
+    out: dict[str, Any] = {"evaluation": fill(config.evaluation)}
     if dataset is not None:
-        out["dataset"] = {"name": dataset, **config["datasets"][dataset]}
+        out["dataset"] = {"name": dataset, **fill(config.datasets[dataset])}
     if system is not None:
-        out["system"] = {"name": system, **config["systems"][system]}
+        out["system"] = {"name": system, **fill(config.systems[system])}
     return out

@@ -2,9 +2,9 @@
 definition, one default and one line of documentation; workflow/schemas/params.schema.yaml is generated from
 :class:`Params` (``python -m mmir.config.schema --write``). Parse a dict with :mod:`mmir.config.parse`."""
 
-from mmir.config.models.base import Section, default_of, fill
+from mmir.config.models.base import Section, default_of, fill, partial
 from mmir.config.models.datasets import Dataset, HubDataset, IntegrityConfig, LocalDataset, SampleConfig, TrecDataset
-from mmir.config.models.essentiality import EssentialityConfig
+from mmir.config.models.essentiality import EssentialityConfig, EssentialityReportParams
 from mmir.config.models.evaluation import (
     AblationsConfig,
     CaptionGrid,
@@ -37,8 +37,9 @@ from mmir.config.models.mmdr_evaluator import (
     TraceConfig,
     VEFConfig,
 )
-from mmir.config.models.params import Params
+from mmir.config.models.params import Params, ParamsSlice
 from mmir.config.models.rag import RagConfig
+from mmir.config.models.reproduction import ReproductionParams
 from mmir.config.models.resources import JobResources, ResourcesConfig
 from mmir.config.models.significance import SignificanceConfig
 from mmir.config.models.systems import (
@@ -69,13 +70,19 @@ def parse_params(config: dict, file: str | None = None) -> Params:
     return parse(Params, config, "", file)
 
 
+def parse_slice(params: dict) -> ParamsSlice:
+    """A job's params slice of whole :class:`Params` sections as a :class:`ParamsSlice` (absent sections ``None``)."""
+    return parse(ParamsSlice, params, "")
+
+
 __all__ = [
-    "AblationsConfig", "BM25System", "Captioner", "CaptionGrid", "ControllerConfig", "Dataset", "default_of", "DenseSystem",
-    "DenseSystemBase", "DevsetConfig", "EmbeddingsAPISystem", "EncodingConfig", "EngineConfig", "EssentialityConfig",
-    "EvaluationConfig", "FetchConfig", "fill", "FLAEConfig", "Generator", "HFTextSystem", "HubDataset", "IntegrityConfig",
-    "JobResources", "LlamaCppGenerator", "LocalDataset", "M2RAGConfig", "MlflowConfig", "MMDRConfig", "MMDREvaluatorConfig",
-    "MMSystem", "MosaicConfig", "OCRCaptioner", "OpenAIGenerator", "Params", "parse", "parse_dataset", "parse_params",
-    "parse_system", "PathsConfig", "Prices", "RagConfig", "ReformulationGrid", "ReformulatorConfig", "ResourcesConfig",
-    "SampleConfig", "Section", "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig", "System", "TraceConfig",
-    "TransformersGenerator", "TrecDataset", "VEFConfig", "VLMCaptioner",
+    "AblationsConfig", "BM25System", "Captioner", "CaptionGrid", "ControllerConfig", "Dataset", "default_of",
+    "DenseSystem", "DenseSystemBase", "DevsetConfig", "EmbeddingsAPISystem", "EncodingConfig", "EngineConfig",
+    "EssentialityConfig", "EssentialityReportParams", "EvaluationConfig", "FetchConfig", "fill", "FLAEConfig",
+    "Generator", "HFTextSystem", "HubDataset", "IntegrityConfig", "JobResources", "LlamaCppGenerator", "LocalDataset",
+    "M2RAGConfig", "MlflowConfig", "MMDRConfig", "MMDREvaluatorConfig", "MMSystem", "MosaicConfig", "OCRCaptioner",
+    "OpenAIGenerator", "Params", "ParamsSlice", "parse", "partial", "parse_dataset", "parse_params", "parse_slice", "parse_system",
+    "PathsConfig", "Prices", "RagConfig", "ReformulationGrid", "ReformulatorConfig", "ReproductionParams",
+    "ResourcesConfig", "SampleConfig", "Section", "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig",
+    "System", "TraceConfig", "TransformersGenerator", "TrecDataset", "VEFConfig", "VLMCaptioner",
 ]

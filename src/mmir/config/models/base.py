@@ -3,15 +3,59 @@ in params.yaml's sense (``unset``) is left out of the filled dict when the user 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    StringConstraints,
+    create_model,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError, core_schema
+
+from mmir.core.tasks import TASKS, TaskSpec
 
 #: the key names a mapping section accepts (datasets, captioners, generators, reformulators, domains)
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
 #: system names also take ``+`` and ``:`` (ablation systems are ``<system>+cap:<captioner>``)
 SystemName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+:-]*$")]
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A task name of :data:`mmir.core.tasks.TASKS` (tasks with a table) that ``which`` accepts, read at validation
+    and schema time, so a task added to the registry (or by a test) is a valid name with no edit here."""
+
+    which: Callable[[TaskSpec], bool] = lambda spec: True
+
+    def names(self) -> list[str]:
+        return [n for n, spec in TASKS.items() if spec.table and self.which(spec)]
+
+    def _check(self, name: str) -> str:
+        if name not in self.names():
+            raise PydanticCustomError("task", "unknown task: one of {names}", {"names": self.names()})
+        return name
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> dict:
+        return {**handler(schema), "enum": self.names()}
+
+
+#: a task of the registry (config ``tasks``, ``systems.<name>.tasks``, a stage's ``task``)
+TaskName = Annotated[str, Registered()]
+#: a task with query images (the essentiality stage's)
+MultimodalTask = Annotated[str, Registered(lambda spec: spec.multimodal)]
+#: a task that ranks corpus documents (M2RAG's knowledge bases)
+DocumentTask = Annotated[str, Registered(lambda spec: spec.ranks == "documents")]
 #: a number kept as written (an int stays an int, so the filled config prints as params.yaml does)
 Number = int | float
 
@@ -40,6 +84,14 @@ class Section(BaseModel):
                 if reason:  # ctx["key"] completes the error's location (mmir.config.parse)
                     raise PydanticCustomError("refused_key", reason, {"key": key})
         return data
+
+
+@functools.cache
+def partial(model: type[BaseModel]) -> type[Section]:
+    """``model`` with every field optional: a job's params slice that keeps only the keys its step reads (the slice
+    is already validated and filled; a key left out is ``None`` and never read)."""
+    return create_model(f"Partial{model.__name__}", __base__=Section, __doc__=f"Some keys of {model.__name__}.",
+                        **{name: (field.annotation | None, None) for name, field in model.model_fields.items()})
 
 
 def default_of(model: type[BaseModel], field: str) -> Any:

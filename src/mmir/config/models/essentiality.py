@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any
 
 from pydantic import Field
 
-from mmir.config.models.base import Number, Section
+from mmir.config.models.base import MultimodalTask, Number, Section
+from mmir.config.models.evaluation import MlflowConfig
 
 
 class EssentialityConfig(Section):
@@ -16,7 +17,7 @@ class EssentialityConfig(Section):
     every system's ``task`` score by class."""
 
     datasets: list[str] | None = Field(None, description="null = every dataset; domains without query images are skipped with a note")
-    task: Literal["task2", "task3", "task4"] = Field("task2", description="whose per-query scores are broken down (must be in tasks)")
+    task: MultimodalTask = Field("task2", description="whose per-query scores are broken down (must be in tasks)")
     systems: list[str] | None = Field(None, description="systems of the table; null = every system of `task`; [] = the stage is off")
     classifier: str | None = Field(None, description="a key of generators (required unless `labels` is set)")
     labels: str | None = Field(None, description="a labels file (.csv, .tsv or .parquet) instead of the classifier: columns "
@@ -29,3 +30,23 @@ class EssentialityConfig(Section):
     temperature: Number = Field(0.0, ge=0, description="sampling temperature of every labelling call (0 = greedy)")
     max_tokens: int = Field(48, ge=1, description="reply limit of every labelling call")
     seed: int | None = Field(0, description="sampling seed; null = none")
+
+
+class EssentialityStepConfig(EssentialityConfig):
+    """``essentiality`` as the label and report jobs get it: with the captioner whose OCR text the labels read."""
+
+    image_text: str | None = Field(None, description="evaluation.image_text; absent on the labels-file route (no model reads it)")
+
+
+class EssentialityReportParams(Section):
+    """The params slice of the ``essentiality_report`` job (built by :mod:`mmir.workflow.rules.essentiality`)."""
+
+    essentiality: EssentialityStepConfig
+    task: MultimodalTask = Field(description="essentiality.task")
+    generator: dict[str, Any] | None = Field(description="the classifier's generators entry, logged as it is; None with labels")
+    measure: str = Field(description="evaluation.primary_measure")
+    units: list[dict[str, str]] = Field(description="[{dataset, domain}] of the label jobs, in order")
+    systems: dict[str, list[str]] = Field(description="per dataset, the systems whose per-query scores are broken down")
+    skipped: list[str] = Field(description="'<dataset>/<domain>: why' of each domain left out")
+    mlflow: MlflowConfig
+    untrained: list[str] = Field(description="systems labelled untrained")

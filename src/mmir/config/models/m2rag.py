@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from mmir.config.models.base import Number, Section
+from mmir.config.models.base import DocumentTask, Number, Section
 
 
 class SelectionConfig(Section):
@@ -40,7 +40,7 @@ class M2RAGConfig(Section):
 
     datasets: list[str] | None = Field(None, description="null = every dataset whose domains have images")
     sources: list[str] = Field(["bm25"], description="systems whose `task` runs give the knowledge bases (one row group per source)")
-    task: Literal["task1", "task2"] = Field("task1", description="the run the knowledge bases come from")
+    task: DocumentTask = Field("task1", description="the run the knowledge bases come from")
     top_n: int = Field(5, ge=1, description="distinct top-ranked documents whose pages form a knowledge base")
     page_scope: Literal["page", "retrieved"] = Field("page", description="page: every passage of each page (the paper's whole web "
                                                      "page); retrieved: only the retrieved passages")

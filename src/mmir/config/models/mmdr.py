@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from mmir.config.models.base import Number, Section
+from mmir.config.models.base import Number, Section, TaskName
 from mmir.config.models.mmdr_evaluator import EngineConfig, MMDREvaluatorConfig, MosaicConfig, TraceConfig, VEFConfig
 
 ImageText = Literal["caption", "alt"]
@@ -18,7 +18,7 @@ class MMDRConfig(Section):
 
     datasets: list[str] | None = Field(None, description="null = every dataset whose queries can have images")
     max_tasks: int | None = Field(2, ge=1, description="per domain: the first N queries (topic order) with at least one image; null = all")
-    task: Literal["task1", "task2", "task3", "task4"] = Field("task1", description="whose run gives the baseline's sources")
+    task: TaskName = Field("task1", description="whose run gives the baseline's sources")
     system: str = Field("bm25", description="a key of systems: the run of mmdr.task the baseline reads")
     k: int = Field(5, ge=1, description="sources per report: the first k run items")
     generator: str = Field(description="a key of generators: writes the reports")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, create_model
 
-from mmir.config.models.base import Name, Section, SystemName
+from mmir.config.models.base import Name, Section, SystemName, TaskName
 from mmir.config.models.datasets import Dataset
 from mmir.config.models.essentiality import EssentialityConfig
 from mmir.config.models.evaluation import AblationsConfig, EncodingConfig, EvaluationConfig, MlflowConfig, PathsConfig
@@ -28,7 +28,7 @@ class Params(Section):
 
     datasets: dict[Name, Dataset] = Field(min_length=1, description="named datasets; each is prepared per domain into "
                                           "data/prepared/<dataset>/<domain>/")
-    tasks: list[Literal["task1", "task2", "task3", "task4"]] = Field(
+    tasks: list[TaskName] = Field(
         ["task1"], min_length=1, description="MM-BRIGHT tasks: task1 text query -> documents; task2 text+image -> documents; task3 "
         "text+image -> corpus images; task4 text+image -> (document, image) pairs (tasks 2-4 on datasets with query images)")
     systems: dict[SystemName, System] = Field(min_length=1, description="named retrieval systems")
@@ -55,3 +55,9 @@ class Params(Section):
                                 description="files of expected scores checked by the `reproduction` rule (relative to the "
                                 "project directory)")
     mlflow: MlflowConfig = Field(MlflowConfig(), description="experiment tracking")
+
+
+#: a job's params slice made of whole sections of :class:`Params` (e.g. ``{"rag": ..., "generators": ..., "mlflow":
+#: ...}``): each section given is validated as in Params, each other one is ``None``
+ParamsSlice = create_model("ParamsSlice", __base__=Section, __doc__="Some sections of Params (a job's params slice).",
+                           **{name: (field.annotation | None, None) for name, field in Params.model_fields.items()})

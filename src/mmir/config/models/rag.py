@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field
 
-from mmir.config.models.base import Number, Section
+from mmir.config.models.base import Number, Section, TaskName
 
-TaskName = Literal["task1", "task2", "task3", "task4"]
 RagSetting = Annotated[str, Field(pattern=r"^(none|oracle|topk:[A-Za-z0-9][A-Za-z0-9_.+:-]*)$")]
 
 

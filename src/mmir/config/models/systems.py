@@ -7,10 +7,9 @@ from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator
 
-from mmir.config.models.base import Number, Section, unset
+from mmir.config.models.base import Number, Section, TaskName, unset
 from mmir.config.models.resources import JobResources
 
-TaskName = Literal["task1", "task2", "task3", "task4"]
 HF_BACKENDS = ("hf-last-token", "hf-mean", "gritlm")
 HF_ONLY = ("query_max_length", "append_eos", "bidirectional", "padding_side")
 OPENAI_ONLY = ("base_url", "api_key_env", "dimensions", "max_concurrency", "timeout_s", "max_retries", "backoff_base_s",

@@ -27,7 +27,7 @@ def encode_inputs_for(config: dict, w: W, kind: str) -> dict[str, str]:
     from mmir.retrieval.encoding import needs_image_text
 
     files = {n: paths.prepared(w["dataset"], w["domain"], f"{n}.parquet") for n in KIND_FILES[kind]}
-    if needs_image_text(config["systems"][w["system"]], kind):
+    if needs_image_text(U.typed(config).systems[w["system"]], kind):
         files["captions"] = image_text_captions(config, w)
     return files
 
@@ -58,7 +58,7 @@ def _encode_params(config: dict, w: W) -> dict:
     system = config["systems"][w["system"]]
     return {"system": system, "shards": n_shards(config, w["dataset"], w["domain"], w["kind"]),
             "encoding": config["encoding"], "cache_root": config["paths"]["embedding_cache"],
-            "alt_text": bool(needs_image_text(system, w["kind"]) and config["evaluation"]["alt_text"])}
+            "alt_text": bool(needs_image_text(U.typed(config).systems[w["system"]], w["kind"]) and config["evaluation"]["alt_text"])}
 
 
 def _retrieve(job: Job):
@@ -98,11 +98,12 @@ def _retrieve_params(config: dict, w: W) -> dict:
     ev = {k: config["evaluation"][k] for k in ("protocol", "top_k")}
     if spec.qrels_official:  # the task has a label protocol
         ev["task4_protocol"] = config["evaluation"]["task4_protocol"]
-    if system["kind"] != "bm25":
+    kind = U.typed(config).systems[base_system(config, w["system"])].kind
+    if kind != "bm25":
         ev["chunk_size"] = config["evaluation"]["chunk_size"]
     elif spec.multimodal:
         ev["alt_text"] = config["evaluation"]["alt_text"]
-    inline = w["system"] in U.ablation_systems(config) and system["kind"] == "dense"
+    inline = w["system"] in U.ablation_systems(config) and kind == "dense"
     return {"system": system, "evaluation": ev, "cache_root": config["paths"]["embedding_cache"] if inline else None}
 
 
