@@ -324,7 +324,7 @@ def test_make_backend_and_usage_metrics(fault):
     assert all(isinstance(v, float) for v in m.values())
     assert "gen_cost" not in Usage().as_metrics()
 
-    with pytest.raises(ConfigError, match="unknown generation backend"):
+    with pytest.raises(ConfigError, match="backend must be one of: openai, llama_cpp, transformers"):
         make_backend({"backend": "nope"})
     with pytest.raises(ConfigError, match="temprature"):
         make_backend({"backend": "openai", "model": "m", "api_key_env": KEY_ENV, "temprature": 1})
