@@ -24,11 +24,11 @@ from mmir.core.errors import ConfigError, MmirError
 def cmd_validate(config, args) -> int:
     from mmir.workflow import units as U
 
+    p = U.typed(config)
     for ds, dom in U.units(config):
         print(f"{ds}\t{dom}")
-    print(f"systems: {', '.join(config['systems'])}; tasks: {', '.join(config['tasks'])}; "
-          f"protocol: {config['evaluation']['protocol']}")
-    print("units: " + "; ".join(f"{t} {len(U.task_units(config, t))}" for t in config["tasks"]))
+    print(f"systems: {', '.join(p.systems)}; tasks: {', '.join(p.tasks)}; protocol: {p.evaluation.protocol}")
+    print("units: " + "; ".join(f"{t} {len(U.task_units(config, t))}" for t in p.tasks))
     m2rag = U.m2rag_units(config)
     print(f"rag units: {len(U.rag_units(config))}; m2rag units: {len(m2rag)} "
           f"({len({(u['dataset'], u['domain'], u['source']) for u in m2rag})} knowledge bases); "
@@ -92,16 +92,19 @@ def cmd_snakemake(config, args) -> int:
 def cmd_expected(config, args) -> int:
     import yaml
 
+    from mmir.config.models import fill
     from mmir.core import paths
     from mmir.core.gitinfo import commit_label
     from mmir.core.io import write_text
     from mmir.evaluation.expected import freeze, observations_from_task_metrics
+    from mmir.workflow.units import typed
 
-    obs = [o for t in config["tasks"] if Path(paths.TABLE_METRICS.format(task=t)).exists()
+    p = typed(config)
+    obs = [o for t in p.tasks if Path(paths.TABLE_METRICS.format(task=t)).exists()
            for o in observations_from_task_metrics(paths.TABLE_METRICS.format(task=t))]
     if not obs:
         raise ConfigError("tasks", "no results/tables/<task>.metrics.json of this config's tasks yet: run the workflow first")
-    doc = freeze(obs, {n: d.get("sample") for n, d in config["datasets"].items()}, benchmark=args.benchmark,
+    doc = freeze(obs, {n: d.sample and fill(d.sample) for n, d in p.datasets.items()}, benchmark=args.benchmark,
                  source=f"mmir run at commit {commit_label()}", tolerance=args.tolerance)
     flow = [yaml.safe_dump(e, sort_keys=False, default_flow_style=True, width=1000).strip() for e in doc["entries"]]
     write_text(args.out, yaml.safe_dump({"defaults": doc["defaults"]}, sort_keys=False, width=1000)

