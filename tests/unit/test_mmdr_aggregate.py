@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mmir.benchmarks.mmdr.aggregate import (
+    RawScoring,
+    TaskScores,
     final_mmdr,
     mosaic_gate,
     overall_score,
@@ -52,8 +54,9 @@ def test_gate():
 
 
 def test_results_record_layout():
-    rec = results_record(qid="Q3", report_type="research", gen=59.634, evi=20.0, mm=None, vef=100.0, vef_raw=8,
-                         general={"R": 0.5, "I": 0.6, "S": 0.4}, evidence={"E_con": 0.1, "E_cov": 0.0, "E_fid": 0.3},
+    rec = results_record(qid="Q3", report_type="research",
+                         scores=TaskScores(gen=59.634, evi=20.0, mm=None, vef=100.0, vef_raw=8),
+                         raw=RawScoring(general={"R": 0.5, "I": 0.6, "S": 0.4}, evidence={"E_con": 0.1, "E_cov": 0.0, "E_fid": 0.3}),
                          extra={"report_model": "m"})
     assert rec["scores"] == rec["scoring"]["scores"]
     assert rec["scores"]["MM"] == 0.0 and rec["scores"]["FINAL_MMDR"] == final_mmdr(59.634, 20.0, 0.0, 100.0)

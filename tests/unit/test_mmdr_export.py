@@ -10,7 +10,7 @@ import json
 import pytest
 from scripted import ScriptedBackend
 
-from mmir.benchmarks.mmdr.aggregate import results_record, too_short_record
+from mmir.benchmarks.mmdr.aggregate import RawScoring, TaskScores, results_record, too_short_record
 from mmir.benchmarks.mmdr.export import (
     LEADERBOARD_COLUMNS,
     TASK_COLUMNS,
@@ -27,8 +27,8 @@ EVI_RAW = {"E_con": 0.1, "E_cov": 0.2, "E_fid": 1 / 3}
 
 
 def _rec(qid, gen=50.0, evi=20.0, mm=30.0, vef=100.0, **kw):
-    return results_record(qid=qid, report_type=kw.pop("rt", "research"), gen=gen, evi=evi, mm=mm, vef=vef,
-                          general=GEN_RAW, evidence=EVI_RAW, extra={"report_model": kw.pop("model", "agent-x")}, **kw)
+    return results_record(qid=qid, report_type=kw.pop("rt", "research"), scores=TaskScores(gen=gen, evi=evi, mm=mm, vef=vef),
+                          raw=RawScoring(general=GEN_RAW, evidence=EVI_RAW), extra={"report_model": kw.pop("model", "agent-x")}, **kw)
 
 
 def _run(tmp_path, records):

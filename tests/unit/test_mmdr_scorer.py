@@ -15,7 +15,7 @@ from mmir.benchmarks.mmdr.aggregate import final_mmdr
 from mmir.benchmarks.mmdr.export import export_leaderboard, provenance
 from mmir.benchmarks.mmdr.fetch import default_fetcher
 from mmir.benchmarks.mmdr.judge import Judge
-from mmir.benchmarks.mmdr.scorer import legacy_final, score_task
+from mmir.benchmarks.mmdr.scorer import MosaicAids, ScoreOutputs, legacy_final, score_task
 from mmir.benchmarks.mmdr.tasks import Task
 from mmir.config.models import MMDREvaluatorConfig
 
@@ -72,8 +72,8 @@ def test_score_task_end_to_end_and_export(tmp_path):
     report = _report(img)
     (run / "reports").mkdir(parents=True)
     (run / "reports" / "Q3.md").write_text(report, encoding="utf-8")
-    ts = score_task(task, report, judge, fetcher, cfg=cfg, golden_path=run / "reports" / "Q3.golden.json",
-                    mm_work_dir=run / "reports" / "mm" / "Q3", extra={"report_model": "agent-x"})
+    ts = score_task(task, report, judge, fetcher, cfg=cfg, outputs=ScoreOutputs(golden_path=run / "reports" / "Q3.golden.json",
+                    mm_work_dir=run / "reports" / "mm" / "Q3", extra={"report_model": "agent-x"}))
     rec = ts.record
     s = rec["scores"]
     assert s["GEN"] == ts.flae.gen > 0 and s["EVI"] == ts.evidence.scores.evi > 0
@@ -138,6 +138,6 @@ def test_mosaic_exception_gives_zero_and_is_recorded(tmp_path):
         def resolve(self, seed, caption=""):
             raise RuntimeError("resolver exploded")
 
-    ts = score_task(task, _report(img), Judge(ScriptedBackend(steps=REPLIES)), fetcher, cfg=cfg, resolver=Broken())
+    ts = score_task(task, _report(img), Judge(ScriptedBackend(steps=REPLIES)), fetcher, cfg=cfg, aids=MosaicAids(resolver=Broken()))
     assert ts.gate_open and ts.record["scores"]["MM"] == 0.0
     assert ts.record["mm"]["error"] == "RuntimeError: resolver exploded"

@@ -13,6 +13,7 @@ from mmir.benchmarks.rag.qa import (
     select_queries,
     summarize,
 )
+from mmir.config.models import RagConfig
 from mmir.data.prepare import prepare_domain, write_prepared
 from mmir.llm.cache import GenerationCache
 from mmir.llm.client import LLMClient, Sampling
@@ -63,9 +64,9 @@ def test_run_setting_counts_judge_failures_and_excludes_them(prepared, tmp_path)
     judge = ScriptedBackend(lambda p: "Score: 80" if "sum over count" in p else "I cannot say.")
     index = DomainIndex(prepared, {})
     with GenerationCache(tmp_path / "g.sqlite") as cache:
-        answers, judgments = run_setting("oracle", topics, index, None, 5, LLMClient(gen, cache),
-                                         LLMClient(judge, cache, sampling=Sampling(max_tokens=64)), takes_images=False,
-                                         repeats=2)
+        answers, judgments = run_setting("oracle", topics, index, None, LLMClient(gen, cache),
+                                         LLMClient(judge, cache, sampling=Sampling(max_tokens=64)),
+                                         RagConfig(generator="g", judge="j", k=5, images=False, judge_repeats=2))
     assert "[d/aaaaaaaa_0.txt] (document)" in gen.prompts[0]
     s = summarize(answers, judgments)
     assert s["queries"] == 2 and s["judge_failures"] == 2 and s["answers_scored"] == 1 and s["score"] == 80.0

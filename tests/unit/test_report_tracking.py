@@ -5,7 +5,7 @@ import pytest
 
 from mmir.core.errors import ConfigError
 from mmir.core.io import write_json
-from mmir.reporting.tables import collect, write_task_table
+from mmir.reporting.tables import TableFiles, collect, write_task_table
 from mmir.tracking import flatten, log_invocation, redact, tracking_uri
 
 
@@ -22,7 +22,7 @@ def test_table_rows_systems_columns_domains_avg_best_bold(tmp_path):
              _metric(tmp_path, "os", "stat", "dense", 0.30), _metric(tmp_path, "os", "calc", "dense", 0.05),
              _metric(tmp_path, "va", "va", "bm25", 0.40)]
     md, csv, met = tmp_path / "t.md", tmp_path / "t.csv", tmp_path / "t.json"
-    write_task_table(collect(files), "task1", "nDCG@10", "official", md, csv, met)
+    write_task_table(collect(files), "task1", "nDCG@10", "official", TableFiles(md, csv, met))
     text = md.read_text()
     assert "Protocol: **official**" in text and "## os" in text and "## va" in text
     assert "| bm25 | 20.0 | **10.0** | 15.0 |" in text

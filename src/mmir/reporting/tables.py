@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -128,21 +129,39 @@ def significance_note(settings: Settings, baseline: str, family: int, measure: s
             f"patterns when fewer), seed {settings.seed}. Avg.: {stratum}, then the domain means averaged (stratified).")
 
 
-def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str, out_md: str | Path,
-                     out_csv: str | Path, out_metrics: str | Path | None = None, digits: int = 1,
-                     notes: list[str] = (), stats: dict[str, pd.DataFrame] | None = None,
-                     settings: Settings | None = None, out_significance: str | Path | None = None,
-                     labels: dict[str, str] | None = None) -> None:
-    """Write ``out_md`` (a section per dataset), ``out_csv`` (dataset, system, domains..., Avg.) and, when
-    given, ``out_metrics`` = ``{dataset: {system: {domain: value, "Avg.": value}}}`` for ``dvc metrics``.
+@dataclass(frozen=True)
+class TableFiles:
+    """Where :func:`write_task_table` writes: ``md`` and ``csv`` always, ``metrics`` and ``significance`` when given."""
 
-    ``stats`` (``{dataset: table_statistics frame}``, systems named as in ``long``) with its ``settings`` adds the
-    markers, the interval table and the Avg. tests to the markdown, ``baseline`` and per column ``<col> ci_low``,
-    ``<col> ci_high``, ``<col> p``, ``<col> p_adj``, ``<col> significant`` to the CSV (×100 like the values), and
-    writes ``out_significance`` (the same numbers, the settings and the seed, as JSON; cells keyed by the row label,
-    ``labels`` = ``{system: row label}`` for the systems whose label differs).
+    md: str | Path
+    csv: str | Path
+    metrics: str | Path | None = None
+    significance: str | Path | None = None
+
+
+@dataclass(frozen=True)
+class TableStatistics:
+    """The significance input of a task table: ``stats`` = ``{dataset: table_statistics frame}`` (systems named as in
+    the long frame), their ``settings`` (None = the defaults) and ``labels`` = ``{system: row label}``."""
+
+    stats: dict[str, pd.DataFrame] | None = None
+    settings: Settings | None = None
+    labels: dict[str, str] | None = None
+
+
+def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str, files: TableFiles, digits: int = 1,
+                     notes: list[str] = (), statistics: TableStatistics = TableStatistics()) -> None:
+    """Write ``files.md`` (a section per dataset), ``files.csv`` (dataset, system, domains..., Avg.) and, when
+    given, ``files.metrics`` = ``{dataset: {system: {domain: value, "Avg.": value}}}`` for ``dvc metrics``.
+
+    ``statistics.stats`` with its ``settings`` adds the markers, the interval table and the Avg. tests to the markdown,
+    ``baseline`` and per column ``<col> ci_low``, ``<col> ci_high``, ``<col> p``, ``<col> p_adj``, ``<col> significant``
+    to the CSV (×100 like the values), and ``files.significance`` gets the same numbers, the settings and the seed, as
+    JSON (cells keyed by the row label; ``statistics.labels`` for the systems whose label differs).
     """
-    settings = settings or Settings()
+    stats, labels = statistics.stats, statistics.labels
+    out_md, out_csv, out_metrics, out_significance = files.md, files.csv, files.metrics, files.significance
+    settings = statistics.settings or Settings()
     datasets = list(dict.fromkeys(long["dataset"]))
     title = TASKS[task].label if task in TASKS else task
     parts = [f"# {title} — {measure} (×100)", "",

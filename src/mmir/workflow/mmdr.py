@@ -110,11 +110,8 @@ def reports_step(unit: PreparedUnit, tasks_dir: str | Path, mmdr: Mapping[str, A
     with GenerationCache(generation_cache) as cache:
         client = LLMClient(gen, cache)
         for bt in tqdm(tasks, desc=f"mmdr reports {dataset}/{domain}", unit="task"):
-            report, rec = write_report(
-                bt, dom, run, client, tpl, k=m.k, image_text=m.image_text, evidence_chars=m.evidence_chars,
-                images=m.images, max_tokens=m.report_max_tokens, temperature=m.report_temperature,
-                seed=m.seed, min_report_chars=cfg.min_report_chars, posthoc=m.posthoc_citations,
-                min_overlap=m.posthoc_min_overlap, run_file=str(run_path) if run_path else None)
+            report, rec = write_report(bt, dom, run, client, tpl, m, min_report_chars=cfg.min_report_chars,
+                                       run_file=str(run_path) if run_path else None)
             reports[bt.task.qid] = report
             rec["report_path"] = str(out / f"{bt.task.qid}.md")
             records.append(rec)
@@ -185,7 +182,7 @@ def score_step(unit: PreparedUnit, tasks_dir: str | Path, reports_dir: str | Pat
     from mmir.benchmarks.mmdr.export import code_commit, export_leaderboard, provenance
     from mmir.benchmarks.mmdr.fetch import default_fetcher
     from mmir.benchmarks.mmdr.local import LocalDomain, read_captions
-    from mmir.benchmarks.mmdr.scorer import score_task
+    from mmir.benchmarks.mmdr.scorer import ScoreOutputs, score_task
     from mmir.llm.backends import UnsupportedInputError
     from mmir.llm.cache import GenerationCache
 
@@ -221,14 +218,15 @@ def score_step(unit: PreparedUnit, tasks_dir: str | Path, reports_dir: str | Pat
             b = baseline[qid]
             n_calls, t1 = len(judge.audit), time.perf_counter()
             try:
-                ts = score_task(bt.task, report, judge, fetcher, cfg=cfg, golden_path=out / "reports" / f"{qid}.golden.json",
+                ts = score_task(bt.task, report, judge, fetcher, cfg=cfg, outputs=ScoreOutputs(
+                                golden_path=out / "reports" / f"{qid}.golden.json",
                                 mm_work_dir=out / "reports" / "mm" / qid, report_path=str(dst),
                                 extra={"report_model": rep_summary["model_label"], "generator_model": rep_summary["generator"],
                                        "dataset": dataset, "domain": domain, "topic_qid": bt.topic_qid,
                                        "baseline": {k: b[k] for k in ("status", "report_chars", "citation_markers", "citations_valid",
                                                                       "citations_invalid", "posthoc_sources", "posthoc_figures",
                                                                       "sources_cited", "sources_uncited", "figures_cited_by_model",
-                                                                      "model_wrote_references", "under_min_chars")}})
+                                                                      "model_wrote_references", "under_min_chars")}}))
             except UnsupportedInputError as e:
                 raise ConfigError("mmdr.judge_images", f"the judge backend cannot take this input ({e}); for a text-only "
                                   "judge set mmdr.judge_images: text (images reach it as their text)") from e

@@ -208,7 +208,7 @@ def report(task: str, metric_files: list[str], measure: str, protocol: str, out:
     (parallel to ``metric_files``) and the ``significance`` config slice every cell gets its interval and its test
     against the baseline (:mod:`mmir.evaluation.significance`), also written to ``out.significance``."""
     from mmir.evaluation.significance import Settings
-    from mmir.reporting.tables import collect, task_statistics, write_task_table
+    from mmir.reporting.tables import TableFiles, TableStatistics, collect, task_statistics, write_task_table
 
     out_md, out_csv, out_metrics, out_significance = out.md, out.csv, out.metrics, out.significance
     label = {s: f"{s} (untrained)" for s in untrained}
@@ -220,8 +220,8 @@ def report(task: str, metric_files: list[str], measure: str, protocol: str, out:
         stats = task_statistics(metric_files, perquery_files, measure, settings, task)
         for st in stats.values():
             st["system"], st["baseline"] = st["system"].map(lambda s: label.get(s, s)), st["baseline"].map(lambda s: label.get(s, s))
-    write_task_table(long, task, measure, protocol, out_md, out_csv, out_metrics, notes=list(notes), stats=stats,
-                     settings=settings, out_significance=out_significance, labels=label)
+    write_task_table(long, task, measure, protocol, TableFiles(out_md, out_csv, out_metrics, out_significance), notes=list(notes),
+                     statistics=TableStatistics(stats, settings, label))
     log.info("read %d metric files%s; wrote %s, %s, %s%s", len(metric_files),
              f" and {len(perquery_files)} per-query files" if perquery_files is not None else "", out_md, out_csv, out_metrics,
              f", {out_significance} ({settings.test} test, {settings.correction} correction, {settings.resamples} resamples, "
@@ -265,19 +265,13 @@ def rag(unit: PreparedUnit, setting: str, rag_cfg: dict, generator: dict,
         c = pd.read_parquet(captions)
         caps = dict(zip(c["path"], c["text"]))
     gen, jud = make_backend(generator), make_backend(judge)
-    takes_images = cfg.images
     t0 = time.perf_counter()
     with GenerationCache(generation_cache) as cache:
         gen_client = LLMClient(gen, cache, sampling=Sampling(cfg.answer_temperature, cfg.answer_max_tokens,
                                                              cfg.seed))
         jud_client = LLMClient(jud, cache, sampling=Sampling(cfg.judge_temperature, cfg.judge_max_tokens,
                                                              cfg.seed))
-        answers, judgments = run_setting(setting, topics, DomainIndex(prepared_dir, caps), run_file, cfg.k,
-                                         gen_client, jud_client, takes_images=takes_images,
-                                         repeats=cfg.judge_repeats, seed=cfg.seed,
-                                         evidence_chars=cfg.evidence_chars,
-                                         judge_temperature=cfg.judge_temperature,
-                                         judge_repeat_temperature=cfg.judge_repeat_temperature)
+        answers, judgments = run_setting(setting, topics, DomainIndex(prepared_dir, caps), run_file, gen_client, jud_client, cfg)
         cstats = dict(cache.stats)
     llm = check_stage("rag", f"{dataset}/{domain}/{setting}", gen_client.audit, jud_client.audit)
     summary = base | summarize(answers, judgments) | llm | {

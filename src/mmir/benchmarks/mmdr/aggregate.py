@@ -13,6 +13,7 @@ instead of EVI (``gate="trace"``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mmir.config.models.mmdr_evaluator import MMDR_WEIGHTS
@@ -63,33 +64,49 @@ def mosaic_gate(gen: float, evi: float, vef: float = 0.0, *, gate: str = "evi", 
     raise ValueError(f"gate must be 'evi' or 'trace', got {gate!r}")
 
 
+@dataclass(frozen=True)
+class TaskScores:
+    """The four scores of one task (0-100) and VEF's raw judge score (0-10); ``mm`` None = MOSAIC not run (0)."""
+
+    gen: float
+    evi: float
+    mm: float | None
+    vef: float
+    vef_raw: int = 0
+
+
+@dataclass(frozen=True)
+class RawScoring:
+    """The raw payloads of one task's record: FLAE's ``general``, TRACE's ``evidence`` and MOSAIC's ``mm``
+    (``None`` = empty; ``mm`` None = ``{"activated": False}``)."""
+
+    general: Mapping[str, Any] | None = None
+    evidence: Mapping[str, Any] | None = None
+    mm: Mapping[str, Any] | None = None
+
+
 def results_record(
     *,
     qid: str,
     report_type: str,
-    gen: float,
-    evi: float,
-    mm: float | None,
-    vef: float,
-    vef_raw: int = 0,
+    scores: TaskScores,
     weights: Sequence[float] = MMDR_WEIGHTS,
-    general: Mapping[str, Any] | None = None,
-    evidence: Mapping[str, Any] | None = None,
-    mm_payload: Mapping[str, Any] | None = None,
+    raw: RawScoring = RawScoring(),
     report_path: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One line of the results JSONL in the exporter's layout (spec §8 "Input"); ``extra`` merged at the top level."""
-    mm_v = 0.0 if mm is None else float(mm)
-    scores = {"GEN": float(gen), "EVI": float(evi), "MM": mm_v, "VEF": float(vef), "VEF_Raw": int(vef_raw),
-              "FINAL_MMDR": final_mmdr(gen, evi, mm_v, vef, weights)}
+    s = scores
+    mm_v = 0.0 if s.mm is None else float(s.mm)
+    out = {"GEN": float(s.gen), "EVI": float(s.evi), "MM": mm_v, "VEF": float(s.vef), "VEF_Raw": int(s.vef_raw),
+           "FINAL_MMDR": final_mmdr(s.gen, s.evi, mm_v, s.vef, weights)}
     rec: dict[str, Any] = {
         "qid": qid,
         "report_type": report_type,
         **dict(extra or {}),
-        "scoring": {"scores": dict(scores), "raw": {"general": dict(general or {}), "evidence": dict(evidence or {})}},
-        "scores": scores,
-        "mm": dict(mm_payload or {"activated": False}),
+        "scoring": {"scores": dict(out), "raw": {"general": dict(raw.general or {}), "evidence": dict(raw.evidence or {})}},
+        "scores": out,
+        "mm": dict(raw.mm or {"activated": False}),
     }
     if report_path is not None:
         rec["report_path"] = report_path

@@ -18,6 +18,7 @@ from mmir.benchmarks.mmdr.build_tasks import BuiltTask
 from mmir.benchmarks.mmdr.judge import MMDR_PROMPTS
 from mmir.benchmarks.mmdr.local import LocalDomain, mmir_uri
 from mmir.benchmarks.mmdr.report_parser import CITATION_RE, url_pattern
+from mmir.config.models import MMDRConfig
 from mmir.core.errors import DataError
 from mmir.llm.client import LLMClient
 from mmir.llm.prompts import PromptTemplate
@@ -204,22 +205,23 @@ def assemble_report(body: str, sources: Sequence[Source], *, min_report_chars: i
     return report, stats
 
 
-def write_report(bt: BuiltTask, dom: LocalDomain, run: dict | None, client: LLMClient, template: PromptTemplate, *,
-                 k: int, image_text: Sequence[str], evidence_chars: int = 6000, images: bool = False, max_tokens: int = 700,
-                 temperature: float = 0.0, seed: int = 0, min_report_chars: int = 1000, posthoc: bool = True,
-                 min_overlap: float = 0.3, run_file: str | None = None) -> tuple[str, dict[str, Any]]:
-    """Write one report; a failed generation gives an empty body and ``status = "failed"``, never raised.
+def write_report(bt: BuiltTask, dom: LocalDomain, run: dict | None, client: LLMClient, template: PromptTemplate,
+                 mmdr: MMDRConfig, *, min_report_chars: int, run_file: str | None = None) -> tuple[str, dict[str, Any]]:
+    """Write one report with the writer settings of ``mmdr`` (k, image_text, evidence_chars, images, report_max_tokens,
+    report_temperature, seed, posthoc_citations, posthoc_min_overlap); a failed generation gives an empty body and
+    ``status = "failed"``, never raised.
 
     Returns:
         ``(report, record)`` (qid, sources, :func:`assemble_report` stats, status, tokens).
     """
-    sources = gather_sources(bt, dom, run, k, image_text, run_file)
-    msgs = report_messages(template, bt.task.text, sources, evidence_chars=evidence_chars, images=images)
-    r = client.call(msgs, template, label="report", context={"qid": bt.task.qid}, temperature=temperature,
-                    max_tokens=max_tokens, seed=seed)
+    sources = gather_sources(bt, dom, run, mmdr.k, mmdr.image_text, run_file)
+    msgs = report_messages(template, bt.task.text, sources, evidence_chars=mmdr.evidence_chars, images=mmdr.images)
+    r = client.call(msgs, template, label="report", context={"qid": bt.task.qid}, temperature=mmdr.report_temperature,
+                    max_tokens=mmdr.report_max_tokens, seed=mmdr.seed)
     ok = r.ok
     body = r.text if ok else ""
-    report, stats = assemble_report(body, sources, min_report_chars=min_report_chars, posthoc=posthoc, min_overlap=min_overlap)
+    report, stats = assemble_report(body, sources, min_report_chars=min_report_chars, posthoc=mmdr.posthoc_citations,
+                                    min_overlap=mmdr.posthoc_min_overlap)
     record = {
         "qid": bt.task.qid, "topic_qid": bt.topic_qid, "dataset": bt.dataset, "domain": bt.domain,
         "sources": [{k_: v for k_, v in asdict(s).items() if k_ not in ("text", "image")} for s in sources],

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmir.benchmarks.mmdr.aggregate import mosaic_gate, results_record, too_short_record
+from mmir.benchmarks.mmdr.aggregate import RawScoring, TaskScores, mosaic_gate, results_record, too_short_record
 from mmir.benchmarks.mmdr.controller import run_controller
 from mmir.benchmarks.mmdr.fetch import Fetcher
 from mmir.benchmarks.mmdr.flae import FLAEResult, run_flae
@@ -48,6 +48,33 @@ def load_rules(judge: Judge) -> str:
     return judge.template(RULES_PROMPT).text
 
 
+@dataclass(frozen=True)
+class MosaicAids:
+    """What MOSAIC may be given: the image ``resolver`` (None = an :class:`ImageResolver` on the fetcher), an
+    ``image_classifier`` and a ``p_yes`` scorer (None = their engines' own)."""
+
+    resolver: ImageResolver | None = None
+    image_classifier: ImageClassifier | None = None
+    p_yes: YesProbability | None = None
+
+
+@dataclass(frozen=True)
+class ScoreOutputs:
+    """Where one task's files go and what its record carries besides the scores.
+
+    Attributes:
+        golden_path: where to write ``<qid>.golden.json`` (atomically); not written when ``None``.
+        mm_work_dir: MOSAIC work folder (``final_summary.json`` goes to ``<it>/mm_router_routed/``).
+        report_path: stored as the record's ``report_path`` when given.
+        extra: merged into the record at the top level.
+    """
+
+    golden_path: str | Path | None = None
+    mm_work_dir: str | Path | None = None
+    report_path: str | None = None
+    extra: dict[str, Any] | None = None
+
+
 def score_task(
     task: Task,
     report: str,
@@ -56,20 +83,10 @@ def score_task(
     *,
     cfg: MMDREvaluatorConfig = MMDREvaluatorConfig(),
     rules: str | None = None,
-    resolver: ImageResolver | None = None,
-    golden_path: str | Path | None = None,
-    mm_work_dir: str | Path | None = None,
-    image_classifier: ImageClassifier | None = None,
-    p_yes: YesProbability | None = None,
-    report_path: str | None = None,
-    extra: dict[str, Any] | None = None,
+    aids: MosaicAids = MosaicAids(),
+    outputs: ScoreOutputs = ScoreOutputs(),
 ) -> TaskScore:
-    """Score one report (spec §3).
-
-    Args:
-        golden_path: where to write ``<qid>.golden.json`` (atomically); not written when ``None``.
-        mm_work_dir: MOSAIC work folder (``final_summary.json`` goes to ``<it>/mm_router_routed/``).
-    """
+    """Score one report (spec §3); ``rules`` None = :func:`load_rules`."""
     from mmir.core.io import write_text
 
     if len(report or "") < cfg.min_report_chars:
@@ -87,8 +104,8 @@ def score_task(
                       controller_cfg=cfg.controller, context=ctx)
     gen, evi = flae.gen, ev.scores.evi
     golden = ev.golden(task.qid, profile, text, flae.features)
-    if golden_path is not None:
-        write_text(golden_path, json.dumps(golden, ensure_ascii=False, indent=2))
+    if outputs.golden_path is not None:
+        write_text(outputs.golden_path, json.dumps(golden, ensure_ascii=False, indent=2))
 
     vef = run_vef(judge, task.text, task.ground_truth, report, profile, images=task.images, cfg=cfg.vef, context=ctx)
 
@@ -98,23 +115,23 @@ def score_task(
     mm: float | None = 0.0
     if gate_open:
         try:
-            mosaic = run_mosaic(golden["claims"], judge, resolver or ImageResolver(fetcher), cfg.mosaic, question_id=task.qid,
-                                work_dir=mm_work_dir, image_classifier=image_classifier, p_yes=p_yes, context=ctx)
+            mosaic = run_mosaic(golden["claims"], judge, aids.resolver or ImageResolver(fetcher), cfg.mosaic, question_id=task.qid,
+                                work_dir=outputs.mm_work_dir, image_classifier=aids.image_classifier, p_yes=aids.p_yes, context=ctx)
             mm, mm_payload = mosaic.mm, mosaic.payload()
         except Exception as e:  # spec §6.1: an exception in the MM stage gives MM = 0 -- recorded, not dropped
             log.warning("%s: MOSAIC stage failed, MM = 0: %s: %s", task.qid, type(e).__name__, e)
             mm, mm_payload = 0.0, {"activated": True, "mm_score": 0.0, "error": f"{type(e).__name__}: {e}"}
 
     record = results_record(
-        qid=task.qid, report_type=profile, gen=gen, evi=evi, mm=mm, vef=vef.score, vef_raw=vef.raw_score,
-        weights=cfg.weights, general=flae.to_raw(), evidence=ev.to_raw(), mm_payload=mm_payload, report_path=report_path,
+        qid=task.qid, report_type=profile, scores=TaskScores(gen, evi, mm, vef.score, vef.raw_score), weights=cfg.weights,
+        raw=RawScoring(flae.to_raw(), ev.to_raw(), mm_payload), report_path=outputs.report_path,
         extra={
             "task_split": task.set, "task_difficulty": task.difficulty or "",
             "judge_model": judge.model_id,
             "accuracy_detail": {"verdict": vef.verdict, "reason": vef.reason, "has_gt": vef.has_gt,
                                 "fallback_used": vef.fallback_used},
             "legacy_final": legacy_final(flae.gen, ev.scores.evi, ev.controller.lambda_final, profile),
-            **(extra or {}),
+            **(outputs.extra or {}),
         },
     )
     return TaskScore(record, flae, ev, mosaic, vef, golden, gate_open)

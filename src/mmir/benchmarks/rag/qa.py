@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from mmir.config.models import RagConfig
 from mmir.data.index import DomainIndex, DomainItem
 from mmir.llm.client import LLMClient
 from mmir.retrieval.runs import read_run
@@ -68,16 +69,15 @@ def answer_messages(template, question: str, question_images: list[str], evidenc
     return [{"role": "user", "content": parts}]
 
 
-def run_setting(setting: str, topics: pd.DataFrame, index: DomainIndex, run_file: str | Path | None, k: int,
-                generator: LLMClient, judge: LLMClient, *, takes_images: bool, repeats: int = 1, seed: int = 0,
-                evidence_chars: int = 6000, judge_temperature: float = 0.0,
-                judge_repeat_temperature: float = 0.7) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Generate and judge the answers of one setting.
+def run_setting(setting: str, topics: pd.DataFrame, index: DomainIndex, run_file: str | Path | None,
+                generator: LLMClient, judge: LLMClient, rag: RagConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Generate and judge the answers of one setting with the settings of ``rag`` (``k``, ``images``,
+    ``judge_repeats``, ``seed``, ``evidence_chars``, ``judge_temperature``, ``judge_repeat_temperature``).
 
     Args:
-        generator: answers (its sampling: ``rag.answer_temperature``, ``rag.answer_max_tokens``, seed ``seed``).
-        judge: judges (its ``max_tokens``: ``rag.judge_max_tokens``); repeat ``r`` is seeded ``seed + r``,
-            sampled at ``judge_temperature`` for ``r = 0`` and ``judge_repeat_temperature`` after.
+        generator: answers (its sampling: ``rag.answer_temperature``, ``rag.answer_max_tokens``, seed ``rag.seed``).
+        judge: judges (its ``max_tokens``: ``rag.judge_max_tokens``); repeat ``r`` is seeded ``rag.seed + r``,
+            sampled at ``rag.judge_temperature`` for ``r = 0`` and ``rag.judge_repeat_temperature`` after.
 
     Returns:
         ``(answers, judgments)`` frames: answers ``qid, answer, evidence_ids, status``; judgments
@@ -86,21 +86,22 @@ def run_setting(setting: str, topics: pd.DataFrame, index: DomainIndex, run_file
     from mmir.benchmarks.rag.judge import judge_answer
     from mmir.benchmarks.rag.prompts import RAG_PROMPTS
 
+    k, takes_images, seed = rag.k, rag.images, rag.seed
     tpl = RAG_PROMPTS.get("rag_answer_v1")
     run = read_run(run_file) if run_file else None
     msgs, evid = [], []
     for qid, q, paths in zip(topics["qid"], topics["query"], topics["image_paths"]):
         ev = evidence_for(setting, qid, index, run, k, takes_images)
         evid.append([e.id for e in ev])
-        msgs.append(answer_messages(tpl, q, list(paths), ev, index, takes_images, evidence_chars))
+        msgs.append(answer_messages(tpl, q, list(paths), ev, index, takes_images, rag.evidence_chars))
     recs = generator.call_many(msgs, tpl, label="rag_answer", contexts=[{"qid": q} for q in topics["qid"]], seed=seed)
     answers, judgments = [], []
     for qid, q, ref, ids, rec in zip(topics["qid"], topics["query"], topics["gold_answers"], evid, recs):
         text = rec.text if rec.ok else ""
         answers.append({"qid": qid, "answer": text, "evidence_ids": ids, "status": "ok" if rec.ok else "failed"})
-        for r in range(repeats):
+        for r in range(rag.judge_repeats):
             j = judge_answer(judge, q, "\n".join(map(str, ref)), text, repeat=r, seed=seed + r,
-                             temperature=judge_temperature, repeat_temperature=judge_repeat_temperature)
+                             temperature=rag.judge_temperature, repeat_temperature=rag.judge_repeat_temperature)
             judgments.append({"qid": qid, "repeat": r, "score": j.value, "status": j.status,
                               "raw": j.records[-1].text or ""})
     return pd.DataFrame(answers), pd.DataFrame(judgments, columns=["qid", "repeat", "score", "status", "raw"])
