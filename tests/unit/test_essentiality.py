@@ -24,6 +24,7 @@ from mmir.benchmarks.mmbright.essentiality import (
     read_labels_file,
     select_queries,
 )
+from mmir.config.models import EssentialityConfig
 from mmir.core.errors import ConfigError, DataError
 from mmir.data.prepare import prepare_domain, write_prepared
 from mmir.llm.backends import GenerationFailure
@@ -130,7 +131,7 @@ def test_classify_labels_counts_failures_and_never_defaults(tmp_path):
     assert todo["qid"].tolist() == ["a", "b", "c"]  # d has no image
     with GenerationCache(tmp_path / "g.sqlite") as cache:
         client = LLMClient(backend, cache)
-        frame, counts = classify(todo, IMAGES, OCR, client, ess_tpl, type_tpl, max_tokens=32)
+        frame, counts = classify(todo, IMAGES, OCR, client, ess_tpl, type_tpl, EssentialityConfig(max_tokens=32))
         llm = check_stage("essentiality", "x/d", client.audit)
     assert counts == {"queries": 3, "images": 4, "essentiality_failed": 1, "image_type_failed": 2}
     assert llm == {"llm_calls": 7, "llm_failures": 3}
@@ -149,19 +150,19 @@ def test_classify_labels_counts_failures_and_never_defaults(tmp_path):
     # a rerun takes the labelled calls from the cache and asks again only for the three failures
     n = len(backend.calls)
     with GenerationCache(tmp_path / "g.sqlite") as cache:
-        classify(todo, IMAGES, OCR, LLMClient(backend, cache), ess_tpl, type_tpl, max_tokens=32)
+        classify(todo, IMAGES, OCR, LLMClient(backend, cache), ess_tpl, type_tpl, EssentialityConfig(max_tokens=32))
         assert cache.stats["hits"] == 4
     assert len(backend.calls) == n + 3
     # another sampling setting is another cache key: every call goes to the backend
     with GenerationCache(tmp_path / "g.sqlite") as cache:
-        classify(todo, IMAGES, OCR, LLMClient(backend, cache), ess_tpl, type_tpl, max_tokens=33)
+        classify(todo, IMAGES, OCR, LLMClient(backend, cache), ess_tpl, type_tpl, EssentialityConfig(max_tokens=33))
         assert cache.stats["hits"] == 0
 
 
 def test_classify_with_images_attaches_them():
     backend = ScriptedBackend(reply="Essentiality: Helpful\nImage type: Photo")
     ess_tpl, type_tpl = _tpls()
-    frame, _ = classify(select_queries(TOPICS, 1), IMAGES, OCR, LLMClient(backend), ess_tpl, type_tpl, use_images=True)
+    frame, _ = classify(select_queries(TOPICS, 1), IMAGES, OCR, LLMClient(backend), ess_tpl, type_tpl, EssentialityConfig(images=True))
     assert [c.n_images for c in backend.calls] == [2, 1, 1] and "attached" in backend.calls[0]
     assert frame["essentiality"].tolist() == ["Helpful", "Helpful"]  # (two labels in one reply agree per prompt)
 

@@ -19,6 +19,7 @@ from test_table_significance import _unit
 from mmir.core.io import write_json
 from mmir.reporting.forest import forest_points, table_order, write_forest
 from mmir.reporting.m2rag import write_table as write_m2rag
+from mmir.reporting.mmdr import JudgeCalls
 from mmir.reporting.mmdr import write_table as write_mmdr
 from mmir.reporting.reproduction import write_reproduction
 from mmir.workflow import steps
@@ -131,7 +132,7 @@ def _wide_tables(tmp):
             "mean_report_chars": 2412.0, "mean_citations_valid": 2.5, "mean_sources_cited": 2.0}
     mods = {m: {"calls": 40, "parse_failures": 2, "fallbacks": 1, "example_copies": 0}
             for m in ("flae", "trace_evi", "trace_vef", "mosaic_sem", "mosaic_acc", "mosaic_vqa")}
-    write_mmdr([(name, b), ("All", b)], {name: mods}, {name: base},
+    write_mmdr([(name, b), ("All", b)], JudgeCalls({name: mods}), {name: base},
                {"generator": "qwen", "task": "task2", "system": "bm25", "k": 5, "judge_max_tokens": 512},
                {"model": "qwen2.5-0.5b", "backend": "llama_cpp"}, t / "mmdr.md", t / "mmdr.csv")
     frame = pd.DataFrame([{"benchmark": "mmir-offline-regression", "task": "task1", "dataset": "openstax", "system": s,

@@ -11,6 +11,8 @@ unparsable LLM reply) are left out of every breakdown and counted, never given a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -113,9 +115,18 @@ def _cell(v: float | None, n: int | None = None) -> str:
     return f"{v:.1f}" + (f" (n={n})" if n is not None else "")
 
 
+@dataclass(frozen=True)
+class EssentialityFiles:
+    """Where :func:`write_essentiality` writes: the markdown and CSV tables, the bar chart and its plot data CSV."""
+
+    md: str | Path
+    csv: str | Path
+    png: str | Path
+    plot_csv: str | Path
+
+
 def write_essentiality(dist: pd.DataFrame, scores: pd.DataFrame, failures: dict[tuple[str, str], dict], measure: str,
-                       task: str, notes: Sequence[str], out_md, out_csv, out_png, out_plot_csv,
-                       labels: dict[str, str] | None = None) -> None:
+                       task: str, notes: Sequence[str], files: EssentialityFiles, labels: dict[str, str] | None = None) -> None:
     """Write the markdown and CSV tables, the plot data CSV and the bar chart.
 
     Args:
@@ -134,6 +145,8 @@ def write_essentiality(dist: pd.DataFrame, scores: pd.DataFrame, failures: dict[
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    out_md, out_csv, out_png, out_plot_csv = files.md, files.csv, files.png, files.plot_csv
 
     label = labels or {}
     parts = [f"# Image essentiality and image types — {task} {measure} (×100) by class", "",

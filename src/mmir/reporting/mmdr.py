@@ -5,6 +5,7 @@ tasks (:func:`task_intervals`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +53,34 @@ def _fmt(v: Any) -> str:
     return "" if v is None else f"{v:.2f}"
 
 
-def write_table(rows: Sequence[tuple[str, dict]], fallbacks: Mapping[str, Mapping[str, Mapping[str, int]]],
-                baselines: Mapping[str, Mapping[str, Any]], mmdr: Mapping[str, Any], judge: Mapping[str, Any],
-                out_md: str | Path, out_csv: str | Path, cut: Mapping[str, int] | None = None,
-                llm: Mapping[str, Mapping[str, int]] | None = None,
-                intervals: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
-                settings: Settings | None = None) -> None:
+@dataclass(frozen=True)
+class JudgeCalls:
+    """The call accounting of the MMDR table: ``fallbacks`` = ``{row: {module: {calls, parse_failures, fallbacks,
+    example_copies}}}``; ``cut`` = replies cut at the judge's output limit per module (None = not reported); ``llm``
+    maps a row name to its ``llm_calls`` / ``llm_failures`` (writer and judge together)."""
+
+    fallbacks: Mapping[str, Mapping[str, Mapping[str, int]]]
+    cut: Mapping[str, int] | None = None
+    llm: Mapping[str, Mapping[str, int]] | None = None
+
+
+@dataclass(frozen=True)
+class TaskIntervals:
+    """``intervals`` (:func:`task_intervals`) and the ``settings`` they were made with (None = the defaults)."""
+
+    intervals: Mapping[str, Mapping[str, tuple[float, float]]] | None = None
+    settings: Settings | None = None
+
+
+def write_table(rows: Sequence[tuple[str, dict]], calls: JudgeCalls, baselines: Mapping[str, Mapping[str, Any]],
+                mmdr: Mapping[str, Any], judge: Mapping[str, Any], out_md: str | Path, out_csv: str | Path,
+                ci: TaskIntervals = TaskIntervals()) -> None:
     """``mmdr.md`` (scores per domain and over all tasks, judge-call accounting per module, what the baseline
-    did) and ``mmdr.csv`` (the score rows). ``llm`` maps a row name to its ``llm_calls`` / ``llm_failures``
-    (writer and judge together); a row with failures gets :data:`~mmir.reporting.tables.FAILED_MARK` and a footnote.
-    ``intervals`` (:func:`task_intervals`, made with ``settings``) add an interval table to the markdown and
+    did) and ``mmdr.csv`` (the score rows). A row with failures in ``calls.llm`` gets
+    :data:`~mmir.reporting.tables.FAILED_MARK` and a footnote. ``ci.intervals`` add an interval table to the markdown and
     ``<column> ci_low`` / ``<column> ci_high`` columns to the CSV."""
+    fallbacks, cut, llm = calls.fallbacks, calls.cut, calls.llm
+    intervals, settings = ci.intervals, ci.settings
     import pandas as pd
 
     from mmir.core.io import atomic_path

@@ -103,9 +103,7 @@ def _classify(topics: pd.DataFrame, prep: Path, cfg: EssentialityStepConfig, cap
     with GenerationCache(generation_cache) as cache:
         before = dict(cache.stats)
         client = LLMClient(backend, cache)
-        frame, counts = classify(todo, images, dict(zip(caps["path"], caps["text"])), client, ess_tpl, type_tpl,
-                                 use_images=cfg.images, text_chars=cfg.text_chars,
-                                 temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=cfg.seed)
+        frame, counts = classify(todo, images, dict(zip(caps["path"], caps["text"])), client, ess_tpl, type_tpl, cfg)
         after = dict(cache.stats)
     llm = check_stage("essentiality", f"{base['dataset']}/{base['domain']}", client.audit)
     stats = base | counts | llm | {f"cache_{k}": after[k] - before[k] for k in after} | backend.usage.as_metrics() | {
@@ -155,7 +153,7 @@ def report_step(config: Mapping[str, Any], label_files: Sequence[str | Path], st
         ``{"parent", "children"}`` MLflow run ids (also written to ``out_tracking``).
     """
     from mmir.evaluation.significance import read_perquery
-    from mmir.reporting.essentiality import ALL, distribution, query_classes, scores_by_class, write_essentiality
+    from mmir.reporting.essentiality import ALL, EssentialityFiles, distribution, query_classes, scores_by_class, write_essentiality
     from mmir.tracking import log_units
 
     r = parse(EssentialityReportParams, dict(config), "params")
@@ -177,7 +175,8 @@ def report_step(config: Mapping[str, Any], label_files: Sequence[str | Path], st
     failures = {(s["dataset"], s["domain"]): s for s in stats}
     notes = _note_lines(ess, stats, r.skipped)
     untrained = {s: f"{s} (untrained)" for s in r.untrained}
-    write_essentiality(dist, scores, failures, measure, task, notes, out_md, out_csv, out_png, out_plot_csv, labels=untrained)
+    write_essentiality(dist, scores, failures, measure, task, notes, EssentialityFiles(out_md, out_csv, out_png, out_plot_csv),
+                       labels=untrained)
     key = measure.replace("@", "_at_")
     runs = []
     for s, lf, sf in zip(stats, label_files, stats_files):

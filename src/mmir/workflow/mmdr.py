@@ -46,7 +46,7 @@ from mmir.core.errors import ConfigError
 from mmir.core.io import write_json, write_text
 from mmir.llm.audit import summed
 from mmir.llm.policy import check_stage
-from mmir.reporting.mmdr import write_table
+from mmir.reporting.mmdr import JudgeCalls, TaskIntervals, write_table
 from mmir.workflow.units import PreparedUnit, typed
 
 log = logging.getLogger("mmir.workflow.mmdr")
@@ -349,8 +349,8 @@ def report_step(config: dict, run_dirs: Sequence[str | Path], reports_dirs: Sequ
 
     settings = c.significance or Settings()
     intervals = task_intervals(exp.rows, settings)
-    write_table(rows, per_domain_fb, baselines, m, judge or {}, out_md, out_csv, cut=prov["judge_replies_cut_at_max_tokens"],
-                llm=llm, intervals=intervals, settings=settings)
+    write_table(rows, JudgeCalls(per_domain_fb, cut=prov["judge_replies_cut_at_max_tokens"], llm=llm), baselines, m, judge or {},
+                out_md, out_csv, TaskIntervals(intervals, settings))
 
     params = {"mmdr": m, "generator": fill(c.generators[c.mmdr.generator]), "judge": fill(c.generators[c.mmdr.judge])}
     units_ = []

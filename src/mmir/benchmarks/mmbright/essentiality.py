@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from mmir.config.models import EssentialityConfig
 from mmir.core.errors import DataError
 from mmir.llm.client import LLMClient
 from mmir.llm.parsers import Parsed, ReplyParser
@@ -186,9 +187,7 @@ def select_queries(topics: pd.DataFrame, max_queries: int) -> pd.DataFrame:
 
 
 def classify(topics: pd.DataFrame, images: pd.DataFrame, captions: Mapping[str, str], client: LLMClient,
-             essentiality_prompt: PromptTemplate, type_prompt: PromptTemplate, *, use_images: bool = False,
-             text_chars: int = 1500, temperature: float = 0.0, max_tokens: int = 48,
-             seed: int | None = 0) -> tuple[pd.DataFrame, dict]:
+             essentiality_prompt: PromptTemplate, type_prompt: PromptTemplate, cfg: EssentialityConfig) -> tuple[pd.DataFrame, dict]:
     """Label the queries of ``topics`` with ``client`` (one essentiality call per query, one type call per image).
 
     Args:
@@ -198,17 +197,18 @@ def classify(topics: pd.DataFrame, images: pd.DataFrame, captions: Mapping[str, 
         client: the classifier (its audit gets every call).
         essentiality_prompt, type_prompt: the templates (fields ``image_note, query, images`` / ``image_note, query,
             image``).
-        use_images: also attach the image bytes (a VLM); False = text only (OCR + alt text).
-        text_chars: cut of the query text (×2) and of each image's OCR and alt text.
-        temperature, max_tokens, seed: sampling of every call.
+        cfg: ``images`` (also attach the image bytes, a VLM; False = text only: OCR + alt text), ``text_chars`` (cut of
+            the query text (×2) and of each image's OCR and alt text), ``temperature``, ``max_tokens``, ``seed``
+            (sampling of every call).
 
     Returns:
         ``(frame, counts)``: frame with :data:`LABEL_COLUMNS` (statuses ``ok`` / ``failed`` / ``rejected``; labels
         ``None`` unless ok), counts ``queries``, ``images``, ``essentiality_failed``, ``image_type_failed``.
 
     Raises:
-        UnsupportedInputError: ``use_images`` with a backend that takes no images.
+        UnsupportedInputError: ``cfg.images`` with a backend that takes no images.
     """
+    use_images, text_chars = cfg.images, cfg.text_chars
     alt = dict(zip(images["path"], images["alt"].fillna("") if "alt" in images else [""] * len(images)))
     data = dict(zip(images["path"], images["bytes"])) if use_images else {}
     note = image_note(use_images)
@@ -228,7 +228,7 @@ def classify(topics: pd.DataFrame, images: pd.DataFrame, captions: Mapping[str, 
                                       image=describe_image(captions.get(p), alt.get(p), text_chars))
             type_msgs.append([{"role": "user", "content": parts(text, [p])}])
             type_ctx.append({"qid": qid, "path": p, "index": i})
-    sampling = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+    sampling = {"temperature": cfg.temperature, "max_tokens": cfg.max_tokens, "seed": cfg.seed}
     ess = client.call_many(ess_msgs, essentiality_prompt, label="essentiality", parser=ESSENTIALITY_PARSER,
                            contexts=[{"qid": q} for q in topics["qid"]], **sampling)
     typ = client.call_many(type_msgs, type_prompt, label="image_type", parser=IMAGE_TYPE_PARSER, contexts=type_ctx, **sampling)
