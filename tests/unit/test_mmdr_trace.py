@@ -31,6 +31,7 @@ from mmir.benchmarks.mmdr.trace import (
     evidence_components,
     run_evidence,
 )
+from mmir.config.models import MMDREvaluatorConfig
 
 CLAIM = "The chart shows zebra migration totals"  # image cue "chart"
 
@@ -236,7 +237,8 @@ def test_trace_config_schemes_for_offline_corpus():
     judge = Judge(backend)
     none = run_evidence(judge, report, "t", "research", "r", fetcher)
     assert none.scores.stats["reason"] == "no_claim_pairs"  # mmir:// is not read by default
-    res = run_evidence(judge, report, "t", "research", "r", fetcher, TraceConfig(schemes=("http", "https", "file", "mmir")))
+    res = run_evidence(judge, report, "t", "research", "r", fetcher,
+                       MMDREvaluatorConfig(trace=TraceConfig(schemes=("http", "https", "file", "mmir"))))
     assert res.scores.stats["n_pairs_text"] >= 1 and res.audited[0].domain == "openstax"
     assert "Mitosis is how cells divide." in backend.calls[-2]
     assert FetchConfig().patience_for("research") == 140_000 and FetchConfig().patience_for("daily_easy") == 90_000

@@ -100,8 +100,7 @@ def score_task(
     if cfg.controller.mode == "shared":
         shared = run_controller(judge, text, profile, use="flae", cfg=cfg.controller, context=ctx)
     flae = run_flae(judge, report, text, profile, rules, cfg.flae, controller=shared, controller_cfg=cfg.controller, context=ctx)
-    ev = run_evidence(judge, report, text, profile, rules, fetcher, cfg.trace, fetch_cfg=cfg.fetch, controller=shared,
-                      controller_cfg=cfg.controller, context=ctx)
+    ev = run_evidence(judge, report, text, profile, rules, fetcher, cfg, controller=shared, context=ctx)
     gen, evi = flae.gen, ev.scores.evi
     golden = ev.golden(task.qid, profile, text, flae.features)
     if outputs.golden_path is not None:

@@ -26,11 +26,10 @@ from mmir.benchmarks.mmdr.aggregate import (
 )
 from mmir.benchmarks.mmdr.claims import ClaimPair, extract_claim_pairs
 from mmir.benchmarks.mmdr.controller import (
-    ControllerConfig,
     ControllerOutput,
     run_controller,
 )
-from mmir.benchmarks.mmdr.fetch import Evidence, FetchConfig, Fetcher, fetch_evidence
+from mmir.benchmarks.mmdr.fetch import Evidence, Fetcher, fetch_evidence
 from mmir.benchmarks.mmdr.flae import harmonic_mean, softmax
 from mmir.benchmarks.mmdr.judge import Judge, as_number, clamp01
 from mmir.benchmarks.mmdr.sources import (
@@ -40,7 +39,7 @@ from mmir.benchmarks.mmdr.sources import (
     is_prohibited,
 )
 from mmir.benchmarks.mmdr.tasks import normalize_report_type
-from mmir.config.models.mmdr_evaluator import TraceConfig
+from mmir.config.models.mmdr_evaluator import MMDREvaluatorConfig, TraceConfig
 from mmir.llm.records import CallRecord
 
 PROMPT = "mmdr_evidence_pair_v1"
@@ -301,14 +300,14 @@ def run_evidence(
     profile: str,
     rules: str,
     fetcher: Fetcher,
-    cfg: TraceConfig = TraceConfig(),
+    evaluator: MMDREvaluatorConfig = MMDREvaluatorConfig(),
     *,
-    fetch_cfg: FetchConfig = FetchConfig(),
     controller: ControllerOutput | None = None,
-    controller_cfg: ControllerConfig = ControllerConfig(),
     context: Mapping[str, Any] | None = None,
 ) -> EvidenceResult:
-    """EVI for one report (spec §5.1-5.4); the controller is called even with no pairs, as in the code."""
+    """EVI for one report (spec §5.1-5.4) with ``evaluator.trace``, ``evaluator.fetch`` and ``evaluator.controller``;
+    the controller is called even with no pairs, as in the code."""
+    cfg, fetch_cfg, controller_cfg = evaluator.trace, evaluator.fetch, evaluator.controller
     profile = normalize_report_type(profile)
     raw, pairs = extract_claim_pairs(report, cfg.max_pairs, schemes=cfg.schemes, keep_sentence_urls=cfg.keep_sentence_urls)
     patience = fetch_cfg.patience_for(profile)
