@@ -15,6 +15,7 @@ from mmir.benchmarks.mmdr.export import (
     LEADERBOARD_COLUMNS,
     TASK_COLUMNS,
     ExportIncomplete,
+    FileFormat,
     csv_bytes,
     export_leaderboard,
     provenance,
@@ -87,7 +88,8 @@ def test_split_require_complete_and_provenance(tmp_path):
     judge.complete("controller", "mmdr_controller_v1", {"task": "t", "report_type": "research"}, temperature=0.2)
     judge.audit.records[0].use_fallback("unparseable")
     prov = provenance(judge, commit={"commit": "abc", "dirty": False})
-    out = export_leaderboard(results, tmp_path / "o", split="daily", require_complete=True, bom=False, provenance_info=prov)
+    out = export_leaderboard(results, tmp_path / "o", split="daily", require_complete=True, file_format=FileFormat(bom=False),
+                             provenance_info=prov)
     assert out.submission_ready and out.leaderboard.name == "demo.daily.leaderboard.csv"
     assert len(_read(out.tasks, bom=False)) == 40
     assert out.manifest["provenance"]["judge"]["model"] == "scripted-judge"

@@ -25,6 +25,7 @@ from mmir.benchmarks.mmdr.aggregate import (
 from mmir.benchmarks.mmdr.export import (
     LEADERBOARD_COLUMNS,
     TASK_COLUMNS,
+    FileFormat,
     export_leaderboard,
 )
 from mmir.benchmarks.mmdr.mosaic import (
@@ -214,8 +215,8 @@ def test_exporter_reproduces_reference_files_byte_for_byte(ref, tmp_path):
     rows, man = ref["rows"], ref["manifest"]
     results = _synthetic_run(rows, tmp_path / "run")
     extra_note = man["notes"][0]
-    out = export_leaderboard(results, tmp_path / "out", model=rows[0]["Model"], bom=False,
-                             manifest_trailing_newline=True, extra_notes=[extra_note])
+    out = export_leaderboard(results, tmp_path / "out", model=rows[0]["Model"],
+                             file_format=FileFormat(bom=False, manifest_trailing_newline=True), extra_notes=[extra_note])
     assert out.submission_ready and out.leaderboard.name == f"{STEM}.leaderboard.csv"
 
     assert out.leaderboard.read_bytes() == (REF / f"{STEM}.leaderboard.csv").read_bytes()

@@ -1,7 +1,7 @@
 """Leaderboard export (spec §8): task-score CSV, leaderboard CSV and manifest from a results JSONL.
 
 Byte format of the published exporter (CRLF, ``utf-8-sig``, 6 dp / 2 dp ``repr`` of rounded floats, no
-trailing newline after the manifest); ``bom=False`` and ``manifest_trailing_newline=True`` reproduce the stored
+trailing newline after the manifest); ``FileFormat(bom=False, manifest_trailing_newline=True)`` reproduces the stored
 ``shared/data/mmdr-reference`` files. A repeated ``qid`` keeps its last record; ``Overall`` and ``TRACE`` are
 recomputed. Our additions go under the manifest keys ``provenance`` and ``warnings``.
 """
@@ -252,6 +252,19 @@ class ExportResult:
         return bool(self.manifest["submission_ready"])
 
 
+@dataclass(frozen=True)
+class FileFormat:
+    """Byte layout of the exported files.
+
+    Attributes:
+        bom: UTF-8 BOM on the CSVs (published code: on; the stored reference files: off).
+        manifest_trailing_newline: end the manifest with ``\\n`` (published code: no; reference file: yes).
+    """
+
+    bom: bool = True
+    manifest_trailing_newline: bool = False
+
+
 def export_leaderboard(
     results_jsonl: str | os.PathLike,
     output_dir: str | os.PathLike | None = None,
@@ -260,8 +273,7 @@ def export_leaderboard(
     split: str = "all",
     expected_tasks: int = 140,
     require_complete: bool = False,
-    bom: bool = True,
-    manifest_trailing_newline: bool = False,
+    file_format: FileFormat = FileFormat(),
     extra_notes: Sequence[str] = (),
     provenance_info: Mapping[str, Any] | None = None,
 ) -> ExportResult:
@@ -271,8 +283,7 @@ def export_leaderboard(
     Args:
         split: ``all``, ``research`` (100) or ``daily`` (40); a split adds ``.research``/``.daily`` to the stem.
         require_complete: after writing everything, raise :class:`ExportIncomplete` if not submission-ready.
-        bom: UTF-8 BOM on the CSVs (published code: on; the stored reference files: off).
-        manifest_trailing_newline: end the manifest with ``\\n`` (published code: no; reference file: yes).
+        file_format: BOM on the CSVs, trailing newline of the manifest (:class:`FileFormat`).
 
     Raises:
         DataError: unreadable results (see :func:`read_results`).
@@ -304,8 +315,8 @@ def export_leaderboard(
     lb_path = out_dir / f"{stem}.{'leaderboard' if ready else 'partial_leaderboard'}.csv"
     task_path = out_dir / f"{stem}.task_scores.csv"
     man_path = out_dir / f"{stem}.leaderboard_manifest.json"
-    write_bytes(lb_path, csv_bytes(LEADERBOARD_COLUMNS, [board], 2, bom=bom))
-    write_bytes(task_path, csv_bytes(TASK_COLUMNS, selected, 6, bom=bom))
+    write_bytes(lb_path, csv_bytes(LEADERBOARD_COLUMNS, [board], 2, bom=file_format.bom))
+    write_bytes(task_path, csv_bytes(TASK_COLUMNS, selected, 6, bom=file_format.bom))
 
     missing_tasks = []
     for r in selected:
@@ -339,7 +350,7 @@ def export_leaderboard(
         manifest["provenance"] = dict(provenance_info)
     if warnings:
         manifest["warnings"] = warnings
-    text = json.dumps(manifest, ensure_ascii=False, indent=2) + ("\n" if manifest_trailing_newline else "")
+    text = json.dumps(manifest, ensure_ascii=False, indent=2) + ("\n" if file_format.manifest_trailing_newline else "")
     write_text(man_path, text)
     if require_complete and not ready:
         raise ExportIncomplete(
