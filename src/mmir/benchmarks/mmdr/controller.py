@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmir.benchmarks.mmdr.judge import Judge, as_number, clamp01
+from mmir.benchmarks.mmdr.judge import CallOptions, Judge, as_number, clamp01
 from mmir.config.models.mmdr_evaluator import ControllerConfig
 from mmir.llm.records import CallRecord
 
@@ -108,6 +108,6 @@ def run_controller(
     offset = USES[use] if cfg.mode == "separate" else 0
     obj, call = judge.complete_json(
         "controller", PROMPT, {"task": task_text, "report_type": profile},
-        temperature=cfg.temperature, seed_offset=offset, context={**(context or {}), "use": use},
+        temperature=cfg.temperature, options=CallOptions(seed_offset=offset), context={**(context or {}), "use": use},
     )
     return parse_controller(obj, call, cfg)

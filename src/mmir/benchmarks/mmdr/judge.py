@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,21 @@ def as_number(value: Any) -> float | None:
 def clamp01(x: float) -> float:
     """``x`` clipped to [0, 1]."""
     return max(0.0, min(1.0, float(x)))
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """Less common settings of one judge call.
+
+    Attributes:
+        system: a system message before the user message (``None`` = none).
+        seed_offset: added to the base seed (makes the two controller calls independent).
+        max_tokens: reply limit (``None`` = the judge's).
+    """
+
+    system: str | None = None
+    seed_offset: int = 0
+    max_tokens: int | None = None
 
 
 class Judge:
@@ -112,11 +128,9 @@ class Judge:
         *,
         temperature: float,
         images: Sequence[bytes] = (),
-        system: str | None = None,
-        seed_offset: int = 0,
         context: Mapping[str, Any] | None = None,
-        max_tokens: int | None = None,
         parser: ReplyParser | None = None,
+        options: CallOptions = CallOptions(),
     ) -> CallRecord:
         """Render ``prompt`` with ``fields``, call the judge once and record the call.
 
@@ -124,8 +138,8 @@ class Judge:
             module: audit label (:data:`MODULES`).
             temperature: the spec's per-judge value (``mmdr.evaluator.<module>``).
             images: encoded images placed before the text in the user message.
-            seed_offset: added to the base seed (makes the two controller calls independent).
             parser: the named reply parser (``None``: any text is accepted).
+            options: system message, seed offset and reply limit (:class:`CallOptions`).
 
         Returns:
             The :class:`~mmir.llm.records.CallRecord`: ``status`` ``"ok"``, ``"failed"`` or ``"rejected"``.
@@ -134,6 +148,7 @@ class Judge:
             ValueError: the prompt's placeholders and ``fields`` differ.
             UnsupportedInputError: the backend cannot take the messages (e.g. images on a text-only model).
         """
+        system, seed_offset, max_tokens = options.system, options.seed_offset, options.max_tokens
         tpl = self.template(prompt)
         text = tpl.render(**fields)
         content: Any = text
