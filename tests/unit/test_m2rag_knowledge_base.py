@@ -7,6 +7,7 @@ import pytest
 from PIL import Image
 
 from mmir.benchmarks.m2rag.knowledge_base import (
+    ImagePlacement,
     PreparedDomain,
     build_knowledge_base,
     build_knowledge_bases,
@@ -67,7 +68,7 @@ def test_pages_in_rank_order_with_all_passages(domain):
 
 def test_known_passage_places_image_after_it(domain):
     placement = {"s/s_aaaaaaaa_0002/image_1.png": "s/aaaaaaaa_1.txt"}
-    q = build_knowledge_base("q1", "histogram", RANKING, domain, top_n=1, image_passages=placement, image_score=5)
+    q = build_knowledge_base("q1", "histogram", RANKING, domain, top_n=1, images=ImagePlacement(passages=placement, score=5))
     a = q.webpages[0]
     anchored = a.images[2]
     assert anchored.anchored and anchored.split_id == 1
@@ -84,7 +85,7 @@ def test_known_passage_places_image_after_it(domain):
 
 def test_retrieved_scope_and_report(domain, tmp_path):
     q = build_knowledge_base("q1", "x", RANKING, domain, top_n=5, page_scope="retrieved",
-                             image_passages={"s/s_aaaaaaaa_0001/image_1.png": "s/aaaaaaaa_1.txt"})
+                             images=ImagePlacement(passages={"s/s_aaaaaaaa_0001/image_1.png": "s/aaaaaaaa_1.txt"}))
     assert [[c.doc_id for c in p.chunks] for p in q.webpages] == [
         ["s/aaaaaaaa_0.txt", "s/aaaaaaaa_2.txt"], ["s/bbbbbbbb_0.txt"], ["s/cccccccc_0.txt"]]
     # the image whose passage was not retrieved is left out in this scope
@@ -129,16 +130,16 @@ def test_max_page_images_keeps_anchored_first_then_path_order(domain):
     # image_2 of figure 0001 anchored to the retrieved passage aaaaaaaa_2; the cap of 2 keeps it and the first
     # unanchored image in path order, and restores path order among the kept ones
     anchors = {"s/s_aaaaaaaa_0001/image_2.png": "s/aaaaaaaa_2.txt"}
-    q = build_knowledge_base("q1", "q", RANKING, domain, top_n=3, image_passages=anchors, max_page_images=2)
+    q = build_knowledge_base("q1", "q", RANKING, domain, top_n=3, images=ImagePlacement(passages=anchors, max_per_page=2))
     a = q.webpages[0]
     assert [im.cached_image_url for im in a.images] == ["s/s_aaaaaaaa_0001/image_1.png", "s/s_aaaaaaaa_0001/image_2.png"]
     assert [im.image_id for im in a.images] == [0, 1]
     assert [im.anchored for im in a.images] == [False, True]
     assert "<IMAGE_PLACEHOLDER>[1]" in next(c.text for c in a.chunks if c.doc_id == "s/aaaaaaaa_2.txt")
-    q0 = build_knowledge_base("q1", "q", RANKING, domain, top_n=3, max_page_images=0)
+    q0 = build_knowledge_base("q1", "q", RANKING, domain, top_n=3, images=ImagePlacement(max_per_page=0))
     assert all(p.images == [] for p in q0.webpages)
     from mmir.benchmarks.m2rag.knowledge_base import KnowledgeBaseReport
 
     rep = KnowledgeBaseReport()
-    build_knowledge_base("q1", "q", RANKING, domain, top_n=3, max_page_images=1, report=rep)
+    build_knowledge_base("q1", "q", RANKING, domain, top_n=3, images=ImagePlacement(max_per_page=1), report=rep)
     assert rep.get("images_over_page_limit") == 2  # page a: 3 ok images -> 1; page b: 1 image -> 1

@@ -125,6 +125,7 @@ def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | 
     from tqdm import tqdm
 
     from mmir.benchmarks.m2rag.knowledge_base import (
+        ImagePlacement,
         PreparedDomain,
         build_knowledge_bases,
         image_passages_from_captions,
@@ -147,7 +148,7 @@ def build_knowledge_bases_step(unit: PreparedUnit, source: str, run_file: str | 
     anchors = image_passages_from_captions(tables, load_image_captions(anchor_tsv)) if anchor_tsv else {}
     queries, kb_report = build_knowledge_bases(run_file, dict(zip(topics["qid"].astype(str), topics["query"])), tables,
                                                top_n=m.top_n, page_scope=m.page_scope,
-                                               image_passages=anchors, max_page_images=m.max_page_images,
+                                               images=ImagePlacement(passages=anchors, max_per_page=m.max_page_images),
                                                qids=qids)
     image_text = {}
     if captions:

@@ -121,22 +121,34 @@ class KnowledgeBaseReport(CountReport):
     ``images_passage_not_in_kb``) with up to five examples each."""
 
 
+@dataclass(frozen=True)
+class ImagePlacement:
+    """How a knowledge base takes its page images.
+
+    Attributes:
+        passages: image path -> doc id of the passage the image belongs to, where known.
+        score: give every image this ``final_score``; default ``None`` = unscored.
+        max_per_page: cap per page, anchored images first (``None`` = all; others ``images_over_page_limit``).
+    """
+
+    passages: Mapping[str, str] | None = None
+    score: float | None = None
+    max_per_page: int | None = None
+
+
 def build_knowledge_base(qid: str, query: str, ranking: Sequence[tuple[str, float]], domain: PreparedDomain, *,
-                         top_n: int = 5, page_scope: PageScope = "page",
-                         image_passages: Mapping[str, str] | None = None, image_score: float | None = None,
-                         max_page_images: int | None = None, report: KnowledgeBaseReport | None = None) -> M2RAGQuery:
+                         top_n: int = 5, page_scope: PageScope = "page", images: ImagePlacement = ImagePlacement(),
+                         report: KnowledgeBaseReport | None = None) -> M2RAGQuery:
     """The knowledge base of one query.
 
     Pages in the order of their best-ranked document among the first ``top_n``; each passage one
     :class:`~mmir.benchmarks.m2rag.records.Chunk` ending in a blank line; page images with ``ok``, in path order,
-    anchored after their passage when ``image_passages`` knows it, else unanchored.
+    anchored after their passage when ``images.passages`` knows it, else unanchored.
 
     Args:
         ranking: ``[(doc_id, score), ...]`` in rank order.
         page_scope: ``"page"`` (all passages of each page) or ``"retrieved"`` (only the retrieved ones).
-        image_passages: image path -> doc id of the passage the image belongs to, where known.
-        image_score: give every image this ``final_score``; default ``None`` = unscored.
-        max_page_images: cap per page, anchored images first (``None`` = all; others ``images_over_page_limit``).
+        images: anchors, score and per-page cap of the page images (:class:`ImagePlacement`).
 
     Returns:
         :class:`~mmir.benchmarks.m2rag.records.M2RAGQuery` (no auxiliary images).
@@ -149,7 +161,8 @@ def build_knowledge_base(qid: str, query: str, ranking: Sequence[tuple[str, floa
     if page_scope not in ("page", "retrieved"):
         raise ValueError(f"page_scope must be 'page' or 'retrieved', got {page_scope!r}")
     rep = report if report is not None else KnowledgeBaseReport()
-    image_passages = image_passages or {}
+    image_passages = images.passages or {}
+    image_score, max_page_images = images.score, images.max_per_page
     rep.add("queries")
     top: dict[str, float] = {}
     for doc_id, score in ranking:
@@ -240,9 +253,7 @@ def _add_placeholder(text: str, image_id: int) -> str:
 
 
 def build_knowledge_bases(run: Run | str | Path, topics: Mapping[str, str], domain: PreparedDomain, *,
-                          top_n: int = 5, page_scope: PageScope = "page",
-                          image_passages: Mapping[str, str] | None = None, image_score: float | None = None,
-                          max_page_images: int | None = None,
+                          top_n: int = 5, page_scope: PageScope = "page", images: ImagePlacement = ImagePlacement(),
                           qids: Iterable[str] | None = None) -> tuple[list[M2RAGQuery], KnowledgeBaseReport]:
     """Knowledge bases for every topic (or ``qids``); a topic missing from the run gets none (``queries_without_ranking``).
 
@@ -259,8 +270,7 @@ def build_knowledge_bases(run: Run | str | Path, topics: Mapping[str, str], doma
         if qid not in topics:
             raise DataError("topics", f"query id {qid!r} has no query text")
         out.append(build_knowledge_base(qid, topics[qid], ranking.get(qid, []), domain, top_n=top_n,
-                                        page_scope=page_scope, image_passages=image_passages,
-                                        image_score=image_score, max_page_images=max_page_images, report=rep))
+                                        page_scope=page_scope, images=images, report=rep))
     return out, rep
 
 
@@ -302,6 +312,6 @@ def image_passages_from_captions(domain: PreparedDomain, captions: Mapping[str, 
 
 
 __all__ = [
-    "CHUNK_SEPARATOR", "KnowledgeBaseReport", "PageScope", "PreparedDomain", "build_knowledge_base",
+    "CHUNK_SEPARATOR", "ImagePlacement", "KnowledgeBaseReport", "PageScope", "PreparedDomain", "build_knowledge_base",
     "build_knowledge_bases", "image_passages_from_captions", "load_image_captions", "page_key", "passage_index",
 ]
