@@ -137,7 +137,7 @@ def step_bm25_stream(work: Path, args) -> dict:
 
 
 def _write_store(path: Path, sizes: list[int], seed: int) -> dict:
-    from mmir.encoders.store import finalize_store, write_shard
+    from mmir.encoders.store import ShardFormat, finalize_store, write_shard
 
     t0 = time.perf_counter()
     start = 0
@@ -145,7 +145,7 @@ def _write_store(path: Path, sizes: list[int], seed: int) -> dict:
     for s, rows in enumerate(sizes):
         ids = [f"d{start + i}" for i in range(rows)]
         st = write_shard(path, s, ids, lambda lo, hi, a=start: random_unit_vectors(a + lo, a + hi, DIM, seed),
-                         dim=DIM, encoder_key=KEY, dtype="float16", batch_size=BATCH)
+                         ShardFormat(dim=DIM, encoder_key=KEY, dtype="float16"), batch_size=BATCH)
         computed += st.batches_computed
         skipped += st.batches_skipped
         start += rows

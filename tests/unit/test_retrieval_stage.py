@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from mmir.core.errors import DataError
-from mmir.encoders.store import EncoderKeyMismatchError, write_shard
+from mmir.encoders.store import EncoderKeyMismatchError, ShardFormat, write_shard
 from mmir.retrieval.retrievers import VectorRetriever
 from mmir.workflow import retrieval_steps
 
@@ -18,7 +18,7 @@ SYSTEM = {"kind": "dense", "model": "toy", "batch_size": 4}
 def _store(path, ids, dim, system):
     rng = np.random.default_rng(0)
     vecs = rng.normal(size=(len(ids), dim)).astype(np.float32)
-    write_shard(path, 0, ids, lambda a, b: vecs[a:b], dim=dim, encoder_key="toy#kind", dtype="float32", batch_size=2)
+    write_shard(path, 0, ids, lambda a, b: vecs[a:b], ShardFormat(dim=dim, encoder_key="toy#kind", dtype="float32"), batch_size=2)
     (path / "shard-00000.stats.json").write_text(json.dumps({
         "shards": 1, "rows": len(ids), "system_sha256": retrieval_steps.system_fingerprint(system), "truncations": {}}))
 

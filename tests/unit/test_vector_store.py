@@ -20,6 +20,7 @@ from mmir.encoders.store import (
     EncoderKeyMismatchError,
     MissingShardError,
     ShardedMatrix,
+    ShardFormat,
     ShardMismatchError,
     ShardWriter,
     finalize_store,
@@ -40,7 +41,7 @@ def _build(path, x, shard_rows=25, dtype="float16", batch_size=7, key=KEY):
     ranges = shard_ranges(len(x), shard_rows)
     for s, (a, b) in enumerate(ranges):
         write_shard(path, s, [f"id{i}" for i in range(a, b)], lambda lo, hi, a=a: x[a + lo : a + hi],
-                    dim=x.shape[1], encoder_key=key, dtype=dtype, batch_size=batch_size)
+                    ShardFormat(dim=x.shape[1], encoder_key=key, dtype=dtype), batch_size=batch_size)
     return finalize_store(path, key, len(ranges))
 
 
@@ -70,10 +71,10 @@ def test_round_trip_and_manifest(tmp_path, dtype):
 
 def test_rerun_of_a_sealed_shard_computes_nothing(tmp_path):
     x = _data(20)
-    st = write_shard(tmp_path, 0, [str(i) for i in range(20)], lambda a, b: x[a:b], dim=6, encoder_key=KEY,
+    st = write_shard(tmp_path, 0, [str(i) for i in range(20)], lambda a, b: x[a:b], ShardFormat(dim=6, encoder_key=KEY),
                      batch_size=6)
     assert (st.batches_total, st.batches_computed, st.batches_skipped) == (4, 4, 0)
-    again = write_shard(tmp_path, 0, [str(i) for i in range(20)], lambda a, b: 1 / 0, dim=6, encoder_key=KEY,
+    again = write_shard(tmp_path, 0, [str(i) for i in range(20)], lambda a, b: 1 / 0, ShardFormat(dim=6, encoder_key=KEY),
                         batch_size=6)
     assert (again.batches_computed, again.batches_skipped, again.sha256) == (0, 4, st.sha256)
 
@@ -121,7 +122,7 @@ def test_dimension_mismatch_names_the_store(tmp_path):
 
 def test_finalize_and_writer_refuse_inconsistent_shards(tmp_path):
     x = _data(30)
-    write_shard(tmp_path, 0, [str(i) for i in range(10)], lambda a, b: x[a:b], dim=6, encoder_key=KEY)
+    write_shard(tmp_path, 0, [str(i) for i in range(10)], lambda a, b: x[a:b], ShardFormat(dim=6, encoder_key=KEY))
     with pytest.raises(MissingShardError, match="shard-00001.sealed.json"):
         finalize_store(tmp_path, KEY, n_shards=2)
     with pytest.raises(EncoderKeyMismatchError, match="shard-00000.sealed.json"):
@@ -200,7 +201,7 @@ def test_sigkill_mid_shard_then_resume_recomputes_only_missing_batches(tmp_path)
         w.seal([str(i) for i in range(100)])
     assert (st.batches_total, st.batches_skipped, st.batches_computed) == (13, 5, 8)
     assert calls == list(range(5, 13))
-    write_shard(tmp_path / "clean", 0, [str(i) for i in range(100)], lambda a, b: x[a:b], dim=5, encoder_key="k",
+    write_shard(tmp_path / "clean", 0, [str(i) for i in range(100)], lambda a, b: x[a:b], ShardFormat(dim=5, encoder_key="k"),
                 batch_size=8)
     assert (tmp_path / "killed/shard-00000.npy").read_bytes() == (tmp_path / "clean/shard-00000.npy").read_bytes()
     sealed = [json.loads((tmp_path / d / "shard-00000.sealed.json").read_text()) for d in ("killed", "clean")]

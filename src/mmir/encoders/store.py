@@ -38,7 +38,7 @@ from mmir.encoders.sharded import (
 )
 
 __all__ = [
-    "DimensionMismatchError", "EncoderKeyMismatchError", "MissingShardError", "ShardMismatchError", "ShardWriteStats",
+    "DimensionMismatchError", "EncoderKeyMismatchError", "MissingShardError", "ShardFormat", "ShardMismatchError", "ShardWriteStats",
     "ShardWriter", "ShardedMatrix", "StoreError", "VectorStore", "check_dimension", "finalize_store", "open_store",
     "shard_name", "shard_ranges", "sha256_file", "write_shard",
 ]
@@ -264,11 +264,19 @@ class ShardWriter:
         return marker
 
 
-def write_shard(store_dir: str | Path, shard: int, ids: Sequence[str], compute: Callable[[int, int], np.ndarray], *,
-                dim: int, encoder_key: str, dtype: str = "float16", batch_size: int = 4096, fsync: bool = True,
-                progress: str | None = None) -> ShardWriteStats:
+@dataclass(frozen=True)
+class ShardFormat:
+    """What a shard holds: vectors of ``dim`` columns stored as ``dtype``, by the encoder ``encoder_key``."""
+
+    dim: int
+    encoder_key: str
+    dtype: str = "float16"
+
+
+def write_shard(store_dir: str | Path, shard: int, ids: Sequence[str], compute: Callable[[int, int], np.ndarray],
+                fmt: ShardFormat, *, batch_size: int = 4096, fsync: bool = True, progress: str | None = None) -> ShardWriteStats:
     """Write (or resume) and seal one shard; ``compute(start, stop)`` gives rows start..stop-1. Returns :class:`ShardWriteStats`."""
-    with ShardWriter(store_dir, shard, rows=len(ids), dim=dim, encoder_key=encoder_key, dtype=dtype,
+    with ShardWriter(store_dir, shard, rows=len(ids), dim=fmt.dim, encoder_key=fmt.encoder_key, dtype=fmt.dtype,
                      batch_size=batch_size, fsync=fsync) as w:
         stats = w.run(compute, progress=progress)
         marker = w.seal(ids)

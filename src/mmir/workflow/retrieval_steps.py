@@ -92,7 +92,7 @@ def encode(job: EncodeJob, encoder=None) -> dict:
         DataError: the kind's inputs are inconsistent (e.g. a pair whose document is not in the corpus).
     """
     from mmir.encoders.cache import EmbeddingCache, content_key
-    from mmir.encoders.store import ShardMismatchError, shard_name, write_shard
+    from mmir.encoders.store import ShardFormat, ShardMismatchError, shard_name, write_shard
     from mmir.retrieval.encoding import KindEncoder, kind_rows
     from mmir.workflow.shards import shard_range
 
@@ -135,15 +135,15 @@ def encode(job: EncodeJob, encoder=None) -> dict:
         else:  # an empty shard still records the encoder's dimension
             probe = rows.payloads[-1] if rows.payloads else ("" if not rows.images else _blank_png())
             dim = int(cache.encode([probe], [content_key(enc.key, ckind, probe)], fn, batch_size=1)[0].shape[1])
-        kw = dict(dim=dim, encoder_key=enc.store_key(kind), dtype=encoding.dtype, batch_size=encoding.batch_rows,
-                  progress=f"encode {kind} shard {shard}")
+        fmt = ShardFormat(dim=dim, encoder_key=enc.store_key(kind), dtype=encoding.dtype)
+        kw = dict(batch_size=encoding.batch_rows, progress=f"encode {kind} shard {shard}")
         try:
-            ws = write_shard(store, shard, ids, compute, **kw)
+            ws = write_shard(store, shard, ids, compute, fmt, **kw)
         except ShardMismatchError as e:  # a shard of another plan or encoder under this name: start it again
             log.warning("%s; rewriting shard %d", e, shard)
             for f in store.glob(f"{shard_name(shard)}.*"):
                 f.unlink()
-            ws = write_shard(store, shard, ids, compute, **kw)
+            ws = write_shard(store, shard, ids, compute, fmt, **kw)
     truncations = dict(getattr(enc.encoder, "truncations", {}) or {})
     usage = getattr(enc.encoder, "usage", None)
     api = {f"api_{k}": v - usage0.get(k, 0) for k, v in usage.items() if isinstance(v, (int, float))} \
