@@ -29,6 +29,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from mmir.config.models import OpenAIGenerator
 from mmir.llm import OpenAIBackend
 from mmir.llm.offline import qwen05b_gguf_path
 
@@ -83,8 +84,8 @@ def main() -> None:
         print(f"llama_cpp.server ready in {time.monotonic() - t0:.1f}s (n_threads={args.threads}, log {log_path})")
         base_url = f"http://127.0.0.1:{port}/v1"
     try:
-        b = OpenAIBackend(args.model, base_url=base_url, api_key_env=args.api_key_env, timeout_s=300,
-                          max_concurrency=args.n, max_retries=0)
+        b = OpenAIBackend(OpenAIGenerator(backend="openai", model=args.model, base_url=base_url, api_key_env=args.api_key_env,
+                                          timeout_s=300, max_concurrency=args.n, max_retries=0))
         prompts = [[{"role": "user", "content": f"In one sentence, what is {TOPICS[i % len(TOPICS)]}?"}]
                    for i in range(args.n)]
         b.generate([{"role": "user", "content": "Say hi."}], max_tokens=4)  # warm-up, not timed

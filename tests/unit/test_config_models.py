@@ -28,7 +28,7 @@ from mmir.config.models import (
     parse_system,
 )
 from mmir.core.errors import ConfigError
-from mmir.llm.backends import BACKENDS, constructor_kwargs
+from mmir.llm.backends import BACKENDS, given_settings
 
 BASE = {"datasets": {"t": {"source": "local", "root": "/data/t", "domains": ["d"]}}, "systems": {"bm25": {"kind": "bm25"}}}
 
@@ -86,18 +86,18 @@ def test_filled_values_keep_their_type_and_unset_keys_stay_out():
     assert fill_config(copy.deepcopy(cfg)) == cfg  # idempotent: a filled config validates to itself
 
 
-def test_generator_models_match_their_backends_constructors():
+def test_generator_models_match_their_backends_defaults():
     for model, backend in ((OpenAIGenerator, "openai"), (LlamaCppGenerator, "llama_cpp"), (TransformersGenerator, "transformers")):
-        params = {n: p for n, p in inspect.signature(BACKENDS[backend].__init__).parameters.items() if n != "self"}
+        (param,) = [n for n in inspect.signature(BACKENDS[backend].__init__).parameters if n != "self"]
+        assert param == "settings", backend
         fields = {n: f for n, f in model.model_fields.items() if n not in ("backend", "prices")}
-        assert set(fields) == set(params), backend
-        required = {n for n, p in params.items() if p.default is inspect.Parameter.empty}
-        assert {n for n, f in fields.items() if f.is_required()} == required, backend
+        # every optional setting has the backend's default, and only those
+        assert set(BACKENDS[backend].DEFAULTS) == {n for n, f in fields.items() if not f.is_required()}, backend
 
 
 def test_a_generator_passes_only_the_keys_it_gives():
     g = parse(OpenAIGenerator, {"backend": "openai", "model": "gpt", "api_key_env": None, "prices": {"prompt_per_token": 1e-6}})
-    assert constructor_kwargs(g) == {"model": "gpt", "api_key_env": None} and g.prices.prompt_per_token == 1e-6
+    assert given_settings(g) == {"model": "gpt", "api_key_env": None} and g.prices.prompt_per_token == 1e-6
     with pytest.raises(ConfigError) as exc:
         parse_params({**BASE, "generators": {"g": {"backend": "llama_cpp", "model": "x"}}})
     assert exc.value.key == "generators.g.model"

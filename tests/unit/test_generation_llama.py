@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from mmir.benchmarks.mmbright import MMBRIGHT_PROMPTS
+from mmir.config.models import LlamaCppGenerator, OpenAIGenerator
 from mmir.llm import (
     GenerationCache,
     LlamaCppBackend,
@@ -106,11 +107,11 @@ def test_llama_cpp_backend_with_cache_loads_nothing_on_rerun(gguf, tmp_path):
     tpl = MMBRIGHT_PROMPTS.get("reformulate_v1")
     msgs = [{"role": "user", "content": tpl.render(query="Why does my matplotlib legend overlap the plot?",
                                                    image_descriptions="A line plot whose legend covers two lines.")}]
-    b1 = LlamaCppBackend(gguf, n_ctx=2048, n_threads=2)
+    b1 = LlamaCppBackend(LlamaCppGenerator(backend="llama_cpp", model_path=str(gguf), n_ctx=2048, n_threads=2))
     with GenerationCache(tmp_path / "gen.sqlite") as cache:
         rec = cache.cached_generate(b1, msgs, tpl.id, tpl.text, max_tokens=24)
         assert rec["status"] == "ok" and rec["texts"][0].strip()
-    b2 = LlamaCppBackend(gguf, n_ctx=2048, n_threads=2)
+    b2 = LlamaCppBackend(LlamaCppGenerator(backend="llama_cpp", model_path=str(gguf), n_ctx=2048, n_threads=2))
     with GenerationCache(tmp_path / "gen.sqlite") as cache:
         rec2 = cache.cached_generate(b2, msgs, tpl.id, tpl.text, max_tokens=24)
         assert rec2["cached"] and rec2["texts"] == rec["texts"]
@@ -168,8 +169,8 @@ def llama_server(gguf, tmp_path_factory):
 @needs_llama
 def test_openai_backend_against_real_llama_server(llama_server, tmp_path, monkeypatch):
     monkeypatch.setenv("MMIR_TEST_LOCAL_KEY", "sk-test-SECRET123")  # the server ignores it; the SDK sends it
-    b = OpenAIBackend("qwen2.5-coder-0.5b", base_url=llama_server, api_key_env="MMIR_TEST_LOCAL_KEY",
-                      timeout_s=60, max_retries=1, revision=EXPECTED_SHA256)
+    b = OpenAIBackend(OpenAIGenerator(backend="openai", model="qwen2.5-coder-0.5b", base_url=llama_server,
+                                      api_key_env="MMIR_TEST_LOCAL_KEY", timeout_s=60, max_retries=1, revision=EXPECTED_SHA256))
     g = b.generate(QUESTION, max_tokens=16, seed=0)
     assert g.texts[0].strip() and "paris" in g.texts[0].lower()
     assert g.prompt_tokens > 5 and 1 <= g.completion_tokens <= 16

@@ -25,6 +25,7 @@ import pytest
 pytest.importorskip("openai")
 
 from mmir.benchmarks.mmbright import MMBRIGHT_PROMPTS
+from mmir.config.models import OpenAIGenerator  # noqa: E402
 from mmir.core.errors import ConfigError  # noqa: E402
 from mmir.llm import (  # noqa: E402
     GenerationCache,
@@ -180,7 +181,7 @@ def _backend(server: FaultServer, **kw) -> OpenAIBackend:
     cfg = dict(model="fault-model", base_url=server.base_url, api_key_env=KEY_ENV, timeout_s=0.5,
                max_retries=5, backoff_base_s=0.05, backoff_max_s=0.2)
     cfg.update(kw)
-    return OpenAIBackend(**cfg)
+    return OpenAIBackend(OpenAIGenerator(backend="openai", **cfg))
 
 
 def _user(text: str) -> list[dict]:
@@ -419,9 +420,11 @@ def test_failures_are_recorded_then_retried(fault, tmp_path):
 STAGE = textwrap.dedent(
     """
     import sys
+    from mmir.config.models import OpenAIGenerator
     from mmir.llm import GenerationCache, OpenAIBackend
     base_url, db, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    b = OpenAIBackend("fault-model", base_url=base_url, api_key_env="MMIR_TEST_OPENAI_KEY", timeout_s=10)
+    b = OpenAIBackend(OpenAIGenerator(backend="openai", model="fault-model", base_url=base_url,
+                                      api_key_env="MMIR_TEST_OPENAI_KEY", timeout_s=10))
     cache = GenerationCache(db)
     for i in range(n):
         rec = cache.cached_generate(b, [{"role": "user", "content": f"item {i}"}], "stage", "tpl", max_tokens=8)

@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from mmir.config.models import TransformersGenerator  # noqa: E402
 from mmir.llm import (  # noqa: E402
     GenerationCache,
     TransformersBackend,
@@ -155,7 +156,8 @@ def test_offline_gguf_through_transformers():
     from mmir.llm.offline import EXPECTED_SHA256, qwen05b_gguf_path
 
     p = qwen05b_gguf_path()
-    b = TransformersBackend(p.parent, gguf_file=p.name, local_files_only=True)
+    b = TransformersBackend(TransformersGenerator(backend="transformers", model=str(p.parent), gguf_file=p.name,
+                                                local_files_only=True))
     g = b.generate([{"role": "user", "content": "Name the capital of France in one word."}], max_tokens=8)
     assert "paris" in g.texts[0].lower()
     assert b.model_id == p.name and b.model_revision == EXPECTED_SHA256

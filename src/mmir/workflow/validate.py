@@ -6,7 +6,6 @@ roots and domains, environment variables holding API keys, model packages). Snak
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import os
 
 from mmir import config as cfg
@@ -74,12 +73,12 @@ def check_environment(params: Params, file: str | None = None) -> None:
         ConfigError: naming ``generators.<name>.api_key_env`` or ``systems.<name>.model``.
     """
     for name, g in params.generators.items():
-        param = inspect.signature(backend_class(g).__init__).parameters.get("api_key_env")
-        if param is None:
+        defaults = backend_class(g).DEFAULTS
+        if "api_key_env" not in defaults:
             continue
-        # the backend's constructor holds the default of a key the config does not give
-        var = g.api_key_env if "api_key_env" in g.model_fields_set else param.default
-        if var and var is not inspect.Parameter.empty and not os.environ.get(var):
+        # the backend's DEFAULTS hold the value of a key the config does not give
+        var = g.api_key_env if "api_key_env" in g.model_fields_set else defaults["api_key_env"]
+        if var and not os.environ.get(var):
             raise ConfigError(f"generators.{name}.api_key_env", f"environment variable {var!r} is unset or empty "
                               "(export it before running; null = an endpoint that needs no key)", file)
     for name, s in params.systems.items():

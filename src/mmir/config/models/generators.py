@@ -1,6 +1,6 @@
 """``generators.<name>`` (LLM/VLM backends by ``backend``), ``captioners.<name>`` (by ``kind``) and
-``reformulators.<name>``. A generator's keys are its backend's constructor arguments (mmir.llm.backends): the
-constructor holds their defaults, so a key not given stays out of the filled config."""
+``reformulators.<name>``. A generator's keys are its backend's settings (mmir.llm.backends: the constructor takes the
+model): the backend's ``DEFAULTS`` hold their defaults, so a key not given stays out of the filled config."""
 
 from __future__ import annotations
 

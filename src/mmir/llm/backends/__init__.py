@@ -10,7 +10,7 @@ The message helpers of :mod:`mmir.llm.messages` and the errors of :mod:`mmir.llm
 """
 
 from mmir.llm.backends.base import SAMPLING_KEYS, Backend, Generation
-from mmir.llm.backends.factory import BACKENDS, as_generator, backend_class, constructor_kwargs, make_backend
+from mmir.llm.backends.factory import BACKENDS, as_generator, backend_class, given_settings, make_backend
 from mmir.llm.backends.llama_cpp import LlamaCppBackend
 from mmir.llm.backends.openai import OpenAIBackend
 from mmir.llm.backends.transformers import TransformersBackend
@@ -28,6 +28,6 @@ from mmir.llm.messages import (
 __all__ = [
     "BACKENDS", "Backend", "Generation", "GenerationFailure", "LlamaCppBackend", "Message", "OpenAIBackend",
     "SAMPLING_KEYS", "TransformersBackend", "UnsupportedInputError", "as_generator", "backend_class", "canonical_messages",
-    "constructor_kwargs", "has_images", "image_to_bytes", "make_backend", "messages_sha256", "text_only_messages",
+    "given_settings", "has_images", "image_to_bytes", "make_backend", "messages_sha256", "text_only_messages",
     "validate_messages",
 ]

@@ -174,3 +174,9 @@ class Backend(abc.ABC):
     ) -> Generation:
         """Backend-specific generation; arguments are already validated."""
 
+
+def with_defaults(settings: Any, defaults: Mapping[str, Any]) -> Any:
+    """``settings`` (a typed generator model) with each field the config left out set to the backend's ``defaults``
+    (a field the config gave, even as null, is kept)."""
+    return settings.model_copy(update={k: v for k, v in defaults.items() if k not in settings.model_fields_set})
+

@@ -1,5 +1,5 @@
 """Building backends from ``generators.<name>`` entries of params.yaml (typed by
-:data:`mmir.config.models.Generator`: one model per backend, whose fields are the constructor's arguments)."""
+:data:`mmir.config.models.Generator`: one model per backend, which its constructor takes)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,8 @@ def backend_class(generator: Any) -> type[Backend]:
     return BACKENDS[generator.backend]
 
 
-def constructor_kwargs(generator: Any) -> dict[str, Any]:
-    """The keyword arguments of the backend's constructor: the keys the config gives (the constructor holds the
-    defaults of the others)."""
+def given_settings(generator: Any) -> dict[str, Any]:
+    """The backend settings the config gives (the backend's ``DEFAULTS`` hold the others)."""
     return {k: v for k, v in fill(generator).items() if k not in ("backend", "prices")}
 
 
@@ -50,7 +49,7 @@ def make_backend(cfg: Mapping[str, Any] | BaseModel) -> Backend:
         ConfigError: an unknown backend, an unknown or missing key (named in the message).
     """
     generator = as_generator(cfg)
-    backend = backend_class(generator)(**constructor_kwargs(generator))
+    backend = backend_class(generator)(generator)
     prices = generator.prices
     backend.usage = Usage(
         prompt_price_per_token=prices.prompt_per_token if prices else None,

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from mmir.config.models import LlamaCppGenerator
 from mmir.core.errors import ConfigError, MmirError
-from mmir.llm.backends.base import Backend, Generation, is_empty_text
+from mmir.llm.backends.base import Backend, Generation, is_empty_text, with_defaults
 from mmir.llm.errors import GenerationFailure
 from mmir.llm.messages import text_only_messages
 
@@ -18,15 +20,19 @@ class LlamaCppBackend(Backend):
     """A local GGUF chat model through llama-cpp-python (CPU here). Text only.
 
     Args:
-        model_path: GGUF file. ``None`` (and no ``hf_repo``) = the offline Qwen2.5-Coder-0.5B-Instruct
-            Q4_K_M assembled by :func:`mmir.llm.offline.qwen05b_gguf_path`.
-        cache_dir: where that file is assembled (see ``qwen05b_gguf_path``).
-        hf_repo, hf_file: load from the Hugging Face hub instead (``Llama.from_pretrained``; needs network).
-        n_ctx: context length.
-        n_threads: CPU threads (``None`` = llama.cpp's default).
-        n_gpu_layers: layers offloaded to a GPU if llama.cpp was built with one.
-        chat_format: llama-cpp chat format; ``None`` = the template stored in the GGUF.
-        model_id: name used in cache keys; default the hub id for the offline model, else the file name.
+        settings: its ``generators.<name>`` entry (:class:`~mmir.config.models.LlamaCppGenerator`); a setting it
+            leaves out takes the value in :attr:`DEFAULTS`:
+
+            - ``model_path``: GGUF file. ``None`` (and no ``hf_repo``) = the offline Qwen2.5-Coder-0.5B-Instruct
+              Q4_K_M assembled by :func:`mmir.llm.offline.qwen05b_gguf_path`.
+            - ``cache_dir``: where that file is assembled (see ``qwen05b_gguf_path``).
+            - ``hf_repo``, ``hf_file``: load from the Hugging Face hub instead (``Llama.from_pretrained``; needs network).
+            - ``n_ctx``: context length.
+            - ``n_threads``: CPU threads (``None`` = llama.cpp's default).
+            - ``n_gpu_layers``: layers offloaded to a GPU if llama.cpp was built with one.
+            - ``chat_format``: llama-cpp chat format; ``None`` = the template stored in the GGUF.
+            - ``model_id``: name used in cache keys; default the hub id for the offline model, else the file name.
+            - ``verbose``: llama.cpp's own log.
 
     The model loads lazily on the first call, so a run served entirely from a cache never loads it. Calls
     are serialised (a ``Llama`` object is not thread-safe); sample ``i`` of ``n`` uses ``seed + i``.
@@ -34,23 +40,19 @@ class LlamaCppBackend(Backend):
 
     name = "llama_cpp"
 
-    def __init__(
-        self,
-        model_path: str | Path | None = None,
-        *,
-        cache_dir: str | Path | None = None,
-        hf_repo: str | None = None,
-        hf_file: str | None = None,
-        n_ctx: int = 4096,
-        n_threads: int | None = None,
-        n_gpu_layers: int = 0,
-        chat_format: str | None = None,
-        model_id: str | None = None,
-        verbose: bool = False,
-    ):
+    #: The value of each setting a generator entry leaves out.
+    DEFAULTS: ClassVar[Mapping[str, Any]] = {
+        "model_path": None, "cache_dir": None, "hf_repo": None, "hf_file": None, "n_ctx": 4096, "n_threads": None,
+        "n_gpu_layers": 0, "chat_format": None, "model_id": None, "verbose": False,
+    }
+
+    def __init__(self, settings: LlamaCppGenerator):
         super().__init__()
         from mmir.llm import offline as offline_llm
 
+        s = with_defaults(settings, self.DEFAULTS)
+        model_path, cache_dir, hf_repo, hf_file, model_id = s.model_path, s.cache_dir, s.hf_repo, s.hf_file, s.model_id
+        n_ctx, n_threads, n_gpu_layers, chat_format, verbose = s.n_ctx, s.n_threads, s.n_gpu_layers, s.chat_format, s.verbose
         if (hf_repo is None) != (hf_file is None):
             raise ConfigError("hf_repo", "hf_repo and hf_file must be given together")
         if hf_repo is not None and model_path is not None:

@@ -11,13 +11,14 @@ import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from mmir.config.models import OpenAIGenerator
 from mmir.core.errors import ConfigError
 from mmir.core.http import parse_retry_after as _parse_retry_after
 from mmir.core.secrets import Secret as _Secret
 from mmir.core.secrets import scrub as _scrub_secret
-from mmir.llm.backends.base import Backend, Generation, is_empty_text
+from mmir.llm.backends.base import Backend, Generation, is_empty_text, with_defaults
 from mmir.llm.errors import GenerationFailure
 from mmir.llm.messages import Message, image_to_bytes, message_parts
 
@@ -28,21 +29,24 @@ class OpenAIBackend(Backend):
     """Any OpenAI-compatible chat-completions endpoint, through the official ``openai`` SDK.
 
     Args:
-        model: model name at the endpoint.
-        base_url: endpoint (``http://127.0.0.1:8000/v1``); ``None`` = the SDK default (api.openai.com).
-        api_key_env: NAME of the environment variable holding the key (read once, here). ``None`` = the
-            endpoint needs no key (a placeholder is sent). The value is never logged, shown in ``repr``,
-            put in exceptions or returned in metadata.
-        revision: a model version string for cache keys (endpoints do not report one reliably).
-        timeout_s: per-attempt timeout.
-        max_concurrency: most requests in flight at once, across all threads using this backend.
-        max_retries: retries after the first attempt, on timeouts, connection errors, 429, 5xx, 408 and 409.
-        backoff_base_s, backoff_max_s: exponential back-off ``min(max, base * 2**k)``, with jitter (the
-            wait is drawn uniformly from the upper half of that), when no ``Retry-After`` is given.
-        max_retry_after_s: longest ``Retry-After`` honoured; a longer one fails the call (kind ``rate_limited``).
-        max_tokens_param: request field for the length limit (``"max_completion_tokens"`` for newer
-            OpenAI models).
-        extra_body: extra JSON fields sent with every request.
+        settings: its ``generators.<name>`` entry (:class:`~mmir.config.models.OpenAIGenerator`); a setting it leaves
+            out takes the value in :attr:`DEFAULTS`:
+
+            - ``model``: model name at the endpoint.
+            - ``base_url``: endpoint (``http://127.0.0.1:8000/v1``); ``None`` = the SDK default (api.openai.com).
+            - ``api_key_env``: NAME of the environment variable holding the key (read once, here). ``None`` = the
+              endpoint needs no key (a placeholder is sent). The value is never logged, shown in ``repr``,
+              put in exceptions or returned in metadata.
+            - ``revision``: a model version string for cache keys (endpoints do not report one reliably).
+            - ``timeout_s``: per-attempt timeout.
+            - ``max_concurrency``: most requests in flight at once, across all threads using this backend.
+            - ``max_retries``: retries after the first attempt, on timeouts, connection errors, 429, 5xx, 408 and 409.
+            - ``backoff_base_s``, ``backoff_max_s``: exponential back-off ``min(max, base * 2**k)``, with jitter (the
+              wait is drawn uniformly from the upper half of that), when no ``Retry-After`` is given.
+            - ``max_retry_after_s``: longest ``Retry-After`` honoured; a longer one fails the call (kind ``rate_limited``).
+            - ``max_tokens_param``: request field for the length limit (``"max_completion_tokens"`` for newer
+              OpenAI models).
+            - ``extra_body``: extra JSON fields sent with every request.
 
     Raises:
         ConfigError: ``api_key_env`` is given but the variable is unset or empty.
@@ -50,31 +54,24 @@ class OpenAIBackend(Backend):
 
     name = "openai"
     _RETRY_STATUS = (408, 409, 429)
+    #: The value of each setting a generator entry leaves out.
+    DEFAULTS: ClassVar[Mapping[str, Any]] = {
+        "base_url": None, "api_key_env": "OPENAI_API_KEY", "revision": None, "timeout_s": 60.0, "max_concurrency": 4,
+        "max_retries": 5, "backoff_base_s": 1.0, "backoff_max_s": 30.0, "max_retry_after_s": 120.0,
+        "max_tokens_param": "max_tokens", "extra_body": None,
+    }
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key_env: str | None = "OPENAI_API_KEY",
-        revision: str | None = None,
-        timeout_s: float = 60.0,
-        max_concurrency: int = 4,
-        max_retries: int = 5,
-        backoff_base_s: float = 1.0,
-        backoff_max_s: float = 30.0,
-        max_retry_after_s: float = 120.0,
-        max_tokens_param: str = "max_tokens",
-        extra_body: Mapping[str, Any] | None = None,
-    ):
+    def __init__(self, settings: OpenAIGenerator):
         super().__init__()
         import openai
 
+        s = with_defaults(settings, self.DEFAULTS)
+        model, base_url, api_key_env, max_concurrency, max_retries = s.model, s.base_url, s.api_key_env, s.max_concurrency, s.max_retries
         if max_concurrency < 1:
             raise ConfigError("max_concurrency", f"must be >= 1, got {max_concurrency}")
         if max_retries < 0:
             raise ConfigError("max_retries", f"must be >= 0, got {max_retries}")
-        self._model, self.base_url, self._revision = model, base_url, revision
+        self._model, self.base_url, self._revision = model, base_url, s.revision
         self.api_key_env = api_key_env
         if api_key_env is None:
             self._key = _Secret("not-needed")
@@ -83,11 +80,11 @@ class OpenAIBackend(Backend):
             if not value:
                 raise ConfigError("api_key_env", f"environment variable '{api_key_env}' is unset or empty")
             self._key = _Secret(value)
-        self.timeout_s, self.max_retries = float(timeout_s), int(max_retries)
-        self.backoff_base_s, self.backoff_max_s = float(backoff_base_s), float(backoff_max_s)
-        self.max_retry_after_s = float(max_retry_after_s)
-        self.max_tokens_param = max_tokens_param
-        self.extra_body = dict(extra_body or {})
+        self.timeout_s, self.max_retries = float(s.timeout_s), int(max_retries)
+        self.backoff_base_s, self.backoff_max_s = float(s.backoff_base_s), float(s.backoff_max_s)
+        self.max_retry_after_s = float(s.max_retry_after_s)
+        self.max_tokens_param = s.max_tokens_param
+        self.extra_body = dict(s.extra_body or {})
         self.max_concurrency = int(max_concurrency)
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._openai = openai

@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from mmir.llm.backends.base import Backend, Generation, is_empty_text
+from mmir.config.models import TransformersGenerator
+from mmir.llm.backends.base import Backend, Generation, is_empty_text, with_defaults
 from mmir.llm.errors import GenerationFailure
 from mmir.llm.messages import Message, decoded_image, message_parts, text_only_messages
 
@@ -20,15 +21,18 @@ class TransformersBackend(Backend):
     template + ``AutoModelForImageTextToText``). Runs on CUDA when available, else CPU.
 
     Args:
-        model: hub id or local directory.
-        revision: hub revision (branch, tag or commit); recorded in cache keys.
-        gguf_file: load this GGUF file from ``model`` (dequantised by transformers; needs ``gguf``).
-        vision: ``True`` = VLM, ``False`` = text LM, ``None`` = decide from the config (``vision_config``).
-        device: ``"cuda"``, ``"cpu"``, ...; default CUDA if available.
-        dtype: torch dtype name (``"bfloat16"``); default float32 on CPU, bfloat16 on CUDA.
-        local_files_only: never reach the hub (default: ``HF_HUB_OFFLINE`` is set).
-        trust_remote_code: passed to ``from_pretrained``.
-        model_id: name used in cache keys; default ``model`` (for a GGUF in a local folder: the file name).
+        settings: its ``generators.<name>`` entry (:class:`~mmir.config.models.TransformersGenerator`); a setting it
+            leaves out takes the value in :attr:`DEFAULTS`:
+
+            - ``model``: hub id or local directory.
+            - ``revision``: hub revision (branch, tag or commit); recorded in cache keys.
+            - ``gguf_file``: load this GGUF file from ``model`` (dequantised by transformers; needs ``gguf``).
+            - ``vision``: ``True`` = VLM, ``False`` = text LM, ``None`` = decide from the config (``vision_config``).
+            - ``device``: ``"cuda"``, ``"cpu"``, ...; default CUDA if available.
+            - ``dtype``: torch dtype name (``"bfloat16"``); default float32 on CPU, bfloat16 on CUDA.
+            - ``local_files_only``: never reach the hub (default: ``HF_HUB_OFFLINE`` is set).
+            - ``trust_remote_code``: passed to ``from_pretrained``.
+            - ``model_id``: name used in cache keys; default ``model`` (for a GGUF in a local folder: the file name).
 
     Use :meth:`from_objects` to wrap an already-built model and tokenizer/processor. The model loads lazily;
     calls are serialised; sample ``i`` of ``n`` is seeded with ``seed + i`` (``torch.manual_seed``).
@@ -36,20 +40,17 @@ class TransformersBackend(Backend):
 
     name = "transformers"
 
-    def __init__(
-        self,
-        model: str | Path,
-        *,
-        revision: str | None = None,
-        gguf_file: str | None = None,
-        vision: bool | None = None,
-        device: str | None = None,
-        dtype: str | None = None,
-        local_files_only: bool | None = None,
-        trust_remote_code: bool = False,
-        model_id: str | None = None,
-    ):
+    #: The value of each setting a generator entry leaves out.
+    DEFAULTS: ClassVar[Mapping[str, Any]] = {
+        "revision": None, "gguf_file": None, "vision": None, "device": None, "dtype": None, "local_files_only": None,
+        "trust_remote_code": False, "model_id": None,
+    }
+
+    def __init__(self, settings: TransformersGenerator):
         super().__init__()
+        s = with_defaults(settings, self.DEFAULTS)
+        model, revision, gguf_file, vision, device, dtype = s.model, s.revision, s.gguf_file, s.vision, s.device, s.dtype
+        local_files_only, trust_remote_code, model_id = s.local_files_only, s.trust_remote_code, s.model_id
         self.source, self._revision, self.gguf_file = str(model), revision, gguf_file
         self.vision, self._device, self.dtype = vision, device, dtype
         if local_files_only is None:
@@ -77,7 +78,7 @@ class TransformersBackend(Backend):
             model_id, revision: recorded in cache keys (give a weights hash as ``revision`` when known).
             vision: ``None`` = VLM when ``processor`` has an ``image_processor``.
         """
-        self = cls(model_id, revision=revision, vision=vision, model_id=model_id)
+        self = cls(TransformersGenerator(backend="transformers", model=model_id, revision=revision, vision=vision, model_id=model_id))
         if self.vision is None:
             self.vision = hasattr(processor, "image_processor")
         self._model, self._proc = model.to(self.device).eval(), processor
