@@ -35,7 +35,7 @@ test: setup lint
 # ruff (line length 140, pyproject.toml), snakefmt, the import-layer contract, the strict docs build;
 # `snakemake --lint` runs as a test
 lint: setup
-	$(VENV)/bin/ruff check src tests bench workflow/scripts docs
+	$(VENV)/bin/ruff check src tests bench workflow/scripts docs tools
 	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
 	$(VENV)/bin/lint-imports
 	$(MKDOCS_BUILD)
