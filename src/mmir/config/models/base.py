@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
@@ -128,3 +129,14 @@ def _fill_value(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_fill_value(v) for v in value]
     return value
+
+
+def tagged_by(key: str, *values: str) -> Discriminator:
+    """The discriminator of a union whose members are tagged ``"<key>=<value>"``: an unknown or missing ``key`` is a
+    ``bad_tag:<key>`` error listing ``values`` (:func:`mmir.config.parse.error_key` names the key)."""
+
+    def tag(d: object) -> str | None:
+        value = d.get(key) if isinstance(d, dict) else getattr(d, key, None)
+        return f"{key}={value}" if value in values else None
+
+    return Discriminator(tag, custom_error_type=f"bad_tag:{key}", custom_error_message=f"{key} must be one of: {', '.join(values)}")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Field, Tag
 
-from mmir.config.models.base import Name, Number, Section, unset
+from mmir.config.models.base import Name, Number, Section, tagged_by, unset
 
 Policy = Literal["error", "warn"]
 
@@ -99,12 +99,8 @@ class TrecDataset(_Dataset):
     root: str = Field(description="directory holding the corpus, topics and qrels (relative to the project)")
 
 
-def _source(d: object) -> str | None:
-    value = d.get("source") if isinstance(d, dict) else getattr(d, "source", None)
-    return f"source={value}" if value in ("hf", "local", "trec") else None
-
 
 Dataset = Annotated[
     Annotated[HubDataset, Tag("source=hf")] | Annotated[LocalDataset, Tag("source=local")] | Annotated[TrecDataset, Tag("source=trec")],
-    Discriminator(_source, custom_error_type="bad_tag:source", custom_error_message="source must be one of: hf, local, trec"),
+    tagged_by("source", "hf", "local", "trec"),
 ]

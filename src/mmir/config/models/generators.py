@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Field, Tag
 
-from mmir.config.models.base import Number, Section, unset
+from mmir.config.models.base import Number, Section, tagged_by, unset
 
 
 class Prices(Section):
@@ -72,16 +72,11 @@ class TransformersGenerator(_Generator):
     model_id: str | None = unset("name recorded with each call; null = model")
 
 
-def _generator_backend(d: object) -> str | None:
-    value = d.get("backend") if isinstance(d, dict) else getattr(d, "backend", None)
-    return f"backend={value}" if value in ("openai", "llama_cpp", "transformers") else None
-
 
 Generator = Annotated[
     Annotated[OpenAIGenerator, Tag("backend=openai")] | Annotated[LlamaCppGenerator, Tag("backend=llama_cpp")]
     | Annotated[TransformersGenerator, Tag("backend=transformers")],
-    Discriminator(_generator_backend, custom_error_type="bad_tag:backend", custom_error_message="backend must be one of: openai, "
-                  "llama_cpp, transformers"),
+    tagged_by("backend", "openai", "llama_cpp", "transformers"),
 ]
 
 
@@ -103,14 +98,10 @@ class VLMCaptioner(Section):
     seed: int | None = Field(0, description="sampling seed; null = none")
 
 
-def _captioner_kind(d: object) -> str | None:
-    value = d.get("kind") if isinstance(d, dict) else getattr(d, "kind", None)
-    return f"kind={value}" if value in ("ocr", "vlm") else None
-
 
 Captioner = Annotated[
     Annotated[OCRCaptioner, Tag("kind=ocr")] | Annotated[VLMCaptioner, Tag("kind=vlm")],
-    Discriminator(_captioner_kind, custom_error_type="bad_tag:kind", custom_error_message="kind must be one of: ocr, vlm"),
+    tagged_by("kind", "ocr", "vlm"),
 ]
 
 

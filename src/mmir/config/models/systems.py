@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator
 
-from mmir.config.models.base import Number, Section, TaskName, unset
+from mmir.config.models.base import Number, Section, TaskName, tagged_by, unset
 from mmir.config.models.resources import JobResources
 
 HF_BACKENDS = ("hf-last-token", "hf-mean", "gritlm")
@@ -156,12 +156,8 @@ class MMSystem(_System):
                                      "labelled so in run stats")
 
 
-def _kind(d: object) -> str | None:
-    value = d.get("kind") if isinstance(d, dict) else getattr(d, "kind", None)
-    return f"kind={value}" if value in ("bm25", "dense", "mm") else None
-
 
 System = Annotated[
     Annotated[BM25System, Tag("kind=bm25")] | Annotated[DenseSystem, Tag("kind=dense")] | Annotated[MMSystem, Tag("kind=mm")],
-    Discriminator(_kind, custom_error_type="bad_tag:kind", custom_error_message="kind must be one of: bm25, dense, mm"),
+    tagged_by("kind", "bm25", "dense", "mm"),
 ]
