@@ -115,8 +115,8 @@ def check_params(params: Params, file: str | None = None) -> None:
         if s.kind == "mm" and s.random_init and not s.encoder.startswith("open_clip:"):
             raise ConfigError(f"systems.{name}.random_init", "random weights are supported for open_clip:<arch> encoders", file)
     for name, ds in params.datasets.items():
-        if ds.source == "trec" and ds.domains != "all" and len(ds.domains) != 1:
-            raise ConfigError(f"datasets.{name}.domains", "a trec dataset has exactly one domain", file)
+        if ds.source in ("trec", "beir", "ir_datasets") and ds.domains != "all" and len(ds.domains) != 1:
+            raise ConfigError(f"datasets.{name}.domains", f"a {ds.source} dataset has exactly one domain", file)
 
 
 def validate_config(config: dict, file: str | None = None) -> dict:
