@@ -21,7 +21,7 @@ wildcard_constraints:
     dataset="|".join(map(re.escape, config["datasets"])) if config["datasets"] else "x",
     system="|".join(map(re.escape, sorted([*config["systems"], *DERIVED], key=len, reverse=True))),
     variant=r"(cap|ref)-[A-Za-z0-9][A-Za-z0-9_.-]*",
-    grid="caption|reformulation",
+    grid="caption|reformulation|reasoning",
     source=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     slug=r"none|oracle|topk-[A-Za-z0-9][A-Za-z0-9_.+:-]*",
     task="|".join(map(re.escape, TASKS)),

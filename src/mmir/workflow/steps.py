@@ -131,6 +131,19 @@ def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cach
     return n
 
 
+def reason_queries(dataset: str, ds: dict, domain: str, variant: str, out_parquet: str | Path) -> int:
+    """BRIGHT's reasoning queries of config ``<variant>_reason`` for one task (:func:`mmir.data.bright.read_reasoning`),
+    from the dataset's local ``root`` or its fetched copy; writes ``qid, query`` and returns the number of queries."""
+    from mmir.core.io import write_parquet
+    from mmir.data.bright import read_reasoning
+
+    bright = parse_dataset(ds, f"datasets.{dataset}")
+    frame = read_reasoning(bright, domain, variant, paths.RAW.format(dataset=dataset))
+    write_parquet(out_parquet, frame)
+    log.info("read %s_reason/%s of %s; wrote %s: %d queries", variant, domain, dataset, out_parquet, len(frame))
+    return len(frame)
+
+
 def augment(topics_file: str | Path, captions_file: str | Path, out_parquet: str | Path) -> int:
     """Caption-augmented Task 1 queries (:func:`mmir.benchmarks.mmbright.queries.caption_augmented`)."""
     import pandas as pd
@@ -409,7 +422,7 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
                 stats = Path(paths.QUERIES_STATS.format(dataset=u["dataset"], domain=u["domain"], variant=d["variant"]))
                 gen_metrics = {k: v for k, v in json.loads(stats.read_text()).items()
                                if isinstance(v, (int, float)) and not isinstance(v, bool)}
-            else:
+            elif d["grid"] == "caption":
                 params["captioner"] = fill(c.captioners[d["source"]])
         entries.append({
             **u,
