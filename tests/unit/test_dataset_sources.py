@@ -174,3 +174,21 @@ def test_bright_domains_and_config_errors(tmp_path):
     (root / "examples" / "leetcode-00000-of-00001.parquet").write_bytes(b"not parquet")
     with pytest.raises(DataError, match="not a readable parquet file"):
         prepare_domain("bright", {"source": "bright", "root": str(root)}, "leetcode")
+
+
+def test_the_bright_first_run_config_validates_offline_with_12_tasks_and_a_reasoning_grid():
+    import subprocess
+    import sys
+
+    from conftest import PROJECT
+
+    p = subprocess.run([sys.executable, "-m", "mmir", "--params", "workflow/configs/bright-hub.yaml", "validate"], cwd=PROJECT,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    tasks = [line.split("\t")[1] for line in p.stdout.splitlines() if line.startswith("bright\t")]
+    assert len(tasks) == 12 and tasks[0] == "biology" and tasks[-1] == "theoremqa_questions"
+    from mmir.workflow.units import ablation_units
+    from mmir.workflow.validate import load_config
+
+    cfg = load_config(str(PROJECT / "workflow/configs/bright-hub.yaml"))
+    assert {u["system"] for u in ablation_units(cfg, "reasoning")} == {"bm25", "bm25+reason:gpt4"}

@@ -387,25 +387,10 @@ def load_trec_domain(ds: TrecDataset, policy: dict, sample: Sample | None = None
         rows.append({"id": qid, "query": text, "gold_ids": [d for d, r in rel.items() if r > 0], "negative_ids": [],
                      "image_paths": [], "_file": str(topics_path), "_row": i})
     ex = pd.DataFrame(rows, columns=["id", "query", "gold_ids", "negative_ids", "image_paths", "_file", "_row"])
-    sources = [str(corpus_path), str(topics_path), str(qrels_path)]
-    p = _load_trec(docs_df, ex, raw_qrels, sources, root, policy)
-    if sample is None:
-        return p
-    qids, keep, _ = kept_items(p.topics, p.qrels, p.excluded, None, sample, list(p.corpus["doc_id"]), [])
-    sampled = _load_trec(cut(docs_df, "id", keep, ref=True), cut(ex, "id", qids, ref=False), raw_qrels, sources, root,
-                         policy)
-    return _with_sample_report(sampled, p, sample)
-
-
-def _load_trec(docs_df, ex, raw_qrels, sources, root, policy) -> Prepared:
-    checks = _Checks(policy, str(root))
-    corpus = _check_corpus(docs_df, checks)
-    topics, qrels, excluded = _task1(read_queries(ex, "examples", set(corpus["doc_id"]), checks))
-    # keep graded judgments (rel > 0) exactly as in the source qrels
-    qrels = {q: {d: raw_qrels[q][d] for d in docs_} for q, docs_ in qrels.items()}
-    normalised = checks.counts.pop("backslash_refs", 0)
-    return Prepared(corpus, topics, qrels, excluded, {"sources": sources, "problems": checks.counts,
-                                                      "examples": checks.examples, "backslash_refs": normalised})
+    # graded judgments (rel > 0) kept exactly as in the source qrels
+    p = load_frames({"docs": docs_df, "ex": ex, "exm": None}, root, policy, sample=sample, graded=raw_qrels)
+    p.report["sources"] = [str(corpus_path), str(topics_path), str(qrels_path)]
+    return p
 
 
 def prepare_domain(dataset: str, ds: Dataset | Mapping, domain: str, raw_root: str | Path | None = None) -> Prepared:
