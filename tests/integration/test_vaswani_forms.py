@@ -89,6 +89,9 @@ def test_three_forms_prepare_the_same_collection(forms):
 
 def test_three_forms_give_byte_identical_runs_and_metrics(forms):
     ref = forms["trec"]
+    for form, f in forms.items():
+        values = ", ".join(f"{m} {v:.4f}" for m, v in f["metrics"]["measures"].items())
+        print(f"\n{form}: {f['run'].stat().st_size} bytes of run, {values}")
     for form in ("beir", "ir_datasets"):
         assert forms[form]["run"].read_bytes() == ref["run"].read_bytes(), form
         assert forms[form]["perquery"].read_bytes() == ref["perquery"].read_bytes(), form

@@ -54,9 +54,10 @@ def test_beir_local_keeps_grades_the_split_queries_and_title_text(tmp_path):
     (None, "query-id\tcorpus-id\tscore\nq1\td1\n", ("test.tsv", 1, None)),
     (None, "query-id\tcorpus-id\tscore\nq1\td1\thigh\n", ("test.tsv", 1, "score")),
     (None, "query-id\tcorpus-id\tscore\nq1\tdX\t1\n", ("queries.jsonl", 0, "gold_ids")),
+    (None, "query-id\tcorpus-id\tscore\nq2\td1\t1\n", ("queries.jsonl", 1, "text")),
 ])
 def test_beir_errors_name_file_row_and_field(tmp_path, corpus, qrels, where):
-    root = beir_dir(tmp_path / "beir", qrels=qrels)
+    root = beir_dir(tmp_path / "beir", qrels=qrels, queries=[QUERIES[0], {"_id": "q2", "text": " "}])
     if corpus is not None:
         (root / "corpus.jsonl").write_text(corpus, encoding="utf-8")
     with pytest.raises(DataError) as exc:
@@ -127,6 +128,24 @@ def test_ir_datasets_unknown_id_and_missing_field(tmp_path):
     assert (exc.value.file, exc.value.row, exc.value.field) == (f"irds://{name}/docs", 0, "title")
     with pytest.raises(DataError, match="not an ir_datasets id"):
         prepare_domain("x", {"source": "ir_datasets", "dataset_id": "no/such-dataset"}, "x")
+
+
+def test_ir_datasets_register_module_registers_a_local_collection(tmp_path, monkeypatch):
+    """How a workflow job finds a local collection: register_module is imported before the id is looked up."""
+    (tmp_path / "docs.tsv").write_text("d1\tthe mean of a sample\n", encoding="utf-8")
+    (tmp_path / "queries.tsv").write_text("q1\tsample mean\n", encoding="utf-8")
+    (tmp_path / "qrels").write_text("q1 0 d1 2\n", encoding="utf-8")
+    (tmp_path / "mmir_test_irds_local.py").write_text(
+        "import ir_datasets\nfrom pathlib import Path\nfrom ir_datasets.datasets.base import Dataset\n"
+        "from ir_datasets.formats import TrecQrels, TsvDocs, TsvQueries\nfrom ir_datasets.util import LocalDownload\n"
+        "here = Path(__file__).parent\n"
+        "ir_datasets.registry.register('mmir-test/module', Dataset(TsvDocs(LocalDownload(here / 'docs.tsv')), "
+        "TsvQueries(LocalDownload(here / 'queries.tsv')), TrecQrels(LocalDownload(here / 'qrels'), {2: 'highly relevant'})))\n",
+        encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    p = prepare_domain("local", {"source": "ir_datasets", "dataset_id": "mmir-test/module",
+                                 "register_module": "mmir_test_irds_local"}, "local")
+    assert p.qrels == {"q1": {"d1": 2}} and p.report["ir_datasets"]["id"] == "mmir-test/module"
 
 
 def _bright(root: Path, task: str = "biology", long_docs: bool = True) -> Path:

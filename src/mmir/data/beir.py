@@ -183,7 +183,11 @@ def read_frames(ds: BeirDataset, domain: str, raw_root: str | Path | None = None
     for rec, f, i in read_records(find_table(root, "queries")):
         qid = _id_of(rec, f, i)
         if qid in qrels:  # BEIR's loader keeps the queries judged in the split
-            queries.append({"id": qid, "query": rec.get("text", rec.get("query")), "_file": f, "_row": i})
+            key = "text" if "text" in rec else "query"
+            text = as_text(rec.get(key), f, i, key, f"the text of query {qid!r}")
+            if text is None or not text.strip():
+                raise DataError(f, f"empty query text for query {qid!r}", i, key)
+            queries.append({"id": qid, "query": text, "_file": f, "_row": i})
     gold = split_qrels(qrels)
     ex = examples_frame([q | {"gold_ids": gold[q["id"]]} for q in queries])
     frames: dict[str, pd.DataFrame | None] = {"docs": docs_frame(docs), "ex": ex, "exm": None}
