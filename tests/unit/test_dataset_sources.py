@@ -175,6 +175,9 @@ def test_bright_excluded_ids_gold_answer_and_long_context(tmp_path):
     assert read_excluded(tmp_path / "out" / "excluded.tsv") == {"1": {"b/c.txt"}}
     long = prepare_domain("bright", ds | {"long_context": True}, "biology")
     assert list(long.corpus["doc_id"]) == ["b/A.txt"] and long.qrels == {"0": {"b/A.txt": 1}}
+    # from the hub: the same files where the fetch leaves them (data/raw/<dataset>/)
+    hub = prepare_domain("bright", {"source": "bright"}, "biology", raw_root=root)
+    assert hub.qrels == p.qrels and hub.excluded == p.excluded
 
 
 def test_bright_domains_and_config_errors(tmp_path):
@@ -211,3 +214,15 @@ def test_the_bright_first_run_config_validates_offline_with_12_tasks_and_a_reaso
 
     cfg = load_config(str(PROJECT / "workflow/configs/bright-hub.yaml"))
     assert {u["system"] for u in ablation_units(cfg, "reasoning")} == {"bm25", "bm25+reason:gpt4"}
+
+
+@pytest.mark.parametrize("ds", [{"source": "bright", "domains": ["biology"], "reasoning": ["gpt4"]},
+                                {"source": "beir", "repo_id": "mteb/scifact", "revision": "0" * 40}])
+def test_fetch_step_of_hub_sources_offline_stops_with_the_local_copy_recipe(tmp_path, monkeypatch, ds):
+    from mmir.workflow import steps
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match="cannot reach the Hugging Face hub") as exc:
+        steps.fetch("x", ds, "biology", tmp_path / "marker.json")
+    assert ds.get("repo_id", "xlangai/BRIGHT") in str(exc.value) and not (tmp_path / "marker.json").exists()
