@@ -21,7 +21,7 @@ wildcard_constraints:
     dataset="|".join(map(re.escape, config["datasets"])) if config["datasets"] else "x",
     system="|".join(map(re.escape, sorted([*config["systems"], *DERIVED], key=len, reverse=True))),
     variant=r"(cap|ref)-[A-Za-z0-9][A-Za-z0-9_.-]*",
-    grid="caption|reformulation",
+    grid="caption|reformulation|reasoning",
     source=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     slug=r"none|oracle|topk-[A-Za-z0-9][A-Za-z0-9_.+:-]*",
     task="|".join(map(re.escape, TASKS)),
@@ -34,10 +34,11 @@ wildcard_constraints:
 onstart:
     # Before any job runs (never in a dry run): a hub dataset still to be fetched needs the hub. Offline,
     # stop now with one message on how to use a local copy instead of failing job by job.
+    from mmir.data.domains import fetched
     from mmir.data.hub import check_reachable
 
     for name, ds in config["datasets"].items():
-        if ds["source"] == "hf" and not all(Path(paths.FETCHED.format(dataset=name, domain=d)).exists() for d in DOMAINS[name]):
+        if fetched(ds) and not all(Path(paths.FETCHED.format(dataset=name, domain=d)).exists() for d in DOMAINS[name]):
             try:
                 check_reachable(ds["repo_id"], ds["revision"])
             except Exception as exc:

@@ -1,4 +1,5 @@
-# Ablation queries for Task 1 (MM-BRIGHT section 5): caption-augmented and LLM-reformulated queries; the grid tables.
+# Ablation queries for Task 1: caption-augmented and LLM-reformulated queries (MM-BRIGHT section 5), BRIGHT's reasoning
+# queries; the grid tables.
 
 
 rule augment:
@@ -15,6 +16,24 @@ rule augment:
         mem_mb=1000,
     params:
         slice=spec_params("augment"),
+    script:
+        "../scripts/step.py"
+
+
+rule reason_queries:
+    input:
+        unpack(spec_input("reason_queries")),
+    output:
+        **spec_output("reason_queries"),
+    log:
+        "logs/reason_queries/{dataset}/{domain}/{source}.log",
+    benchmark:
+        "benchmarks/reason_queries/{dataset}/{domain}/{source}.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    params:
+        slice=spec_params("reason_queries"),
     script:
         "../scripts/step.py"
 

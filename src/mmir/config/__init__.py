@@ -37,7 +37,7 @@ def drop_nulls(config: dict) -> dict:
         if key in config and config[key] is None:
             del config[key]
     if "ablations" in config:  # ablations: null, or ablations: {caption: null}: no system in that grid
-        grids = config["ablations"] if config["ablations"] is not None else {"caption": None, "reformulation": None}
+        grids = config["ablations"] if config["ablations"] is not None else dict.fromkeys(("caption", "reformulation", "reasoning"))
         config["ablations"] = {g: ({"systems": []} if v is None else v) for g, v in grids.items()}
     for key in REMOVABLE_ENTRIES:
         if isinstance(config.get(key), dict):
@@ -115,8 +115,18 @@ def check_params(params: Params, file: str | None = None) -> None:
         if s.kind == "mm" and s.random_init and not s.encoder.startswith("open_clip:"):
             raise ConfigError(f"systems.{name}.random_init", "random weights are supported for open_clip:<arch> encoders", file)
     for name, ds in params.datasets.items():
-        if ds.source == "trec" and ds.domains != "all" and len(ds.domains) != 1:
-            raise ConfigError(f"datasets.{name}.domains", "a trec dataset has exactly one domain", file)
+        if ds.source in ("trec", "beir", "ir_datasets") and ds.domains != "all" and len(ds.domains) != 1:
+            raise ConfigError(f"datasets.{name}.domains", f"a {ds.source} dataset has exactly one domain", file)
+    reasoning = params.ablations.reasoning
+    if reasoning.systems:
+        bright = {n: ds for n, ds in params.datasets.items() if ds.source == "bright"}
+        if not bright:
+            raise ConfigError("ablations.reasoning", "the reasoning grid runs on bright datasets; there is none", file)
+        for i, v in enumerate(reasoning.variants):
+            for n, ds in bright.items():
+                if v not in ds.reasoning:
+                    raise ConfigError(f"ablations.reasoning.variants.{i}", f"{v!r} is not fetched by datasets.{n}.reasoning "
+                                      f"({ds.reasoning}); add it there", file)
 
 
 def validate_config(config: dict, file: str | None = None) -> dict:

@@ -32,6 +32,13 @@ def strip_shard(filename: str) -> str:
     return m.group(1) if m else stem
 
 
+def fetched(ds: Dataset | Mapping) -> bool:
+    """Whether a dataset's files are fetched from the hub into ``data/raw/<dataset>/`` (the fetch rule): ``hf``, and
+    ``bright`` or ``beir`` without a local ``root``."""
+    ds = parse_dataset(ds)
+    return ds.source == "hf" or (ds.source in ("bright", "beir") and ds.root is None)
+
+
 def dataset_domains(name: str, ds: Dataset | Mapping) -> list[str]:
     """The domain names of a validated dataset entry ``datasets.<name>``; resolves ``all``.
 
@@ -41,8 +48,12 @@ def dataset_domains(name: str, ds: Dataset | Mapping) -> list[str]:
     ds = parse_dataset(ds, f"datasets.{name}")
     if ds.domains != "all":
         return list(ds.domains)
-    if ds.source == "trec":
+    if ds.source in ("trec", "beir", "ir_datasets"):
         return [name]
+    if ds.source == "bright":
+        from mmir.data.bright import BRIGHT_TASKS, LONG_TASKS
+
+        return list(LONG_TASKS if ds.long_context else BRIGHT_TASKS)
     if ds.source == "local":
         docs = resolve_path(ds.root) / "documents"
         if not docs.is_dir():
@@ -60,14 +71,23 @@ def check_dataset(name: str, ds: Dataset | Mapping, file: str | None = None) -> 
         ConfigError: naming ``datasets.<name>.root`` or ``datasets.<name>.domains.<i>``.
     """
     ds = parse_dataset(ds, f"datasets.{name}", file)
-    if ds.source in ("local", "trec"):
+    if ds.source in ("local", "trec") or (ds.source in ("beir", "bright") and ds.root is not None):
         root = resolve_path(ds.root)
         if not root.is_dir():
             raise ConfigError(f"datasets.{name}.root", f"{root} does not exist or is not a directory", file)
         if ds.source == "local" and not (root / "documents").is_dir():
             raise ConfigError(f"datasets.{name}.root", f"no documents/ directory under {root} (the MM-BRIGHT layout "
                               "is <root>/<config>/<domain>.parquet)", file)
-    if ds.domains == "all" or ds.source == "trec":
+    if ds.domains == "all" or ds.source in ("trec", "beir", "ir_datasets"):
+        return
+    if ds.source == "bright":
+        from mmir.data.bright import BRIGHT_TASKS, LONG_TASKS
+
+        tasks = LONG_TASKS if ds.long_context else BRIGHT_TASKS
+        for i, dom in enumerate(ds.domains):
+            if dom not in tasks:
+                raise ConfigError(f"datasets.{name}.domains.{i}", f"{dom!r} is not a BRIGHT task"
+                                  f"{' with long documents' if ds.long_context else ''} (tasks: {', '.join(tasks)})", file)
         return
     if ds.source == "local":
         where = str(resolve_path(ds.root))
@@ -89,8 +109,12 @@ def has_multimodal(ds: Dataset | Mapping, domain: str) -> bool:
     ds = parse_dataset(ds)
     if ds.source == "hf":
         return True
-    if ds.source == "trec":
+    if ds.source in ("trec", "ir_datasets", "bright"):
         return False
+    if ds.source == "beir":
+        from mmir.data.beir import has_images
+
+        return has_images(ds)
     from mmir.data.parquet import domain_files
 
     return bool(domain_files(resolve_path(ds.root), "examples_multimodal", domain))

@@ -75,13 +75,27 @@ def fetch_domain(repo_id: str, revision: str, domain: str, configs: list[str], d
     """Download ``configs`` of one ``domain`` into ``dest`` (local layout). Returns ``{"commit", "files"}``.
 
     Raises:
+        DataError: at once, with instructions for a local copy, when the hub cannot be reached; no file of the
+            first config (the documents) for the domain.
+    """
+    patterns = [p for c in configs for p in (f"{c}/{domain}.parquet", f"{c}/{domain}-*-of-*.parquet")]
+    info = fetch_files(repo_id, revision, patterns, dest)
+    if not any(f.startswith(f"{configs[0]}/") for f in info["files"]):
+        raise DataError(f"hf://{repo_id}@{info['commit']}", f"no {configs[0]} file for domain '{domain}'")
+    return info
+
+
+def fetch_files(repo_id: str, revision: str, patterns: list[str], dest: str | Path) -> dict:
+    """Download the files of hub dataset ``repo_id`` at ``revision`` matching ``patterns`` into ``dest`` (through
+    ``huggingface_hub.snapshot_download`` at the resolved commit). Returns ``{"commit", "files"}`` (paths under ``dest``).
+
+    Raises:
         DataError: at once, with instructions for a local copy, when the hub cannot be reached.
     """
     try:
         from huggingface_hub import HfApi, snapshot_download
     except ImportError as exc:  # pragma: no cover - dependency of the package
         raise DataError(repo_id, f"huggingface_hub is not installed: {exc}") from exc
-    patterns = [p for c in configs for p in (f"{c}/{domain}.parquet", f"{c}/{domain}-*-of-*.parquet")]
     try:
         info = HfApi().dataset_info(repo_id, revision=revision)
         path = snapshot_download(
@@ -89,7 +103,5 @@ def fetch_domain(repo_id: str, revision: str, domain: str, configs: list[str], d
         )
     except Exception as exc:  # offline, DNS, HTTP, auth: all end the same way, with the local-copy recipe
         raise _offline_error(repo_id, revision, f"{type(exc).__name__}: {str(exc)[:200]}", f"hf://{repo_id}") from exc
-    files = sorted(str(p.relative_to(path)) for p in Path(path).rglob("*.parquet"))
-    if not any(f.startswith("documents/") for f in files):
-        raise DataError(f"hf://{repo_id}@{info.sha}", f"no documents file for domain '{domain}'")
+    files = sorted(str(p.relative_to(path)) for p in Path(path).rglob("*") if p.is_file() and ".cache" not in p.parts)
     return {"commit": info.sha, "files": files}

@@ -102,6 +102,10 @@ class Prepared:
     mm: MultimodalPrepared | None = None
 
 
+#: the reader module of each source read into the MM-BRIGHT tables (a ``read_frames(ds, domain, raw_root)`` ->
+#: :class:`mmir.data.frames.SourceFrames`)
+SOURCE_READERS = {"beir": "mmir.data.beir", "ir_datasets": "mmir.data.irds", "bright": "mmir.data.bright"}
+
 # Defaults of datasets.<name>.integrity, from its model.
 DEFAULT_POLICY = IntegrityConfig().model_dump()
 _SAMPLE = 3  # references named in an aggregated message
@@ -295,7 +299,22 @@ def load_mmbright_domain(root: str | Path, domain: str, policy: dict, max_pixels
     if frames["exm"] is not None:
         frames["dimg"] = read_config(root, "document_images", domain, ["path", "bytes"])
         frames["qimg"] = read_config(root, "examples_images", domain, ["path", "bytes"], required=False)
-    p = _load_mmbright(frames, root, policy, max_pixels)
+    return load_frames(frames, root, policy, max_pixels, sample)
+
+
+def load_frames(frames: dict, root: str | Path, policy: dict, max_pixels: int = 89_478_485, sample: Sample | None = None,
+                graded: dict[str, dict[str, int]] | None = None) -> Prepared:
+    """Check tables in the MM-BRIGHT layout, whatever source they were read from: ``docs`` (id, content), ``ex``
+    (id, query, gold_ids, optional negative_ids, image_paths, gold_answers), ``exm`` (None, or examples_multimodal
+    with ``dimg``/``qimg`` image tables), each with ``_file``/``_row`` naming the source file and row.
+
+    ``graded``: the source's graded qrels ``{qid: {doc_id: rel}}``; the Task 1 qrels keep their grades (the gold
+    ids are the entries with rel > 0). ``sample`` cuts the tables to a sample, then loads and checks the cut tables.
+
+    Raises:
+        DataError: naming file, row and field (module docstring).
+    """
+    p = _graded(_load_mmbright(frames, root, policy, max_pixels), graded)
     if sample is None:
         return p
     qids, docs, images = kept_items(p.topics, p.qrels, p.excluded, p.mm, sample, list(p.corpus["doc_id"]),
@@ -307,7 +326,13 @@ def load_mmbright_domain(root: str | Path, domain: str, policy: dict, max_pixels
     if frames["exm"] is not None:
         cutf |= {"dimg": cut(frames["dimg"], "path", images, ref=True),
                  "qimg": cut(frames["qimg"], "path", qpaths, ref=True)}
-    return _with_sample_report(_load_mmbright(cutf, root, policy, max_pixels), p, sample)
+    return _with_sample_report(_graded(_load_mmbright(cutf, root, policy, max_pixels), graded), p, sample)
+
+
+def _graded(p: Prepared, graded: dict[str, dict[str, int]] | None) -> Prepared:
+    if graded is not None:
+        p.qrels = {q: {d: graded[q][d] for d in docs} for q, docs in p.qrels.items()}
+    return p
 
 
 def _with_sample_report(sampled: Prepared, full: Prepared, s: Sample) -> Prepared:
@@ -362,25 +387,10 @@ def load_trec_domain(ds: TrecDataset, policy: dict, sample: Sample | None = None
         rows.append({"id": qid, "query": text, "gold_ids": [d for d, r in rel.items() if r > 0], "negative_ids": [],
                      "image_paths": [], "_file": str(topics_path), "_row": i})
     ex = pd.DataFrame(rows, columns=["id", "query", "gold_ids", "negative_ids", "image_paths", "_file", "_row"])
-    sources = [str(corpus_path), str(topics_path), str(qrels_path)]
-    p = _load_trec(docs_df, ex, raw_qrels, sources, root, policy)
-    if sample is None:
-        return p
-    qids, keep, _ = kept_items(p.topics, p.qrels, p.excluded, None, sample, list(p.corpus["doc_id"]), [])
-    sampled = _load_trec(cut(docs_df, "id", keep, ref=True), cut(ex, "id", qids, ref=False), raw_qrels, sources, root,
-                         policy)
-    return _with_sample_report(sampled, p, sample)
-
-
-def _load_trec(docs_df, ex, raw_qrels, sources, root, policy) -> Prepared:
-    checks = _Checks(policy, str(root))
-    corpus = _check_corpus(docs_df, checks)
-    topics, qrels, excluded = _task1(read_queries(ex, "examples", set(corpus["doc_id"]), checks))
-    # keep graded judgments (rel > 0) exactly as in the source qrels
-    qrels = {q: {d: raw_qrels[q][d] for d in docs_} for q, docs_ in qrels.items()}
-    normalised = checks.counts.pop("backslash_refs", 0)
-    return Prepared(corpus, topics, qrels, excluded, {"sources": sources, "problems": checks.counts,
-                                                      "examples": checks.examples, "backslash_refs": normalised})
+    # graded judgments (rel > 0) kept exactly as in the source qrels
+    p = load_frames({"docs": docs_df, "ex": ex, "exm": None}, root, policy, sample=sample, graded=raw_qrels)
+    p.report["sources"] = [str(corpus_path), str(topics_path), str(qrels_path)]
+    return p
 
 
 def prepare_domain(dataset: str, ds: Dataset | Mapping, domain: str, raw_root: str | Path | None = None) -> Prepared:
@@ -390,6 +400,14 @@ def prepare_domain(dataset: str, ds: Dataset | Mapping, domain: str, raw_root: s
     policy, sample = ds.integrity.model_dump(), ds.sample
     if ds.source == "trec":
         return load_trec_domain(ds, policy, sample)
+    if ds.source in SOURCE_READERS:
+        import importlib
+
+        reader = importlib.import_module(SOURCE_READERS[ds.source])
+        src = reader.read_frames(ds, domain, raw_root)
+        p = load_frames(src.frames, src.root, policy, sample=sample, graded=src.graded)
+        p.report |= src.report
+        return p
     root = Path(raw_root) if raw_root is not None else resolve_path(ds.root)
     return load_mmbright_domain(root, domain, policy, sample=sample)
 

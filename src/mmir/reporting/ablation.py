@@ -12,7 +12,8 @@ from mmir.core.io import atomic_path, write_text
 from mmir.reporting.tables import FAILED_MARK, collect
 
 LABEL = {"caption": ("captioner", "Caption-augmented queries (query + captions of its images)"),
-         "reformulation": ("reformulator", "LLM-reformulated queries (reason, then write the search query)")}
+         "reformulation": ("reformulator", "LLM-reformulated queries (reason, then write the search query)"),
+         "reasoning": ("reasoning model", "BRIGHT's reasoning queries (the hub's <model>_reason configs)")}
 
 
 def ablation_frame(metric_files: list[str | Path], measure: str, derived: dict[str, dict],

@@ -110,9 +110,11 @@ def datasets_lineage(datasets: Mapping[str, Dataset], prepared: Sequence[str | P
         reports.setdefault(d.get("dataset", ""), []).append(d)
     rows = []
     for name, ds in datasets.items():
-        hub = isinstance(ds, HubDataset)
+        hub = isinstance(ds, HubDataset) or (ds.source in ("bright", "beir") and ds.root is None)
         if hub:
             origin = f"{ds.repo_id}@{ds.revision}"
+        elif ds.source == "ir_datasets":
+            origin = f"ir_datasets: {ds.dataset_id}"
         else:
             root = Path(ds.root)
             origin = f"{ds.source}: {root.resolve() if root.exists() else root}"

@@ -23,12 +23,21 @@ log = logging.getLogger("mmir.workflow.steps")
 
 def fetch(dataset: str, ds: dict, domain: str, out_marker: str | Path) -> dict:
     """Download one hub domain into ``data/raw/<dataset>/`` and write the marker JSON (commit, files)."""
-    from mmir.data.hub import fetch_domain
+    from mmir.data.hub import fetch_domain, fetch_files
 
     hub = parse_dataset(ds, f"datasets.{dataset}")
     dest = Path(paths.RAW.format(dataset=dataset))
-    info = fetch_domain(hub.repo_id, hub.revision, domain, ["documents", "examples", "examples_multimodal",
-                                                           "document_images", "examples_images"], dest)
+    if hub.source == "beir":
+        from mmir.data.beir import HUB_PATTERNS
+
+        info = fetch_files(hub.repo_id, hub.revision, HUB_PATTERNS, dest)
+    elif hub.source == "bright":
+        from mmir.data.bright import configs
+
+        info = fetch_domain(hub.repo_id, hub.revision, domain, configs(hub), dest)
+    else:
+        info = fetch_domain(hub.repo_id, hub.revision, domain, ["documents", "examples", "examples_multimodal",
+                                                               "document_images", "examples_images"], dest)
     log.info("fetched %s@%s domain %s: wrote %d files under %s", hub.repo_id, info["commit"], domain, len(info["files"]), dest)
     write_json(out_marker, {"repo_id": hub.repo_id, "revision": hub.revision, **info})
     return info
@@ -36,12 +45,14 @@ def fetch(dataset: str, ds: dict, domain: str, out_marker: str | Path) -> dict:
 
 def prepare(dataset: str, ds: dict, domain: str, out_dir: str | Path, fetched_marker: str | Path | None = None) -> dict:
     """Normalise and check one domain (:mod:`mmir.data.prepare`); writes its artifacts to ``out_dir``."""
+    from mmir.data.domains import fetched
     from mmir.data.prepare import prepare_domain, write_prepared
 
-    source = parse_dataset(ds, f"datasets.{dataset}").source
+    parsed = parse_dataset(ds, f"datasets.{dataset}")
+    source = parsed.source
     meta = {"dataset": dataset, "domain": domain, "source": source}
     raw_root = None
-    if source == "hf":
+    if fetched(parsed):
         marker = json.loads(Path(fetched_marker).read_text(encoding="utf-8"))
         meta |= {"repo_id": marker["repo_id"], "revision": marker["commit"]}
         raw_root = paths.RAW.format(dataset=dataset)
@@ -118,6 +129,19 @@ def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cach
     log.info("read %s images of %s; wrote %s: %d captions (%d empty, %d corrupt images skipped, %d OCR runs, "
              "the rest from the cache)", n["images"], prep, out_parquet, n["images"], n["empty"], n["skipped_corrupt"], n["engine_calls"])
     return n
+
+
+def reason_queries(dataset: str, ds: dict, domain: str, variant: str, out_parquet: str | Path) -> int:
+    """BRIGHT's reasoning queries of config ``<variant>_reason`` for one task (:func:`mmir.data.bright.read_reasoning`),
+    from the dataset's local ``root`` or its fetched copy; writes ``qid, query`` and returns the number of queries."""
+    from mmir.core.io import write_parquet
+    from mmir.data.bright import read_reasoning
+
+    bright = parse_dataset(ds, f"datasets.{dataset}")
+    frame = read_reasoning(bright, domain, variant, paths.RAW.format(dataset=dataset))
+    write_parquet(out_parquet, frame)
+    log.info("read %s_reason/%s of %s; wrote %s: %d queries", variant, domain, dataset, out_parquet, len(frame))
+    return len(frame)
 
 
 def augment(topics_file: str | Path, captions_file: str | Path, out_parquet: str | Path) -> int:
@@ -398,7 +422,7 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
                 stats = Path(paths.QUERIES_STATS.format(dataset=u["dataset"], domain=u["domain"], variant=d["variant"]))
                 gen_metrics = {k: v for k, v in json.loads(stats.read_text()).items()
                                if isinstance(v, (int, float)) and not isinstance(v, bool)}
-            else:
+            elif d["grid"] == "caption":
                 params["captioner"] = fill(c.captioners[d["source"]])
         entries.append({
             **u,

@@ -85,7 +85,7 @@ def _blank_png() -> bytes:
 def grids(config: dict | Params) -> list[str]:
     """The ablation grids with at least one derived system."""
     derived = U.ablation_systems(config).values()
-    return [g for g in ("caption", "reformulation") if any(d["grid"] == g for d in derived)]
+    return [g for g in ("caption", "reformulation", "reasoning") if any(d["grid"] == g for d in derived)]
 
 
 def used_captioners(config: dict | Params) -> list[str]:

@@ -101,6 +101,9 @@ def ablation_systems(config: dict | Params) -> dict[str, dict]:
     for s in ab.reformulation.systems:
         for r in ab.reformulation.reformulators:
             out[f"{s}+ref:{r}"] = {"base": s, "variant": f"ref-{r}", "grid": "reformulation", "source": r}
+    for s in ab.reasoning.systems:
+        for v in ab.reasoning.variants:
+            out[f"{s}+reason:{v}"] = {"base": s, "variant": f"reason-{v}", "grid": "reasoning", "source": v}
     return out
 
 
@@ -174,14 +177,16 @@ def task_units(config: dict | Params, task: str) -> list[dict]:
     return out
 
 def ablation_units(config: dict | Params, grid: str) -> list[dict]:
-    """Units of an ablation grid, on the domains whose queries have images: ``{task, dataset, domain, system}``
-    for each base system (``task1``) and each derived system (``ablation``: Task 1 qrels, own paths)."""
+    """Units of an ablation grid, on the domains whose queries have images (reasoning: the domains of the ``bright``
+    datasets): ``{task, dataset, domain, system}`` for each base system (``task1``) and each derived system
+    (``ablation``: Task 1 qrels, own paths)."""
     p = typed(config)
     derived = {n: d for n, d in ablation_systems(p).items() if d["grid"] == grid}
     bases = list(dict.fromkeys(d["base"] for d in derived.values()))
     out = []
     for name, dom in units(p):
-        if derived and has_query_images(p.datasets[name], dom):
+        ds = p.datasets[name]
+        if derived and (ds.source == "bright" if grid == "reasoning" else has_query_images(ds, dom)):
             out += [{"task": ABLATION_BASE, "dataset": name, "domain": dom, "system": s} for s in bases]
             out += [{"task": ABLATION_TASK, "dataset": name, "domain": dom, "system": s} for s in derived]
     return out

@@ -3,7 +3,17 @@ definition, one default and one line of documentation; workflow/schemas/params.s
 :class:`Params` (``python -m mmir.config.schema --write``). Parse a dict with :mod:`mmir.config.parse`."""
 
 from mmir.config.models.base import Section, default_of, fill, partial
-from mmir.config.models.datasets import Dataset, HubDataset, IntegrityConfig, LocalDataset, SampleConfig, TrecDataset
+from mmir.config.models.datasets import (
+    BeirDataset,
+    BrightDataset,
+    Dataset,
+    HubDataset,
+    IntegrityConfig,
+    IrDatasetsDataset,
+    LocalDataset,
+    SampleConfig,
+    TrecDataset,
+)
 from mmir.config.models.essentiality import EssentialityConfig, EssentialityReportParams
 from mmir.config.models.evaluation import (
     AblationsConfig,
@@ -61,7 +71,7 @@ def parse_system(d, key: str = "systems", file: str | None = None) -> System:
 
 
 def parse_dataset(d, key: str = "datasets", file: str | None = None) -> Dataset:
-    """A ``datasets.<name>`` entry as a :data:`Dataset` (HubDataset, LocalDataset, TrecDataset)."""
+    """A ``datasets.<name>`` entry as a :data:`Dataset` (one model per ``source``)."""
     return parse(Dataset, d, key, file)
 
 
@@ -85,4 +95,5 @@ __all__ = [
     "PathsConfig", "Prices", "RagConfig", "ReformulationGrid", "ReformulatorConfig", "ReproductionParams",
     "ResourcesConfig", "SampleConfig", "Section", "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig",
     "System", "TraceConfig", "TransformersGenerator", "TrecDataset", "VEFConfig", "VLMCaptioner",
+    "BeirDataset", "BrightDataset", "IrDatasetsDataset",
 ]

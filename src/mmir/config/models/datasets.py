@@ -1,11 +1,12 @@
-"""``datasets.<name>``: MM-BRIGHT from the hub (``source: hf``), the same parquet files on disk (``local``), or a
-TREC collection (``trec``). Each is prepared per domain into data/prepared/<dataset>/<domain>/."""
+"""``datasets.<name>``: MM-BRIGHT from the hub (``source: hf``), the same parquet files on disk (``local``), a
+TREC collection (``trec``), a BEIR-format collection (``beir``), an ir_datasets id (``ir_datasets``), or BRIGHT
+(``bright``). Each is prepared per domain into data/prepared/<dataset>/<domain>/."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, Tag
+from pydantic import Field, Tag, model_validator
 
 from mmir.config.models.base import Name, Number, Section, tagged_by, unset
 
@@ -99,8 +100,75 @@ class TrecDataset(_Dataset):
     root: str = Field(description="directory holding the corpus, topics and qrels (relative to the project)")
 
 
+class BeirDataset(_Dataset):
+    """A BEIR-format collection (corpus.jsonl, queries.jsonl, qrels/<split>.tsv; MTEB retrieval sets and ViDoRe's
+    BEIR exports share it), on disk (``root``) or from the hub (``repo_id`` at ``revision``); one domain."""
+
+    source: Literal["beir"] = Field(description="beir = BEIR's corpus/queries/qrels layout")
+    root: str | None = unset("directory holding corpus, queries and qrels/ (relative to the project); unset = fetch "
+                             "repo_id from the hub")
+    repo_id: str | None = unset("the hub dataset holding the BEIR files (e.g. mteb/scifact); used when root is unset")
+    revision: str | None = unset("hub revision of repo_id: a 40-hex commit (required with repo_id)")
+    split: str = Field("test", description="the qrels split: qrels/<split>.tsv (or qrels/<split>*.parquet)")
+    title: bool = Field(True, description="prepend a document's title to its text (BEIR's models read 'title text')")
+    image_dir: str | None = unset("image files <image_dir>/<corpus-id>.<ext> of an image corpus, relative to root (an "
+                                  "'image' column of the corpus is read without it); gives Task 3 qrels")
+
+    @model_validator(mode="after")
+    def _where(self) -> BeirDataset:
+        if (self.root is None) == (self.repo_id is None):
+            raise ValueError("give exactly one of root (files on disk) and repo_id (the hub)")
+        if self.repo_id is not None and not self.revision:
+            raise ValueError("repo_id needs a pinned revision")
+        return self
+
+
+class IrDatasetsDataset(_Dataset):
+    """Any ir_datasets id: documents, queries and qrels through its iterators, downloaded into its own cache; one domain.
+    Pinned by the ir_datasets version in pyproject.toml."""
+
+    source: Literal["ir_datasets"] = Field(description="ir_datasets = a dataset id of the ir_datasets catalogue")
+    root: str | None = unset("not used (ir_datasets keeps its files in cache_dir)")
+    dataset_id: str = Field(description="the ir_datasets id, e.g. vaswani or beir/scifact/test")
+    doc_fields: list[str] = Field(["text"], min_length=1, description="document fields joined (space) into the text, "
+                                  "e.g. [title, text]")
+    query_fields: list[str] = Field(["text"], min_length=1, description="query fields joined (space) into the query, "
+                                    "e.g. [title] for TREC topics")
+    cache_dir: str | None = unset("ir_datasets' download and cache directory (IR_DATASETS_HOME); unset = its default")
+    register_module: str | None = unset("a Python module imported first, which registers local datasets with "
+                                        "ir_datasets.registry")
+
+
+BRIGHT_REVISION = "3066d29c9651a576c8aba4832d249807b181ecae"
+
+
+class BrightDataset(_Dataset):
+    """BRIGHT (xlangai/BRIGHT): its 12 tasks as domains, short or long documents, excluded ids, reasoning queries."""
+
+    source: Literal["bright"] = Field(description="bright = BRIGHT from the hub (or a local copy of its files)")
+    repo_id: str = Field("xlangai/BRIGHT", description="the hub dataset")
+    revision: str = Field(BRIGHT_REVISION, description="hub revision (default: the commit MTEB's BRIGHT tasks pin)")
+    root: str | None = unset("a local copy of the hub files (<config>/<task>-00000-of-00001.parquet); unset = fetch")
+    long_context: bool = Field(False, description="rank long_documents and judge by gold_ids_long (BRIGHT's --long_context)")
+    qrels_from: Literal["hub", "anserini", "anserini-fixed"] = Field(
+        "hub", description="hub: the examples' gold_ids; anserini / anserini-fixed: anserini-tools' "
+        "qrels.bright-<task>[.fixed].txt under anserini_root")
+    anserini_root: str | None = unset("directory with anserini-tools' qrels/ (e.g. ../shared/data/bright-topics)")
+    reasoning: list[str] = Field([], description="reasoning-query configs <name>_reason to fetch as query variants "
+                                 "(gpt4, claude-3-opus, Gemini-1.0, llama3-70b, grit); run by ablations.reasoning")
+
+    @model_validator(mode="after")
+    def _anserini(self) -> BrightDataset:
+        if self.qrels_from != "hub" and self.anserini_root is None:
+            raise ValueError(f"qrels_from: {self.qrels_from} needs anserini_root")
+        if self.long_context and self.qrels_from != "hub":
+            raise ValueError("anserini's qrels judge the short documents; long_context needs qrels_from: hub")
+        return self
+
 
 Dataset = Annotated[
-    Annotated[HubDataset, Tag("source=hf")] | Annotated[LocalDataset, Tag("source=local")] | Annotated[TrecDataset, Tag("source=trec")],
-    tagged_by("source", "hf", "local", "trec"),
+    Annotated[HubDataset, Tag("source=hf")] | Annotated[LocalDataset, Tag("source=local")] | Annotated[TrecDataset, Tag("source=trec")]
+    | Annotated[BeirDataset, Tag("source=beir")] | Annotated[IrDatasetsDataset, Tag("source=ir_datasets")]
+    | Annotated[BrightDataset, Tag("source=bright")],
+    tagged_by("source", "hf", "local", "trec", "beir", "ir_datasets", "bright"),
 ]

@@ -68,8 +68,18 @@ class ReformulationGrid(Section):
     reformulators: list[str] = Field([], description="reformulators rewriting the queries")
 
 
+class ReasoningGrid(Section):
+    """Task 1 systems re-run with BRIGHT's reasoning queries (``<system>+reason:<variant>``, hub config
+    ``<variant>_reason``) on the ``bright`` datasets that fetch the variant (``datasets.<name>.reasoning``)."""
+
+    systems: list[str] = Field([], description="systems of the grid")
+    variants: list[str] = Field([], description="reasoning-query configs without _reason: gpt4, claude-3-opus, Gemini-1.0, "
+                                "llama3-70b, grit")
+
+
 class AblationsConfig(Section):
-    """Task 1 grids on the domains whose queries have images."""
+    """Task 1 grids: caption and reformulation on the domains whose queries have images; reasoning on BRIGHT."""
 
     caption: CaptionGrid = Field(CaptionGrid(), description="caption-augmented queries")
     reformulation: ReformulationGrid = Field(ReformulationGrid(), description="reformulated queries")
+    reasoning: ReasoningGrid = Field(ReasoningGrid(), description="BRIGHT's reasoning queries (query variants of the hub)")

@@ -27,24 +27,34 @@ def _prepare_outputs() -> dict[str, str]:
 
 
 def _prepare(job: Job):
+    from mmir.data.domains import fetched
     from mmir.workflow import steps
 
     ds = job.params["dataset"]
     return steps.prepare(job.wildcards["dataset"], ds, job.wildcards["domain"], prepared_dir(job.wildcards),
-                         job.input["raw"][0] if ds["source"] == "hf" else None)
+                         job.input["raw"][0] if fetched(ds) else None)
 
 
 def _prepare_inputs(config: dict, w: W) -> dict:
-    """The fetch marker (hf), the domain's parquet files (local), the TREC files."""
+    """The fetch marker (hub sources), the domain's parquet files (local, bright), the TREC or BEIR files; nothing
+    for ir_datasets (its own cache)."""
+    from mmir.data.domains import fetched
     from mmir.data.parquet import domain_files
 
     ds = config["datasets"][w["dataset"]]
-    if ds["source"] == "hf":
+    if fetched(ds):
         return {"raw": [paths.FETCHED.format(**w)]}
+    if ds["source"] == "ir_datasets":
+        return {}
     root = resolve_path(ds["root"])
     if ds["source"] == "trec":
         return {"raw": [str(root / ds[k]) for k in ("corpus", "topics", "qrels")]}
-    files = [str(f) for c in ("documents", "examples") for f in domain_files(root, c, w["domain"])]
+    if ds["source"] == "beir":
+        from mmir.data.beir import source_files
+
+        return {"raw": source_files(root, ds["split"])}
+    configs = ("long_documents" if ds.get("long_context") else "documents", "examples")
+    files = [str(f) for c in configs for f in domain_files(root, c, w["domain"])]
     if not files:
         raise ConfigError(f"datasets.{w['dataset']}", f"no documents/examples parquet for domain {w['domain']} under {root}")
     return {"raw": files}

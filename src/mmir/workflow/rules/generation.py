@@ -1,12 +1,23 @@
 """Rules of ``workflow/rules/generation.smk``: the Task 1 query ablations (MM-BRIGHT section 5): caption-augmented
-(augment) and LLM-reformulated (reformulate) queries, the grid tables and their MLflow records."""
+(augment) and LLM-reformulated (reformulate) queries, BRIGHT's reasoning queries (reason_queries), the grid tables
+and their MLflow records."""
 
 from __future__ import annotations
 
 from mmir.core import paths
 from mmir.core.tasks import ABLATION_BASE
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import Job, Rule, W, captioned, sample_notes, tracked_derived, tracked_slice, tracking_output
+from mmir.workflow.rules.common import (
+    Job,
+    Rule,
+    W,
+    captioned,
+    sample_notes,
+    tracked_derived,
+    tracked_slice,
+    tracking_output,
+    without,
+)
 
 
 def _augment(job: Job):
@@ -38,6 +49,29 @@ def _reformulate_params(config: dict, w: W) -> dict:
     ref = config["reformulators"][w["source"]]
     return {"reformulator": ref, "generator": config["generators"][ref["generator"]],
             "cache": config["paths"]["generation_cache"]}
+
+
+def _reason_queries(job: Job):
+    from mmir.workflow import steps
+
+    w = job.wildcards
+    return steps.reason_queries(w["dataset"], job.params["dataset"], w["domain"], w["source"], job.output["queries"])
+
+
+def _reason_queries_inputs(config: dict, w: W) -> dict:
+    """The fetched marker of a hub copy, or the variant's parquet files of a local ``root``."""
+    from mmir.core.paths import resolve_path
+    from mmir.data.domains import fetched
+    from mmir.data.parquet import domain_files
+
+    ds = config["datasets"][w["dataset"]]
+    if fetched(ds):
+        return {"raw": [paths.FETCHED.format(dataset=w["dataset"], domain=w["domain"])]}
+    return {"raw": [str(f) for f in domain_files(resolve_path(ds["root"]), f"{w['source']}_reason", w["domain"])]}
+
+
+def _reason_queries_params(config: dict, w: W) -> dict:
+    return {"dataset": without(config["datasets"][w["dataset"]], "domains")}
 
 
 def ablation_metric_files(config: dict, grid: str) -> list[str]:
@@ -85,6 +119,8 @@ RULES = (
     Rule(name="reformulate", output={"queries": paths.QUERIES.replace("{variant}", "ref-{source}"),
                                      "stats": paths.QUERIES_STATS.replace("{variant}", "ref-{source}")},
          run=_reformulate, input=_reformulate_inputs, params=_reformulate_params, retry_from="{stats}"),
+    Rule(name="reason_queries", output={"queries": paths.QUERIES.replace("{variant}", "reason-{source}")},
+         run=_reason_queries, input=_reason_queries_inputs, params=_reason_queries_params),
     Rule(name="ablation_report", output={"md": paths.ABLATION_MD, "csv": paths.ABLATION_CSV, "plot": paths.ABLATION_PLOT,
                                          "plot_data": paths.ABLATION_PLOT_DATA},
          run=captioned(_ablation_report), input=_ablation_report_inputs, params=_ablation_report_params),

@@ -1,0 +1,78 @@
+"""Any ir_datasets id (MacAvaney et al., SIGIR 2021): documents, queries and qrels through its own iterators
+(``docs_iter``, ``queries_iter``, ``qrels_iter``), its files in its own cache (``cache_dir`` = ``IR_DATASETS_HOME``).
+
+The text of a document or query joins the configured fields (``doc_fields``, ``query_fields``) with a space; a field
+the record type lacks stops with the fields it has. Rows in messages are 0-based positions in the iterator, the
+"file" is ``irds://<dataset_id>/<docs|queries|qrels>``. Pinned by the ir_datasets version in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+from mmir.config.models import IrDatasetsDataset
+from mmir.core.errors import DataError
+from mmir.core.paths import resolve_path
+from mmir.data.frames import SourceFrames, docs_frame, examples_frame, split_qrels
+from mmir.data.parquet import as_text, norm_ref
+
+
+def load(ds: IrDatasetsDataset):
+    """The ir_datasets dataset object of ``ds``: sets ``IR_DATASETS_HOME`` to ``cache_dir`` before the first import,
+    imports ``register_module`` (local datasets), then looks the id up in ``ir_datasets.registry``.
+
+    Raises:
+        DataError: an unknown id, or a dataset without documents, queries or qrels.
+    """
+    if ds.cache_dir:
+        os.environ["IR_DATASETS_HOME"] = str(resolve_path(ds.cache_dir))
+    import ir_datasets
+
+    if ds.register_module:
+        importlib.import_module(ds.register_module)
+    where = f"irds://{ds.dataset_id}"
+    if ds.dataset_id not in ir_datasets.registry:
+        raise DataError(where, f"not an ir_datasets id (ir_datasets {ir_datasets.__version__}; a local dataset must be "
+                               "registered by register_module)")
+    dataset = ir_datasets.load(ds.dataset_id)
+    for part in ("docs", "queries", "qrels"):
+        if not getattr(dataset, f"has_{part}")():
+            raise DataError(where, f"the dataset has no {part}")
+    return dataset
+
+
+def _text(rec, fields: list[str], file: str, row: int, what: str) -> str:
+    parts = []
+    for name in fields:
+        if name not in rec._fields:
+            raise DataError(file, f"{type(rec).__name__} has no field {name!r} (has: {', '.join(rec._fields)})", row, name)
+        value = as_text(getattr(rec, name), file, row, name, what)
+        if value and value.strip():
+            parts.append(value.strip())
+    return " ".join(parts)
+
+
+def read_frames(ds: IrDatasetsDataset, domain: str, raw_root: str | Path | None = None) -> SourceFrames:
+    """The documents, queries and qrels of ``ds.dataset_id`` as MM-BRIGHT tables (graded qrels kept).
+
+    Raises:
+        DataError: naming ``irds://<id>/<part>``, the 0-based row and the field.
+    """
+    dataset = load(ds)
+    base = f"irds://{ds.dataset_id}"
+    qrels: dict[str, dict[str, int]] = {}
+    for q in dataset.qrels_iter():
+        qrels.setdefault(str(q.query_id), {})[norm_ref(str(q.doc_id))] = int(q.relevance)
+    f = f"{base}/docs"
+    docs = [(d.doc_id, _text(d, ds.doc_fields, f, i, f"the text of document {d.doc_id!r}"), f, i)
+            for i, d in enumerate(dataset.docs_iter())]
+    f = f"{base}/queries"
+    gold = split_qrels(qrels)
+    queries = [{"id": q.query_id, "query": _text(q, ds.query_fields, f, i, f"the text of query {q.query_id!r}"),
+                "gold_ids": gold.get(str(q.query_id), []), "_file": f, "_row": i} for i, q in enumerate(dataset.queries_iter())]
+    import ir_datasets
+
+    report = {"ir_datasets": {"id": ds.dataset_id, "version": ir_datasets.__version__}}
+    return SourceFrames({"docs": docs_frame(docs), "ex": examples_frame(queries), "exm": None}, base, qrels, report)
