@@ -34,6 +34,7 @@ class MMModelEntry:
     status: str
     notes: str = ""
     builder_kwargs: dict = field(default_factory=dict)
+    multi_image: bool = False  # the model takes several images in one input (image_mode all)
 
     def build(self, **kwargs) -> MultimodalEncoder:
         """Call the builder with ``model_id`` and any overrides (``model=``/``processor=`` for prebuilt ones)."""
@@ -48,13 +49,14 @@ MM_MODELS: dict[str, MMModelEntry] = {
                            "transformers SiglipModel; tiny random SiglipConfig in tests; "
                            "hub tokenizer needs sentencepiece"),
     "gme-2b": MMModelEntry("gme-2b", DEFAULT_GME_2B, build_gme, STATUS_RANDOM,
-                           "Qwen2VLForConditionalGeneration; tiny random Qwen2VLConfig in tests"),
+                           "Qwen2VLForConditionalGeneration; tiny random Qwen2VLConfig in tests", multi_image=True),
     "gme-7b": MMModelEntry("gme-7b", DEFAULT_GME_7B, build_gme, STATUS_RANDOM,
-                           "same code as gme-2b, larger checkpoint"),
+                           "same code as gme-2b, larger checkpoint", multi_image=True),
     "qwen3-vl-embedding-2b": MMModelEntry("qwen3-vl-embedding-2b", DEFAULT_QWEN3_VL_2B, build_qwen3_vl_embedding,
-                                          STATUS_RANDOM, "Qwen3VLModel; tiny random Qwen3VLConfig in tests"),
+                                          STATUS_RANDOM, "Qwen3VLModel; tiny random Qwen3VLConfig in tests", multi_image=True),
     "qwen3-vl-embedding-8b": MMModelEntry("qwen3-vl-embedding-8b", DEFAULT_QWEN3_VL_8B, build_qwen3_vl_embedding,
-                                          STATUS_RANDOM, "same code as qwen3-vl-embedding-2b, larger checkpoint"),
+                                          STATUS_RANDOM, "same code as qwen3-vl-embedding-2b, larger checkpoint",
+                                          multi_image=True),
     "jina-clip": MMModelEntry("jina-clip", DEFAULT_JINA_CLIP, build_jina_clip, STATUS_REMOTE,
                               "trust_remote_code; paper cites Koukounas et al. 2024 (v1 assumed)"),
     "nomic-vision": MMModelEntry("nomic-vision", DEFAULT_NOMIC_VISION, build_nomic_vision, STATUS_REMOTE,
