@@ -272,3 +272,22 @@ def test_pipeline_all_vs_first_and_the_cap(prepared, gme, tmp_path):
     _, st3 = run_system("task2", prep, base | {"image_mode": "all", "max_query_images": 3}, tmp_path / "all3", encoder=enc)
     assert (st3["queries_cut_by_cap"], st3["images_cut_by_cap"]) == (0, 0)
     assert st3["encode_query_image_sets_model_calls"] == 1
+
+
+def test_rules_plan_the_image_set_kind_and_tables_name_each_rows_image_mode(tmp_path):
+    from test_multimodal import mm_root
+
+    from mmir.workflow import rules as R
+    from mmir.workflow.validate import validate_config
+
+    config = validate_config({"datasets": {"x": {"source": "local", "root": str(mm_root(tmp_path))}}, "tasks": ["task2"],
+                              "systems": {"bm25": {"kind": "bm25"},
+                                          "gme": {"kind": "mm", "encoder": "gme-2b", "image_mode": "all", "max_query_images": 3},
+                                          "clip-untrained": {"kind": "mm", "encoder": "open_clip:ViT-B-32", "random_init": True}}},
+                             "test")
+    inputs = R.RULES["retrieve"].input(config, {"task": "task2", "dataset": "x", "domain": "d", "system": "gme"})
+    assert {k for k in inputs if k.startswith("shards_")} == {"shards_documents", "shards_query_texts", "shards_query_image_sets"}
+    notes = R.RULES["report"].params(config, {"task": "task2"})["notes"]
+    line = next(n for n in notes if n.startswith("Query images per multimodal row"))
+    assert line == ("Query images per multimodal row: `clip-untrained` first (the first image, MM-BRIGHT section 4.1); "
+                    "`gme` all (every image, at most 3, in order, in one input).")
