@@ -134,6 +134,10 @@ def encode(job: EncodeJob, encoder=None) -> dict:
             dim = int(compute(0, min(len(payloads), encoding.batch_rows)).shape[1])
         else:  # an empty shard still records the encoder's dimension
             probe = rows.payloads[-1] if rows.payloads else ("" if not rows.images else _blank_png())
+            if not rows.payloads and rows.images_cut is not None:  # an image set holds packed images
+                from mmir.retrieval.encoding import pack_images
+
+                probe = pack_images([probe])
             dim = int(cache.encode([probe], [content_key(enc.key, ckind, probe)], fn, batch_size=1)[0].shape[1])
         fmt = ShardFormat(dim=dim, encoder_key=enc.store_key(kind), dtype=encoding.dtype)
         kw = dict(batch_size=encoding.batch_rows, progress=f"encode {kind} shard {shard}")
