@@ -27,7 +27,7 @@ wildcard_constraints:
     task="|".join(map(re.escape, TASKS)),
     domain=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     captioner="|".join(map(re.escape, config["captioners"])),
-    kind="documents|pairs|images|queries|mm_queries|query_texts|query_images|query_stacks",
+    kind="documents|pairs|images|queries|mm_queries|query_texts|query_images|query_stacks|query_image_sets",
     shard=r"\d{5}",
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -226,10 +227,11 @@ def test_scores_by_class_match_a_groupby_of_the_perquery_file(tmp_path):
     from mmir.evaluation.significance import read_perquery
 
     labels = {
-        "s": pd.DataFrame({"qid": ["1", "2", "3", "4", "4", "5"], "image_index": [0, 0, 0, 1, 0, 0],
-                           "image_path": ["p1", "p2", "p3", "p4b", "p4a", "p5"],
-                           "essentiality": ["Essential", "Essential", "Helpful", "Redundant", "Redundant", None],
-                           "image_type": ["chart", "photo", "chart", "diagram", None, "chart"]}),
+        "s": pd.DataFrame({"qid": ["1", "2", "3", "4", "4", "5", "6", "6", "6"], "image_index": [0, 0, 0, 1, 0, 0, 2, 0, 1],
+                           "image_path": ["p1", "p2", "p3", "p4b", "p4a", "p5", "p6c", "p6a", "p6b"],
+                           "essentiality": ["Essential", "Essential", "Helpful", "Redundant", "Redundant", None, "Helpful",
+                                            "Helpful", "Helpful"],
+                           "image_type": ["chart", "photo", "chart", "diagram", None, "chart", "photo", None, "photo"]}),
         "c": pd.DataFrame({"qid": ["1", "9"], "image_index": [0, 0], "image_path": ["x", "y"],
                            "essentiality": ["Redundant", "Essential"], "image_type": ["math_notation", "chart"]}),
     }
@@ -248,14 +250,16 @@ def test_scores_by_class_match_a_groupby_of_the_perquery_file(tmp_path):
         lab = labels[dom]
         ess = lab.drop_duplicates("qid").set_index("qid")["essentiality"]
         first_typed = lab.dropna(subset=["image_type"]).sort_values("image_index").groupby("qid")["image_type"].first()
+        n_images = {q: ("1", "2", "3+")[min(n, 3) - 1] for q, n in Counter(lab["qid"]).items()}  # rows per query
         for system in ("bm25", "clip"):
             v = pd.read_csv(tmp_path / f"{dom}-{system}.tsv", sep="\t", dtype={"qid": str})
             v = v[v["measure"] == "nDCG@10"].set_index("qid")["value"]
             rows.append(pd.DataFrame({"system": system, "domain": dom, "qid": v.index, "value": v.to_numpy(),
-                                      "essentiality": v.index.map(ess), "image_type": v.index.map(first_typed)}))
+                                      "essentiality": v.index.map(ess), "image_type": v.index.map(first_typed),
+                                      "n_images": v.index.map(n_images)}))
     ref = pd.concat(rows)
     ref = pd.concat([ref, ref.assign(domain="All")])
-    for facet in ("essentiality", "image_type"):
+    for facet in ("essentiality", "image_type", "n_images"):
         want = ref.dropna(subset=[facet]).groupby(["system", "domain", facet])["value"].agg(["mean", "size"])
         have = got[got["facet"] == facet]
         have = have[have["class"] != GAP].set_index(["system", "domain", "class"])
@@ -269,8 +273,13 @@ def test_scores_by_class_match_a_groupby_of_the_perquery_file(tmp_path):
     assert gap[("bm25", "s")] == pytest.approx((0.5 + 0.25) / 2 * 100 - 10)
     assert gap[("bm25", "All")] == pytest.approx((0.5 + 0.25 + 0.7) / 3 * 100 - (0.1 + 0.3) / 2 * 100)
     assert ("bm25", "c") in gap.index  # c has both classes
-    # labelled query 5 (no essentiality) counts in no essentiality class, but in its image type
+    # labelled query 5 (no essentiality) counts in no essentiality class, but in its image type and image count
     assert got[(got["domain"] == "s") & (got["class"] == "chart") & (got["system"] == "bm25")]["queries"].item() == 3
+    # by number of images: 1 image (1, 2, 3, 5 of s; 1, 9 of c), 2 (4), 3+ (6), pooled over both domains
+    n = got[(got["facet"] == "n_images") & (got["system"] == "bm25") & (got["domain"] == "All")].set_index("class")
+    assert n["queries"].to_dict() == {"1": 6, "2": 1, "3+": 1}
+    assert n.loc["1", "value"] == pytest.approx((0.5 + 0.25 + 1.0 + 0.9 + 0.3 + 0.7) / 6 * 100)
+    assert n.loc["2", "value"] == pytest.approx(10) and n.loc["3+", "value"] == pytest.approx(0)
 
 
 def test_distribution_counts_and_shares():
@@ -345,6 +354,9 @@ def test_label_and_report_steps_end_to_end(tmp_path, monkeypatch):
     assert "| d‡ | 1 (50.0%) | 1 (50.0%) | 0 (0.0%) | 1 |" in md  # failures marked, never labelled
     assert "| bm25 | d | 20.0 (n=1) | 60.0 (n=1) | – | – |" in md
     assert "| clip-untrained (untrained) | All |" in md
+    by_n = md.split("### nDCG@10 by number of query images")[1].split("###")[0]
+    assert "| system | domain | 1 |" in by_n and "| bm25 | All | 40.0 (n=3) |" in by_n  # three queries, one image each
+    assert "| 3 (100.0%) | 0 (0.0%) | 0 (0.0%) | 0 |" in md.split("### Images per query")[1]
     assert "‡ LLM labelling calls failed" in md and "d: 1 of 6 calls" in md
     csv = pd.read_csv(out["csv"])
     assert set(csv["table"]) == {"distribution", "scores"}

@@ -369,7 +369,13 @@ def test_qwen_smart_resize():
 # ---------------------------------------------------------------------------------------------------------
 
 def test_registry_names_and_status(tiny_clip):
-    assert set(mm.MM_MODELS) == {"clip", "siglip", "gme-2b", "gme-7b", "jina-clip", "nomic-vision", "bge-vl"}
+    from mmir.config.models import MULTI_IMAGE_ENCODERS
+
+    assert set(mm.MM_MODELS) == {"clip", "siglip", "gme-2b", "gme-7b", "jina-clip", "nomic-vision", "bge-vl",
+                                 "qwen3-vl-embedding-2b", "qwen3-vl-embedding-8b"}
+    # the config check of image_mode all and the registry name the same multi-image encoders
+    assert {n for n, e in mm.MM_MODELS.items() if e.multi_image} == set(MULTI_IMAGE_ENCODERS)
+    assert mm.GmeEncoder.multi_image and mm.Qwen3VLEmbeddingEncoder.multi_image and not mm.HFDualEncoder.multi_image
     allowed = {mm.STATUS_VERIFIED, mm.STATUS_RANDOM, mm.STATUS_REMOTE}
     assert all(e.status in allowed for e in mm.MM_MODELS.values())
     for name in ("jina-clip", "nomic-vision", "bge-vl"):

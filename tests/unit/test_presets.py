@@ -25,6 +25,7 @@ from tiny_models import (
     save_clip,
     save_decoder,
     save_gme,
+    save_qwen3_vl,
     save_siglip,
     word_tokenizer,
 )
@@ -55,11 +56,14 @@ def system_of(preset: str, **overrides) -> dict:
 # ---------------------------------------------------------------------------------------------------------
 
 def test_catalogue_covers_tables_3_to_6_with_complete_entries():
-    papers = [p["paper"] for p in PRESETS.values()]
+    papers = [p["paper"] for p in PRESETS.values() if p["paper"] is not None]
     assert sorted(papers) == sorted(PAPER_TABLE_3 | PAPER_TABLES_4_6)
     for name, p in PRESETS.items():
         assert set(p) >= {"paper", "published", "status", "source", "system"}, name
         assert p["status"] in STATUSES or p["status"].startswith("needs network"), name
+        if p["paper"] is None:  # beyond the paper: no published number, every task the kind runs
+            assert p["published"] == {} and p["system"]["tasks"] is None, name
+            continue
         assert set(p["published"]) <= {"task1", "task2", "task3", "task4"} and p["published"], name
         assert set(p["system"]["tasks"]) == set(p["published"]), name
         if p["system"]["kind"] == "mm":
@@ -195,6 +199,7 @@ TEXT_CASES = {
     "rader": ("qwen2", "qwen-bpe"),        # nothing around a text: the encoder appends <|im_end|>
     "sfr": ("mistral", "mistral"),
     "gritlm": ("mistral", "mistral"),
+    "qwen3-embedding-8b": ("qwen3", "qwen-embedding"),  # the tokenizer ends every text with <|endoftext|>
 }
 
 
@@ -382,3 +387,36 @@ def test_gme_preset_loads_through_from_pretrained(preset, tmp_path):
     vision = "<|vision_start|><|image_pad|><|vision_end|>"
     np.testing.assert_allclose(enc.encode_images(_images()), ref([vision] * 2, fetched), atol=1e-5)
     assert enc.cache_spec["preprocessing"]["min_pixels"] == 256 * 28 * 28
+
+
+@pytest.mark.parametrize("preset", ["qwen3-vl-embedding-2b", "qwen3-vl-embedding-8b"])
+def test_qwen3_vl_preset_loads_through_from_pretrained(preset, tmp_path):
+    """Qwen3-VL-Embedding through make_mm_encoder (Qwen3VLModel.from_pretrained of a checkpoint saved with the
+    ``model.`` prefix, AutoProcessor): texts with the preset's query instruction, images and an image set, each
+    against the prompt written out and one forward pass per input (no padding)."""
+    from transformers import AutoProcessor, Qwen3VLModel
+
+    path = save_qwen3_vl(tmp_path / preset)
+    system = system_of(preset, model=str(path), device="cpu")
+    assert system["image_mode"] == "all" and system["max_query_images"] == 8
+    enc = _mm_encoder(preset, path)
+    model, proc = Qwen3VLModel.from_pretrained(path).eval(), AutoProcessor.from_pretrained(path)
+    vision = "<|vision_start|><|image_pad|><|vision_end|>"
+
+    def ref(instruction, body, images=None):
+        p = f"<|im_start|>system\n{instruction}<|im_end|>\n<|im_start|>user\n{body}<|im_end|>\n<|im_start|>assistant\n"
+        x = proc(text=[p], images=images, do_resize=False, return_tensors="pt")
+        with torch.no_grad():
+            return _n(model(**x).last_hidden_state[0, -1])
+
+    query = "Retrieve images or text relevant to the user's query."
+    np.testing.assert_allclose(enc.encode_text(TEXTS[:2], role="query"), np.stack([ref(query, t) for t in TEXTS[:2]]), atol=1e-5)
+    np.testing.assert_allclose(enc.encode_text(TEXTS[:2]), np.stack([ref(mm.QWEN3_VL_DEFAULT_INSTRUCTION, t) for t in TEXTS[:2]]),
+                               atol=1e-5)
+    ims = _images()
+    fetched = [enc.image_transform()(im) for im in ims]
+    assert all(w % 32 == 0 and h % 32 == 0 for w, h in (f.size for f in fetched))
+    np.testing.assert_allclose(enc.encode_images(ims), np.stack([ref(mm.QWEN3_VL_DEFAULT_INSTRUCTION, vision, [f]) for f in fetched]),
+                               atol=1e-5)
+    np.testing.assert_allclose(enc.encode_image_sets([ims], role="query")[0], ref(query, vision * 2, fetched), atol=1e-5)
+    assert enc.cache_spec["preprocessing"]["query_instruction"] == query and enc.dim == 32

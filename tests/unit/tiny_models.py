@@ -192,3 +192,40 @@ def save_gme(path: Path, seed: int = 3) -> Path:
     Qwen2VLForConditionalGeneration(cfg).save_pretrained(path)
     proc.save_pretrained(path)
     return path
+
+
+def save_qwen3_vl(path: Path, seed: int = 5) -> Path:
+    """A tiny Qwen3VLForConditionalGeneration (Qwen3-VL-Embedding's architecture: weights under ``model.``, loaded by
+    ``Qwen3VLModel``) and its Qwen3VLProcessor (16-pixel patches, 2x2 merge, deepstack on the first vision layer)."""
+    from transformers import (
+        Qwen2Tokenizer,
+        Qwen2VLImageProcessor,
+        Qwen3VLConfig,
+        Qwen3VLForConditionalGeneration,
+        Qwen3VLProcessor,
+        Qwen3VLVideoProcessor,
+    )
+
+    vocab, merges = byte_level_vocab([("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("c", "a")])
+    tok = Qwen2Tokenizer(vocab=vocab, merges=merges)
+    specials = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+    tok.add_special_tokens({"additional_special_tokens": specials})
+    ids = {s: tok.convert_tokens_to_ids(s) for s in specials + ["<|endoftext|>"]}
+    proc = Qwen3VLProcessor(image_processor=Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=4 * 32 * 32,
+                                                                  max_pixels=16 * 32 * 32),
+                            tokenizer=tok, video_processor=Qwen3VLVideoProcessor())
+    torch.manual_seed(seed)
+    cfg = Qwen3VLConfig(
+        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                         num_key_value_heads=1, head_dim=16,
+                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2],
+                                          "mrope_interleaved": True},
+                         bos_token_id=None, eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"]),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=32, patch_size=16,
+                           spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=64, deepstack_visual_indexes=[0]),
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+    )
+    Qwen3VLForConditionalGeneration(cfg).save_pretrained(path)
+    proc.save_pretrained(path)
+    return path

@@ -1,6 +1,7 @@
 """The essentiality table (MM-BRIGHT §3.3-3.4, Figures 3, 4 and 6, Appendix Tables 16-23): per domain the
-distribution of essentiality classes (queries) and image types (images), and the primary measure (nDCG@10) of every
-system broken down by essentiality, with the Essential − Redundant gap, and by image type; plus a bar chart.
+distribution of essentiality classes (queries), image types (images) and numbers of query images (queries: 1, 2, 3+),
+and the primary measure (nDCG@10) of every system broken down by essentiality, with the Essential − Redundant gap, by
+image type and by number of query images (what MM-BRIGHT §4.1's first-image protocol leaves unseen); plus a bar chart.
 
 Scores are per-query values of the task's score step (``<domain>.perquery.tsv``), averaged over the queries of each
 class (× 100); the ``All`` row pools the queries of every domain of the dataset. A query's image type is the type of
@@ -22,31 +23,41 @@ from mmir.reporting.tables import FAILED_MARK
 
 ALL = "All"
 GAP = "Essential − Redundant"
-FACETS = {"essentiality": list(ESSENTIALITY), "image_type": list(IMAGE_TYPES)}
+#: classes of the number of images a query has (the rows its label frame has: every image the topic lists)
+N_IMAGES = ["1", "2", "3+"]
+FACETS = {"essentiality": list(ESSENTIALITY), "image_type": list(IMAGE_TYPES), "n_images": N_IMAGES}
+
+
+def n_images_class(n: int) -> str | None:
+    """``"1"``, ``"2"``, ``"3+"`` for a query with ``n`` images (None for none)."""
+    return None if n < 1 else "3+" if n >= 3 else str(n)
 
 
 def query_classes(labels: pd.DataFrame) -> pd.DataFrame:
-    """``qid, essentiality, image_type`` per labelled query of a label frame (one row per image, see
-    :data:`~mmir.benchmarks.mmbright.essentiality.LABEL_COLUMNS`): the query's essentiality (None = unlabelled) and
-    the type of its first image (lowest ``image_index``) that has one (None when none has)."""
+    """``qid, essentiality, image_type, n_images`` per query of a label frame (one row per image, see
+    :data:`~mmir.benchmarks.mmbright.essentiality.LABEL_COLUMNS`): the query's essentiality (None = unlabelled),
+    the type of its first image (lowest ``image_index``) that has one (None when none has) and its number of images
+    (:func:`n_images_class` of its rows)."""
     if labels.empty:
-        return pd.DataFrame(columns=["qid", "essentiality", "image_type"])
+        return pd.DataFrame(columns=["qid", "essentiality", "image_type", "n_images"])
     lab = labels.sort_values(["qid", "image_index"], kind="stable")
     ess = lab.groupby("qid", sort=False)["essentiality"].first()
     typ = lab.dropna(subset=["image_type"]).groupby("qid", sort=False)["image_type"].first()
     out = pd.DataFrame({"qid": ess.index, "essentiality": ess.to_numpy()})
     out["image_type"] = out["qid"].map(typ)
+    out["n_images"] = out["qid"].map(lab.groupby("qid", sort=False)["image_path"].size()).map(n_images_class)
     return out.astype(object).where(out.notna(), None)
 
 
 def distribution(labels: dict[tuple[str, str], pd.DataFrame]) -> pd.DataFrame:
     """Counts per class: long frame ``dataset, domain, facet, class, count, share`` (share = % of the labelled units
-    of the row; ``unlabelled`` rows have no share). Essentiality counts queries, image types count images; ``All``
-    rows sum a dataset's domains."""
+    of the row; ``unlabelled`` rows have no share). Essentiality and numbers of images count queries, image types
+    count images; ``All`` rows sum a dataset's domains."""
     rows = []
     for (ds, dom), lab in labels.items():
         q = lab.drop_duplicates("qid")
-        for facet, series in (("essentiality", q["essentiality"]), ("image_type", lab["image_type"])):
+        n = lab.groupby("qid", sort=False)["image_path"].size().map(n_images_class)
+        for facet, series in (("essentiality", q["essentiality"]), ("image_type", lab["image_type"]), ("n_images", n)):
             for c in FACETS[facet]:
                 rows.append({"dataset": ds, "domain": dom, "facet": facet, "class": c, "count": int((series == c).sum())})
             rows.append({"dataset": ds, "domain": dom, "facet": facet, "class": "unlabelled", "count": int(series.isna().sum())})
@@ -101,7 +112,7 @@ def scores_by_class(units: Sequence[dict]) -> pd.DataFrame:
         gap = gap.assign(facet="essentiality", **{"class": GAP, "queries": 0})
         out = pd.concat([out, gap[cols]], ignore_index=True)
     order = {d: i for i, d in enumerate(dict.fromkeys(j["domain"]))}
-    rank = {c: i for i, c in enumerate([*ESSENTIALITY, GAP, *IMAGE_TYPES])}
+    rank = {c: i for i, c in enumerate([*ESSENTIALITY, GAP, *IMAGE_TYPES, *N_IMAGES])}
     sysorder = {s: i for i, s in enumerate(dict.fromkeys(j["system"]))}
     out = out.sort_values(by=["dataset", "system", "domain", "facet", "class"],
                           key=lambda s: s.map(sysorder) if s.name == "system" else s.map(order) if s.name == "domain"
@@ -155,7 +166,8 @@ def write_essentiality(dist: pd.DataFrame, scores: pd.DataFrame, failures: dict[
     for ds in datasets:
         parts += [f"## {ds}", ""]
         d = dist[dist["dataset"] == ds]
-        for facet, title, unit in (("essentiality", "Essentiality", "queries"), ("image_type", "Image types", "images")):
+        for facet, title, unit in (("essentiality", "Essentiality", "queries"), ("image_type", "Image types", "images"),
+                                   ("n_images", "Images per query", "queries")):
             names = FACETS[facet]
             shown = [IMAGE_TYPES.get(c, c) for c in names]
             parts += [f"### {title} ({unit}; % of the labelled)", "",
@@ -169,9 +181,11 @@ def write_essentiality(dist: pd.DataFrame, scores: pd.DataFrame, failures: dict[
                 parts.append(f"| {dom}{FAILED_MARK if bad else ''} | " + " | ".join(cells) + f" | {cnt.get('unlabelled', 0)} |")
             parts.append("")
         s = scores[scores["dataset"] == ds]
-        for facet, title in (("essentiality", "by essentiality"), ("image_type", "by image type (the query's first typed image)")):
+        for facet, title in (("essentiality", "by essentiality"), ("image_type", "by image type (the query's first typed image)"),
+                             ("n_images", "by number of query images")):
             sub = s[s["facet"] == facet]
-            names = [*ESSENTIALITY, GAP] if facet == "essentiality" else [c for c in IMAGE_TYPES if c in set(sub["class"])]
+            names = [*ESSENTIALITY, GAP] if facet == "essentiality" else \
+                [c for c in FACETS[facet] if c in set(sub["class"])]
             shown = [IMAGE_TYPES.get(c, c) for c in names]
             parts += [f"### {measure} {title}", "", "| system | domain | " + " | ".join(shown) + " |",
                       "|---|---|" + "---:|" * len(names)]

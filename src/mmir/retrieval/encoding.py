@@ -3,13 +3,15 @@
 A kind's row order is its task's item or query order (:mod:`mmir.retrieval.items`), so a store row is an
 item index. Text systems: ``documents``, ``pairs``, ``images`` (as documents), ``queries``, ``mm_queries``.
 Multimodal systems: ``documents``, ``images``, ``query_texts``, ``query_images`` (plus :data:`BLANK`) and
-``query_stacks`` (``image_mode: stack``, paper §4.1); Task 4 pairs are fused at search time
+``query_stacks`` (``image_mode: stack``, paper §4.1), ``query_image_sets`` (``image_mode: all``: a query's images in
+one input, capped at ``max_query_images``); Task 4 pairs are fused at search time
 (:class:`mmir.retrieval.fusion.PairMatrix`). Every vector goes through the embedding cache.
 """
 
 from __future__ import annotations
 
 import io
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +27,11 @@ from mmir.retrieval.items import ImageText, PairBudget, item_texts, query_texts,
 
 BLANK = "__BLANK__"  # row id of the blank image in the query_images kind
 TEXT_KINDS = ("documents", "pairs", "images", "queries", "mm_queries")
-MM_KINDS = ("documents", "images", "query_texts", "query_images", "query_stacks")
-QUERY_KINDS = ("queries", "mm_queries", "query_texts", "query_images", "query_stacks")
+MM_KINDS = ("documents", "images", "query_texts", "query_images", "query_stacks", "query_image_sets")
+QUERY_KINDS = ("queries", "mm_queries", "query_texts", "query_images", "query_stacks", "query_image_sets")
+#: the query image kind each image mode reads (none: no image kind)
+IMAGE_MODE_KINDS = {"first": "query_images", "mean": "query_images", "stack": "query_stacks", "all": "query_image_sets"}
+_SET_MAGIC = b"MMIRSET1"
 
 
 def kinds_of(system: System, task: str) -> list[str]:
@@ -43,8 +48,7 @@ def kinds_of(system: System, task: str) -> list[str]:
         return list(spec.dense_kinds)
     if spec.mm_kinds is None:
         raise KeyError(f"multimodal systems do not run {task}")
-    q = ["query_texts"] + (["query_stacks"] if system.image_mode == "stack" else
-                           [] if system.image_mode == "none" else ["query_images"])
+    q = ["query_texts"] + ([IMAGE_MODE_KINDS[system.image_mode]] if system.image_mode in IMAGE_MODE_KINDS else [])
     return [*spec.mm_kinds, *q]
 
 
@@ -76,15 +80,46 @@ def stack_vertically(images: Sequence) -> object:
     return out
 
 
+def pack_images(datas: Sequence[bytes]) -> bytes:
+    """One bytes payload holding encoded images in order (the content of a ``query_image_sets`` row, hashed whole
+    by the embedding cache): a magic tag, then each image's length (8 bytes, little-endian) and bytes."""
+    return _SET_MAGIC + b"".join(struct.pack("<Q", len(d)) + bytes(d) for d in datas)
+
+
+def unpack_images(payload: bytes) -> list[bytes]:
+    """The images of :func:`pack_images`, in order.
+
+    Raises:
+        ValueError: not a packed image set (wrong tag or lengths).
+    """
+    if not payload.startswith(_SET_MAGIC):
+        raise ValueError("not a packed image set (no MMIRSET1 tag)")
+    out, pos = [], len(_SET_MAGIC)
+    while pos < len(payload):
+        if pos + 8 > len(payload):
+            raise ValueError(f"truncated image set: a length field at byte {pos}")
+        (n,) = struct.unpack_from("<Q", payload, pos)
+        pos += 8
+        if pos + n > len(payload):
+            raise ValueError(f"truncated image set: image {len(out)} needs {n} bytes at byte {pos}")
+        out.append(payload[pos : pos + n])
+        pos += n
+    return out
+
+
 @dataclass(frozen=True)
 class KindRows:
-    """The rows of one kind: ``ids``, ``payloads`` (texts or encoded image bytes) and whether they are images."""
+    """The rows of one kind: ``ids``, ``payloads`` (texts or encoded image bytes) and whether they are images.
+
+    ``images_cut``: for ``query_image_sets``, per row the usable images left out by ``max_query_images`` (else None).
+    """
 
     kind: str
     ids: list[str]
     payloads: list
     images: bool
     query: bool
+    images_cut: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -127,6 +162,11 @@ def kind_rows(kind: str, prep: str | Path, system: System, image_text: ImageText
     if kind == "query_images":
         paths = list(dict.fromkeys(p for ps in q.image_paths for p in ps if p in usable))
         return KindRows(kind, [*paths, BLANK], [*(usable[p] for p in paths), blank], True, True)
+    if kind == "query_image_sets":
+        cap = system.max_query_images
+        sets = [[usable[p] for p in paths if p in usable] for paths in q.image_paths]
+        payloads = [pack_images(s[:cap] or [blank]) for s in sets]
+        return KindRows(kind, q.qids, payloads, True, True, images_cut=[max(0, len(s) - cap) for s in sets])
     from mmir.data.images import decode_image
 
     stacks = []
@@ -163,15 +203,37 @@ class KindEncoder:
         if self.system.kind == "dense":
             return "query" if rows.query else "document"
         role = "query" if rows.query else "document"
-        return self.encoder.cache_kind("image" if rows.images else "text", role)
+        modality = "image_set" if rows.kind == "query_image_sets" else "image" if rows.images else "text"
+        return self.encoder.cache_kind(modality, role)
 
     def fn(self, rows: KindRows) -> Callable[[list], np.ndarray]:
         enc = self.encoder
         if self.system.kind == "dense":
             return enc.encode_queries if rows.query else enc.encode_documents
         role = "query" if rows.query else "document"
+        if rows.kind == "query_image_sets":
+            return lambda payloads: encode_image_sets_bytes(enc, payloads, role, self.system.max_query_images)
         if rows.images:
             return lambda datas: enc.encode_image_bytes(datas, batch_size=self.system.batch_size,
                                                         num_workers=self.system.num_workers, role=role,
                                                         on_error="blank" if rows.query else "raise")
         return lambda texts: enc.encode_text(texts, role=role)
+
+
+def encode_image_sets_bytes(encoder, payloads: Sequence[bytes], role: str, cap: int) -> np.ndarray:
+    """Vectors ``(n, d)`` of packed image sets (:func:`pack_images`), each set given to ``encoder`` as one input.
+
+    Every image of a set decoded before (``kind_rows`` keeps usable images only); at most ``cap`` per set.
+
+    Raises:
+        ValueError: a set of more than ``cap`` images, or not a packed set.
+    """
+    from mmir.data.images import decode_image
+
+    sets = []
+    for i, payload in enumerate(payloads):
+        datas = unpack_images(payload)
+        if len(datas) > cap:
+            raise ValueError(f"image set {i} holds {len(datas)} images, more than max_query_images={cap}")
+        sets.append([decode_image(d, source=f"image set {i}, image {j}") for j, d in enumerate(datas)])
+    return encoder.encode_image_sets(sets, role=role)

@@ -126,16 +126,18 @@ def pair_rows(doc_ids: Sequence[str], image_paths: Sequence[str], doc_index: Seq
 
 def query_vectors(text_vecs: np.ndarray, image_paths: Sequence[Sequence[str]], image_store_ids: Sequence[str],
                   image_vecs, image_mode: str, fusion: str) -> np.ndarray:
-    """Query vectors ``(q, d)`` float32 from text vectors and the ``query_images`` / ``query_stacks`` kind.
+    """Query vectors ``(q, d)`` float32 from text vectors and the ``query_images`` / ``query_stacks`` /
+    ``query_image_sets`` kind.
 
     ``image_mode``: ``first`` (the first decodable image, blank when none; released code), ``stack`` (paper §4.1
-    for single-image models), ``mean`` (an extension), ``none``. ``fusion``: see
-    :func:`build_query_vectors`.
+    for single-image models), ``all`` (one vector of all the query's images given to a multi-image model, in
+    order), ``mean`` (an extension), ``none``. ``stack`` and ``all`` read one row per query, in query order.
+    ``fusion``: see :func:`build_query_vectors`.
     """
     if image_mode == "none":
         return build_query_vectors(text_vecs, [None] * len(text_vecs), "none", fusion)
     vecs = np.asarray(image_vecs[0:len(image_store_ids)], dtype=np.float32)
-    if image_mode == "stack":
+    if image_mode in ("stack", "all"):
         return build_query_vectors(text_vecs, [v[None, :] for v in vecs], "first", fusion)
     pos = {p: i for i, p in enumerate(image_store_ids)}
     blank = vecs[pos[BLANK]]

@@ -134,6 +134,10 @@ def encode(job: EncodeJob, encoder=None) -> dict:
             dim = int(compute(0, min(len(payloads), encoding.batch_rows)).shape[1])
         else:  # an empty shard still records the encoder's dimension
             probe = rows.payloads[-1] if rows.payloads else ("" if not rows.images else _blank_png())
+            if not rows.payloads and rows.images_cut is not None:  # an image set holds packed images
+                from mmir.retrieval.encoding import pack_images
+
+                probe = pack_images([probe])
             dim = int(cache.encode([probe], [content_key(enc.key, ckind, probe)], fn, batch_size=1)[0].shape[1])
         fmt = ShardFormat(dim=dim, encoder_key=enc.store_key(kind), dtype=encoding.dtype)
         kw = dict(batch_size=encoding.batch_rows, progress=f"encode {kind} shard {shard}")
@@ -145,6 +149,13 @@ def encode(job: EncodeJob, encoder=None) -> dict:
                 f.unlink()
             ws = write_shard(store, shard, ids, compute, fmt, **kw)
     truncations = dict(getattr(enc.encoder, "truncations", {}) or {})
+    capped = {}
+    if rows.images_cut is not None:  # image_mode all: queries of this shard with more usable images than the cap
+        cut = rows.images_cut[start:stop]
+        capped = {"max_query_images": typed.max_query_images, "queries_cut_by_cap": sum(1 for n in cut if n),
+                  "images_cut_by_cap": sum(cut)}
+        log.info("image_mode all: %d of %d queries have more than max_query_images=%d usable images (%d images left out)",
+                 capped["queries_cut_by_cap"], len(cut), typed.max_query_images, capped["images_cut_by_cap"])
     usage = getattr(enc.encoder, "usage", None)
     api = {f"api_{k}": v - usage0.get(k, 0) for k, v in usage.items() if isinstance(v, (int, float))} \
         if isinstance(usage, dict) else {}
@@ -154,7 +165,7 @@ def encode(job: EncodeJob, encoder=None) -> dict:
              **{f"cache_{k}": v for k, v in totals.items()}, "truncations": truncations,
              # pair texts of the whole kind whose document or image text was cut to its share of the budget
              "pair_text_cuts": {"documents": budget.cut_documents, "images": budget.cut_images} if kind == "pairs" else {},
-             **api,
+             **api, **capped,
              "seconds": round(time.perf_counter() - t0, 2)}
     write_json(job.out_stats, stats)
     log.info("read %s (%d %s rows, shard %d of %d: rows %d..%d); wrote %s: %d batches computed, %d skipped (already "
@@ -192,7 +203,10 @@ def seal_store(system: dict, kind: str, store_dir: str | Path) -> dict:
     manifest = finalize_store(store_dir, key, shards)
     keys = ["rows", "batches_computed", "batches_skipped", "cache_hits", "cache_misses", "cache_model_calls"]
     keys += sorted({k for s in stats for k, v in s.items() if k.startswith("api_") and isinstance(v, (int, float))})
+    keys += [k for k in ("queries_cut_by_cap", "images_cut_by_cap") if k in stats[0]]
     summed = {k: sum(s.get(k, 0) for s in stats) for k in keys}
+    if "max_query_images" in stats[0]:
+        summed["max_query_images"] = stats[0]["max_query_images"]
     trunc: dict[str, int] = {}
     for s in stats:
         for k, v in (s.get("truncations") or {}).items():
@@ -297,7 +311,7 @@ def _vectors(job: RetrieveJob, typed: System, items, qs, encoder):
     """(item matrix, query vectors, stats) of the job's dense or multimodal system (``typed``: its config as a model)
     from its stores."""
     from mmir.encoders.store import EncoderKeyMismatchError
-    from mmir.retrieval.encoding import KindEncoder, kinds_of
+    from mmir.retrieval.encoding import IMAGE_MODE_KINDS, KindEncoder, kinds_of
     from mmir.retrieval.fusion import PairMatrix, pair_rows, query_vectors
 
     task, system, stores, variants, cache_root = job.task, job.system, job.stores, job.queries, job.cache_root
@@ -318,6 +332,8 @@ def _vectors(job: RetrieveJob, typed: System, items, qs, encoder):
         used |= {f"encode_{kind}_{k}": v for k, v in e.items() if k.startswith("api_")}
         for part, n in (e.get("pair_text_cuts") or {}).items():
             used[f"pair_text_cut_{part}"] = n
+        if kind == "query_image_sets":  # image_mode all: the cap and what it left out
+            used |= {k: e[k] for k in ("max_query_images", "queries_cut_by_cap", "images_cut_by_cap") if k in e}
     spec = task_spec(task)
     if typed.kind == "dense":
         item_kind = spec.ranks
@@ -334,11 +350,13 @@ def _vectors(job: RetrieveJob, typed: System, items, qs, encoder):
     qt = opened["query_texts"]
     _check_ids(qt.ids, qs.qids, "query texts")
     tvecs = np.asarray(qt.matrix[0:len(qs)], dtype=np.float32)
-    img_kind = "query_stacks" if typed.image_mode == "stack" else "query_images"
     if typed.image_mode == "none":
         qvecs = query_vectors(tvecs, qs.image_paths, [], None, "none", typed.fusion)
     else:
+        img_kind = IMAGE_MODE_KINDS[typed.image_mode]
         qi = opened[img_kind]
+        if typed.image_mode in ("stack", "all"):
+            _check_ids(qi.ids, qs.qids, stores[img_kind])
         qvecs = query_vectors(tvecs, qs.image_paths, qi.ids, qi.matrix, typed.image_mode, typed.fusion)
     if spec.ranks != "pairs":  # documents or images: their own store; pairs are fused from both
         _check_ids(opened[spec.ranks].ids, items.ids, stores[spec.ranks])

@@ -53,6 +53,7 @@ from mmir.config.models.reproduction import ReproductionParams
 from mmir.config.models.resources import JobResources, ResourcesConfig
 from mmir.config.models.significance import SignificanceConfig
 from mmir.config.models.systems import (
+    MULTI_IMAGE_ENCODERS,
     BM25System,
     DenseSystem,
     DenseSystemBase,
@@ -90,7 +91,7 @@ __all__ = [
     "DenseSystem", "DenseSystemBase", "DevsetConfig", "EmbeddingsAPISystem", "EncodingConfig", "EngineConfig",
     "EssentialityConfig", "EssentialityReportParams", "EvaluationConfig", "FetchConfig", "fill", "FLAEConfig",
     "Generator", "HFTextSystem", "HubDataset", "IntegrityConfig", "JobResources", "LlamaCppGenerator", "LocalDataset",
-    "M2RAGConfig", "MlflowConfig", "MMDRConfig", "MMDREvaluatorConfig", "MMSystem", "MosaicConfig", "OCRCaptioner",
+    "M2RAGConfig", "MlflowConfig", "MMDRConfig", "MMDREvaluatorConfig", "MMSystem", "MosaicConfig", "MULTI_IMAGE_ENCODERS", "OCRCaptioner",
     "OpenAIGenerator", "Params", "ParamsSlice", "parse", "partial", "parse_dataset", "parse_params", "parse_slice", "parse_system",
     "PathsConfig", "Prices", "RagConfig", "ReformulationGrid", "ReformulatorConfig", "ReproductionParams",
     "ResourcesConfig", "SampleConfig", "Section", "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig",

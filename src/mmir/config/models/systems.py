@@ -17,6 +17,9 @@ OPENAI_ONLY = ("base_url", "api_key_env", "dimensions", "max_concurrency", "time
 _HF_ONLY_REASON = "only for backend hf-last-token, hf-mean or gritlm"
 _OPENAI_ONLY_REASON = "only for backend: openai"
 Approximate = Literal["hnsw", "ivf"] | None
+#: mm encoders whose model takes several images in one input (``image_mode: all``); mmir.encoders.multimodal.MM_MODELS
+#: marks the same ones ``multi_image`` (a test keeps the two equal)
+MULTI_IMAGE_ENCODERS = ("gme-2b", "gme-7b", "qwen3-vl-embedding-2b", "qwen3-vl-embedding-8b")
 
 
 class _System(Section):
@@ -137,16 +140,22 @@ class MMSystem(_System):
     """A multimodal encoder (text and images in one space)."""
 
     kind: Literal["mm"] = Field(description="mm = a multimodal encoder")
-    encoder: str = Field(description="registry name (clip, siglip, gme-2b, gme-7b, jina-clip, nomic-vision, bge-vl) or "
-                         "open_clip:<arch>[@<pretrained tag or checkpoint>]")
+    encoder: str = Field(description="registry name (clip, siglip, gme-2b, gme-7b, jina-clip, nomic-vision, bge-vl, "
+                         "qwen3-vl-embedding-2b, qwen3-vl-embedding-8b) or open_clip:<arch>[@<pretrained tag or checkpoint>]")
     model: str | None = Field(None, description="hub id or local path overriding the registry's")
     revision: str | None = Field(None, description="hub revision (pin a commit)")
     random_init: bool = Field(False, description="build the real architecture with seeded random weights (offline); rows are "
                               "labelled untrained")
     seed: int = Field(0, description="seed of the random weights")
-    image_mode: Literal["first", "stack", "mean", "none"] = Field(
+    image_mode: Literal["first", "stack", "mean", "all", "none"] = Field(
         "first", description="first = the first of the query's images that decodes, blank when none (the released code); stack = "
-        "its images stacked vertically into one (paper section 4.1); mean = the mean of its images' vectors; none = text only")
+        "its images stacked vertically into one (paper section 4.1); mean = the mean of its images' vectors; all = its images "
+        "given to the model as images in one input, in order (multi-image encoders only: gme-2b, gme-7b, qwen3-vl-embedding-2b, "
+        "qwen3-vl-embedding-8b); none = text only")
+    query_instruction: str | None = Field(None, description="gme and qwen3-vl-embedding encoders: the system instruction of "
+                                          "queries (null = the encoder's default, as for documents)")
+    max_query_images: int = Field(8, ge=1, description="image_mode all: the first this many decodable images of a query are "
+                                  "given to the model (the queries cut are counted in the encode and retrieve stats)")
     fusion: Literal["mean", "text", "image"] = Field("mean", description="mean of text and image vectors (paper), text only, or image only")
     batch_size: int = Field(32, ge=1, description="items per encoder call")
     num_workers: int = Field(0, ge=0, description="DataLoader workers decoding images")
@@ -155,6 +164,15 @@ class MMSystem(_System):
     approximate: Approximate = Field(None, description="null = exact search (default); hnsw or ivf = approximate FAISS search, "
                                      "labelled so in run stats")
 
+    @field_validator("image_mode")
+    @classmethod
+    def _multi_image(cls, value: str, info) -> str:
+        encoder = info.data.get("encoder")
+        if value == "all" and encoder is not None and encoder not in MULTI_IMAGE_ENCODERS:
+            raise ValueError(f"image_mode all needs an encoder that takes several images ({', '.join(MULTI_IMAGE_ENCODERS)}); "
+                             f"{encoder!r} takes one image: use image_mode stack (the images stacked into one) or mean (the "
+                             "mean of their vectors)")
+        return value
 
 
 System = Annotated[

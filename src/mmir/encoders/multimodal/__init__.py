@@ -38,6 +38,14 @@ from mmir.encoders.multimodal.nomic_vision import (
     build_nomic_vision,
 )
 from mmir.encoders.multimodal.openclip import OpenClipEncoder, build_open_clip
+from mmir.encoders.multimodal.qwen3_vl import (
+    DEFAULT_QWEN3_VL_2B,
+    DEFAULT_QWEN3_VL_8B,
+    QWEN3_VL_DEFAULT_INSTRUCTION,
+    Qwen3VLEmbeddingEncoder,
+    Qwen3VLRecipe,
+    build_qwen3_vl_embedding,
+)
 from mmir.encoders.multimodal.registry import (
     MM_MODELS,
     STATUS_RANDOM,
@@ -45,13 +53,16 @@ from mmir.encoders.multimodal.registry import (
     STATUS_VERIFIED,
     MMModelEntry,
     build_mm_encoder,
+    check_image_mode,
     make_mm_encoder,
 )
 
 __all__ = [
     "CLIP_TEXT", "DEFAULT_BGE_VL", "DEFAULT_CLIP", "DEFAULT_GME_2B", "DEFAULT_GME_7B", "DEFAULT_JINA_CLIP", "DEFAULT_NOMIC_TEXT",
     "DEFAULT_NOMIC_VISION", "DEFAULT_SIGLIP", "GME_DEFAULT_INSTRUCTION", "GME_INSTRUCTIONS", "MM_MODELS",
-    "NOMIC_TEXT_REVISION", "SIGLIP_TEXT", "STATUS_RANDOM", "STATUS_REMOTE", "STATUS_VERIFIED", "BgeVlEncoder", "GmeEncoder", "GmeRecipe",
+    "NOMIC_TEXT_REVISION", "SIGLIP_TEXT", "DEFAULT_QWEN3_VL_2B", "DEFAULT_QWEN3_VL_8B", "QWEN3_VL_DEFAULT_INSTRUCTION",
+    "Qwen3VLEmbeddingEncoder", "Qwen3VLRecipe", "build_qwen3_vl_embedding", "check_image_mode", "STATUS_RANDOM",
+    "STATUS_REMOTE", "STATUS_VERIFIED", "BgeVlEncoder", "GmeEncoder", "GmeRecipe",
     "HFDualEncoder", "JinaClipEncoder", "MMModelEntry", "MultimodalEncoder", "NomicVisionEncoder", "OpenClipEncoder",
     "Role", "TextRecipe", "build_bge_vl", "build_clip", "build_gme", "build_jina_clip", "build_mm_encoder", "build_nomic_vision",
     "build_open_clip", "build_siglip", "default_device", "features_tensor", "gme_fetch_image", "l2_normalize",

@@ -78,6 +78,8 @@ class MultimodalEncoder(abc.ABC):
     """
 
     family: str = "abstract"
+    #: whether the model takes several images in one input (``image_mode: all``, :meth:`encode_image_sets`)
+    multi_image: bool = False
 
     def __init__(self, *, model_id: str, revision: str | None, device: str | None = None, batch_size: int = 32,
                  half: bool = True):
@@ -155,7 +157,7 @@ class MultimodalEncoder(abc.ABC):
             "normalize": "l2",
         }
 
-    def cache_kind(self, modality: Literal["text", "image"], role: Role = "document") -> str:
+    def cache_kind(self, modality: Literal["text", "image", "image_set"], role: Role = "document") -> str:
         """The ``kind`` for :func:`~mmir.encoders.cache.content_key`: ``"text"``/``"image"``, suffixed with
         ``":query"``/``":document"`` for role-sensitive encoders."""
         return f"{modality}:{role}" if self.role_sensitive else modality
@@ -225,6 +227,34 @@ class MultimodalEncoder(abc.ABC):
             for i in range(0, len(images), self.batch_size):
                 chunk = [transform(to_rgb(im)) for im in images[i : i + self.batch_size]]
                 out.append(self._to_numpy(self._encode_image_batch(collate(chunk), role)))
+        return np.concatenate(out).astype(np.float32, copy=False)
+
+    def _encode_image_set_batch(self, sets: list[list[Image.Image]], role: Role) -> torch.Tensor:
+        """Un-normalised ``(len(sets), d)`` features, one per set of (preprocessed) images given as one input."""
+        raise NotImplementedError(f"{self.family} takes one image per input")
+
+    def encode_image_sets(self, sets: Sequence[Sequence[Image.Image]], *, role: Role = "query") -> np.ndarray:
+        """Encode each set of images as ONE input, its images in order (``image_mode: all``).
+
+        Returns:
+            ``(len(sets), dim)`` float32, L2-normalised rows.
+
+        Raises:
+            ValueError: a single-image encoder (the message names ``stack`` and ``mean``), or an empty set.
+        """
+        if not self.multi_image:
+            raise ValueError(f"{self.model_id} ({self.family}) takes one image per input, so it cannot take image_mode all: "
+                             "use image_mode stack (the images stacked into one) or mean (the mean of their vectors)")
+        if any(len(s) == 0 for s in sets):
+            raise ValueError("an image set is empty (a query without a usable image gets the blank image)")
+        if not sets:
+            return self._empty()
+        transform = self.image_transform()
+        out = []
+        with self._ctx():
+            for i in range(0, len(sets), self.batch_size):
+                chunk = [[transform(to_rgb(im)) for im in s] for s in sets[i : i + self.batch_size]]
+                out.append(self._to_numpy(self._encode_image_set_batch(chunk, role)))
         return np.concatenate(out).astype(np.float32, copy=False)
 
     def _run_bytes(self, datas, batch_size, num_workers, sources, role, substitute_blank, max_pixels):

@@ -80,9 +80,14 @@ class GmeEncoder(MultimodalEncoder):
     Prompt ``<|im_start|>system\\n{instruction}<|im_end|>\\n<|im_start|>user\\n{image tokens}{text}<|im_end|>...``;
     queries use ``query_instruction``, documents the default ``"You are a helpful assistant."``. Embedding: final
     hidden state of the last non-padding token; prompts truncated at ``max_length`` (1800) tokens.
+
+    Several images in one input (``image_mode: all``, :meth:`encode_image_sets`): one vision block per image, in order,
+    where the model card puts its one image (the Qwen2-VL chat template's layout of an image list); such a prompt
+    holds no text and is not truncated (cutting it would cut image tokens).
     """
 
     family = "gme"
+    multi_image = True
 
     def __init__(self, model, processor, *, model_id: str, revision: str | None, recipe: GmeRecipe = GmeRecipe(),
                  device: str | None = None, batch_size: int = 8, half: bool = True):
@@ -108,7 +113,7 @@ class GmeEncoder(MultimodalEncoder):
         return self.max_length
 
     def _token_lengths(self, texts, role):
-        return hf_token_lengths(self.processor.tokenizer, [self._prompt(t, False, role) for t in texts])
+        return hf_token_lengths(self.processor.tokenizer, [self._prompt(t, 0, role) for t in texts])
 
     def preprocessing(self) -> dict:
         ip = self.processor.image_processor
@@ -124,22 +129,26 @@ class GmeEncoder(MultimodalEncoder):
             "pooling": "last-token",
         }
 
-    def _prompt(self, text: str | None, has_image: bool, role: Role) -> str:
+    def _prompt(self, text: str | None, n_images: int, role: Role) -> str:
         use_query = role == "query" and self.query_instruction
         instruction = self.query_instruction if use_query else GME_DEFAULT_INSTRUCTION
-        body = ("<|vision_start|><|image_pad|><|vision_end|>" if has_image else "") + (text or "")
+        body = "<|vision_start|><|image_pad|><|vision_end|>" * n_images + (text or "")
         return (f"<|im_start|>system\n{instruction}<|im_end|>\n<|im_start|>user\n{body}<|im_end|>\n"
                 "<|im_start|>assistant\n<|endoftext|>")
 
-    def _embed(self, texts: Sequence[str | None], images: Sequence[Image.Image] | None, role: Role) -> torch.Tensor:
-        prompts = [self._prompt(t, images is not None, role) for t in texts]
-        inputs = self.processor(text=prompts, images=list(images) if images is not None else None, padding=True,
-                                truncation=True, max_length=self.max_length, return_tensors="pt")
+    def _embed(self, texts: Sequence[str | None], image_sets: Sequence[Sequence[Image.Image]] | None, role: Role) -> torch.Tensor:
+        """Features of row ``i``: ``texts[i]`` after the images of ``image_sets[i]`` (in order; None: text only)."""
+        counts = [len(s) for s in image_sets] if image_sets is not None else [0] * len(texts)
+        prompts = [self._prompt(t, n, role) for t, n in zip(texts, counts)]
+        images = [im for s in image_sets for im in s] if image_sets is not None else None
+        cut = max(counts, default=0) <= 1  # several images: no text to cut, and cutting would cut image tokens
+        inputs = self.processor(text=prompts, images=images, padding=True, truncation=cut,
+                                max_length=self.max_length if cut else None, return_tensors="pt")
         input_ids = inputs["input_ids"].to(self.device)
         attention_mask = inputs["attention_mask"].to(self.device)
         vlm = self.model.model  # Qwen2VLModel: .visual, .language_model
         embeds = vlm.get_input_embeddings()(input_ids)
-        if images is not None:
+        if images:
             grid = inputs["image_grid_thw"].to(self.device)
             pv = inputs["pixel_values"].to(self.device, dtype=vlm.visual.dtype)
             got = vlm.get_image_features(pv, grid)
@@ -164,7 +173,10 @@ class GmeEncoder(MultimodalEncoder):
         return gme_fetch_image
 
     def _encode_image_batch(self, batch, role):
-        return self._embed([None] * len(batch), batch, role)
+        return self._embed([None] * len(batch), [[im] for im in batch], role)
+
+    def _encode_image_set_batch(self, sets, role):
+        return self._embed([None] * len(sets), sets, role)
 
     def encode_fused(self, texts: Sequence[str], images: Sequence[Image.Image], *, role: Role = "query") -> np.ndarray:
         """GME's fused ``(n, dim)`` embedding of (text, image) pairs; not the MM-BRIGHT §4.1 protocol (ablations only)."""
@@ -174,7 +186,7 @@ class GmeEncoder(MultimodalEncoder):
         with self._ctx():
             for i in range(0, len(texts), self.batch_size):
                 imgs = [gme_fetch_image(im) for im in images[i : i + self.batch_size]]
-                out.append(self._to_numpy(self._embed(list(texts[i : i + self.batch_size]), imgs, role)))
+                out.append(self._to_numpy(self._embed(list(texts[i : i + self.batch_size]), [[im] for im in imgs], role)))
         return np.concatenate(out) if out else self._empty()
 
 

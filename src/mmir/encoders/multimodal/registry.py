@@ -12,11 +12,12 @@ import torch
 from mmir.config.models import MMSystem, parse
 from mmir.encoders.multimodal.base import MultimodalEncoder
 from mmir.encoders.multimodal.bge_vl import DEFAULT_BGE_VL, build_bge_vl
-from mmir.encoders.multimodal.gme import DEFAULT_GME_2B, DEFAULT_GME_7B, build_gme
+from mmir.encoders.multimodal.gme import DEFAULT_GME_2B, DEFAULT_GME_7B, GmeRecipe, build_gme
 from mmir.encoders.multimodal.hf_dual import DEFAULT_CLIP, DEFAULT_SIGLIP, build_clip, build_siglip
 from mmir.encoders.multimodal.jina_clip import DEFAULT_JINA_CLIP, build_jina_clip
 from mmir.encoders.multimodal.nomic_vision import DEFAULT_NOMIC_VISION, build_nomic_vision
 from mmir.encoders.multimodal.openclip import build_open_clip
+from mmir.encoders.multimodal.qwen3_vl import DEFAULT_QWEN3_VL_2B, DEFAULT_QWEN3_VL_8B, Qwen3VLRecipe, build_qwen3_vl_embedding
 
 STATUS_VERIFIED = "verified offline"
 STATUS_RANDOM = "code path tested with random weights"
@@ -33,6 +34,7 @@ class MMModelEntry:
     status: str
     notes: str = ""
     builder_kwargs: dict = field(default_factory=dict)
+    multi_image: bool = False  # the model takes several images in one input (image_mode all)
 
     def build(self, **kwargs) -> MultimodalEncoder:
         """Call the builder with ``model_id`` and any overrides (``model=``/``processor=`` for prebuilt ones)."""
@@ -47,9 +49,14 @@ MM_MODELS: dict[str, MMModelEntry] = {
                            "transformers SiglipModel; tiny random SiglipConfig in tests; "
                            "hub tokenizer needs sentencepiece"),
     "gme-2b": MMModelEntry("gme-2b", DEFAULT_GME_2B, build_gme, STATUS_RANDOM,
-                           "Qwen2VLForConditionalGeneration; tiny random Qwen2VLConfig in tests"),
+                           "Qwen2VLForConditionalGeneration; tiny random Qwen2VLConfig in tests", multi_image=True),
     "gme-7b": MMModelEntry("gme-7b", DEFAULT_GME_7B, build_gme, STATUS_RANDOM,
-                           "same code as gme-2b, larger checkpoint"),
+                           "same code as gme-2b, larger checkpoint", multi_image=True),
+    "qwen3-vl-embedding-2b": MMModelEntry("qwen3-vl-embedding-2b", DEFAULT_QWEN3_VL_2B, build_qwen3_vl_embedding,
+                                          STATUS_RANDOM, "Qwen3VLModel; tiny random Qwen3VLConfig in tests", multi_image=True),
+    "qwen3-vl-embedding-8b": MMModelEntry("qwen3-vl-embedding-8b", DEFAULT_QWEN3_VL_8B, build_qwen3_vl_embedding,
+                                          STATUS_RANDOM, "same code as qwen3-vl-embedding-2b, larger checkpoint",
+                                          multi_image=True),
     "jina-clip": MMModelEntry("jina-clip", DEFAULT_JINA_CLIP, build_jina_clip, STATUS_REMOTE,
                               "trust_remote_code; paper cites Koukounas et al. 2024 (v1 assumed)"),
     "nomic-vision": MMModelEntry("nomic-vision", DEFAULT_NOMIC_VISION, build_nomic_vision, STATUS_REMOTE,
@@ -81,7 +88,8 @@ def make_mm_encoder(system: MMSystem | Mapping[str, Any]) -> MultimodalEncoder:
     the row untrained).
 
     Raises:
-        ConfigError: a dict that is not a valid mm system. ValueError: ``random_init`` for a non-open_clip encoder.
+        ConfigError: a dict that is not a valid mm system. ValueError: ``random_init`` for a non-open_clip encoder;
+            ``image_mode: all`` for an encoder that takes one image (the message names ``stack`` and ``mean``).
     """
     if isinstance(system, Mapping):
         system = parse(MMSystem, dict(system), key="system")
@@ -93,9 +101,27 @@ def make_mm_encoder(system: MMSystem | Mapping[str, Any]) -> MultimodalEncoder:
             raise ValueError(f"random_init is supported for open_clip:<arch> encoders, not {name!r}")
         enc = build_mm_encoder(name.split("@")[0], **kw)
         enc.revision = f"random-init:seed={system.seed}"
-        return enc
+        return check_image_mode(enc, system.image_mode)
     if system.model:
         kw["model_id"] = system.model
     if system.revision and not name.startswith("open_clip:"):
         kw["revision"] = system.revision
-    return build_mm_encoder(name, **kw)
+    if system.query_instruction is not None:
+        if name.startswith(("gme-", "qwen3-vl-embedding-")):
+            recipe = GmeRecipe if name.startswith("gme-") else Qwen3VLRecipe
+            kw["recipe"] = recipe(query_instruction=system.query_instruction)
+        else:
+            raise ValueError(f"query_instruction is read by the gme and qwen3-vl-embedding encoders, not {name!r}")
+    return check_image_mode(build_mm_encoder(name, **kw), system.image_mode)
+
+
+def check_image_mode(encoder: MultimodalEncoder, image_mode: str) -> MultimodalEncoder:
+    """``encoder``, after checking it can take ``image_mode``.
+
+    Raises:
+        ValueError: ``all`` for an encoder that takes one image (the message names ``stack`` and ``mean``).
+    """
+    if image_mode == "all" and not encoder.multi_image:
+        raise ValueError(f"image_mode all: {encoder.model_id} ({encoder.family}) takes one image per input; use image_mode "
+                         "stack (the images stacked into one) or mean (the mean of their vectors)")
+    return encoder

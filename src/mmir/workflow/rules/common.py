@@ -139,6 +139,25 @@ def sample_notes(config: dict, units: Iterable[Mapping[str, Any]]) -> list[str]:
             if ds.get("sample") and d in present]
 
 
+#: how a table names each image mode of a multimodal system's queries
+IMAGE_MODE_LABELS = {"first": "first (the first image, MM-BRIGHT section 4.1)", "stack": "stack (the images stacked into one)",
+                     "mean": "mean (the mean of the images' vectors)", "none": "none (text only)"}
+
+
+def image_mode_notes(config: dict, units: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line naming the query image mode of every multimodal system among a table's ``units`` (none without one)."""
+    systems = sorted({u["system"] for u in units if config["systems"][u["system"]].get("kind") == "mm"})
+    if not systems:
+        return []
+    parts = []
+    for s in systems:
+        system = config["systems"][s]
+        label = IMAGE_MODE_LABELS.get(system["image_mode"]) or (f"all (every image, at most {system['max_query_images']}, "
+                                                                "in order, in one input)")
+        parts.append(f"`{s}` {label}")
+    return ["Query images per multimodal row: " + "; ".join(parts) + "."]
+
+
 def captioned(run: Callable[[Job], Any]) -> Callable[[Job], Any]:
     """A report step whose markdown table then gets the job's ``samples`` lines under its title."""
 

@@ -6,7 +6,18 @@ from __future__ import annotations
 from mmir.core import paths
 from mmir.core.paths import resolve_path
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import Job, Rule, W, captioned, image_text_captions, prepared_dir, sample_notes, tracking_output, without
+from mmir.workflow.rules.common import (
+    Job,
+    Rule,
+    W,
+    captioned,
+    image_mode_notes,
+    image_text_captions,
+    prepared_dir,
+    sample_notes,
+    tracking_output,
+    without,
+)
 from mmir.workflow.units import PreparedUnit
 
 #: keys of ``essentiality`` that choose units or the report's rows, read by no labelling job
@@ -68,7 +79,8 @@ def _essentiality_report_params(config: dict, w: W) -> dict:
                        "measure": config["evaluation"]["primary_measure"], "units": us, "systems": systems,
                        "skipped": U.essentiality_skipped(config), "mlflow": config["mlflow"],
                        "untrained": sorted(s for s in chosen if config["systems"][s].get("random_init"))},
-            "samples": sample_notes(config, us)}
+            # under the title: the samples, and which query image mode produced each multimodal row
+            "samples": sample_notes(config, us) + image_mode_notes(config, [{"system": s} for s in sorted(chosen)])}
 
 
 RULES = (

@@ -6,7 +6,16 @@ from __future__ import annotations
 from mmir.core import paths
 from mmir.core.tasks import task as task_spec
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import Job, Rule, W, sample_notes, tracked_derived, tracked_slice, tracking_output
+from mmir.workflow.rules.common import (
+    Job,
+    Rule,
+    W,
+    image_mode_notes,
+    sample_notes,
+    tracked_derived,
+    tracked_slice,
+    tracking_output,
+)
 
 
 def task_metric_files(config: dict, task: str) -> list[str]:
@@ -27,6 +36,7 @@ def table_notes(config: dict, task: str) -> list[str]:
         notes.append(f"Text systems (bm25, dense) see images as their `{ev['image_text']}` image text"
                      + (" plus the dataset's alt text for corpus images." if ev["alt_text"] else
                         " only (no alt text: the hub's document_images has none)."))
+    notes += image_mode_notes(config, U.task_units(config, task))
     notes.append("Ties are scored in the run's own order (the order the run file lists)." if ev["tie_order"] == "run" else
                  "Ties are re-sorted by trec_eval (document id), as the released scripts.")
     return notes

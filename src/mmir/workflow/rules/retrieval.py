@@ -18,7 +18,8 @@ def store_dir(w: W, kind: str | None = None) -> str:
 #: the prepared files each encoded kind is built from
 KIND_FILES = {"documents": ["corpus"], "pairs": ["corpus", "pairs", "images"], "images": ["images"],
               "queries": ["topics"], "mm_queries": ["topics_mm"], "query_texts": ["topics_mm"],
-              "query_images": ["topics_mm", "query_images"], "query_stacks": ["topics_mm", "query_images"]}
+              "query_images": ["topics_mm", "query_images"], "query_stacks": ["topics_mm", "query_images"],
+              "query_image_sets": ["topics_mm", "query_images"]}
 
 
 def encode_inputs_for(config: dict, w: W, kind: str) -> dict[str, str]:
