@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 from scipy import stats as sps
 from scripted import ScriptedBackend
 
@@ -330,3 +329,12 @@ def test_config_errors(tmp_path):
         _config(tmp_path, parser="last_integer")
     with pytest.raises(ConfigError, match=r"audit.datasets.0"):
         _config(tmp_path, datasets=["nope"])
+
+
+def test_the_report_lineage_names_the_audit_prompt(tmp_path):
+    from mmir.config.models import parse_slice
+    from mmir.reporting.lineage import used_prompts
+
+    cfg = _config(tmp_path)
+    assert used_prompts(parse_slice({"audit": cfg["audit"]})) == {"mmbright": ["audit_v1"]}
+    assert used_prompts(parse_slice({"audit": {**cfg["audit"], "enabled": False}})) == {}
