@@ -128,7 +128,7 @@ def _notes(cfg: AuditConfig, stats: Sequence[dict], confidence: float) -> list[s
                                         else "all with a positive document") + " (" + ", ".join(
             f"{s['domain']} {s['queries']} of {s['topics_with_positives']}" for s in stats) + ").",
         f"Cells: mean rating (1-5) over the rated queries with its {confidence:.0%} Student-t interval [low, high] "
-        "(mean ± t·sd/√n; – when n < 2). n = rated queries; failed = calls without a reply; rejected = replies missing a "
+        "(mean ± t · sd / sqrt(n); – when n < 2). n = rated queries; failed = calls without a reply; rejected = replies missing a "
         "criterion or rating outside 1-5 — both left out of the means, never given a default score. `All` pools the "
         "dataset's rated queries (each counts once).",
     ]
