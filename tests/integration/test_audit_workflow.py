@@ -40,10 +40,13 @@ def test_audit_two_queries_with_the_local_llm(tmp_path, monkeypatch):
     stats = json.loads((base / "stats.json").read_text())
     calls = [json.loads(x) for x in (base / "calls.jsonl").read_text().splitlines()]
 
-    # the first two queries, each with its positives from the prepared qrels; every call recorded
-    qrels = pd.read_csv(wd / "data/prepared/os/statistics/qrels.task1.txt", sep=" ", names=["q", "i", "d", "r"], dtype=str)
-    assert ratings["qid"].tolist() == list(dict.fromkeys(qrels["q"]))[:2]
-    assert ratings["positives"].tolist() == [int((qrels["q"] == q).sum()) for q in ratings["qid"]]
+    # the first two topics (file order) with a positive document, each with its positives from the prepared qrels
+    prep = wd / "data/prepared/os/statistics"
+    qrels = pd.read_csv(prep / "qrels.task1.txt", sep=" ", names=["q", "i", "d", "r"], dtype={"q": str, "d": str, "r": int})
+    pos = qrels[qrels["r"] > 0]
+    topics = pd.read_parquet(prep / "topics.parquet")["qid"]
+    assert ratings["qid"].tolist() == [q for q in topics if q in set(pos["q"])][:2]
+    assert ratings["positives"].tolist() == [int((pos["q"] == q).sum()) for q in ratings["qid"]]
     assert [c["status"] for c in calls] == ratings["status"].tolist() and stats["llm_calls"] == 2
     assert (stats["rated"] + stats["failed"] + stats["rejected"], stats["llm_failures"]) == (2, stats["failed"] + stats["rejected"])
     ok = ratings[ratings["status"] == "ok"]
