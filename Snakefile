@@ -15,6 +15,7 @@ include: "workflow/rules/rag.smk"
 include: "workflow/rules/m2rag.smk"
 include: "workflow/rules/mmdr.smk"
 include: "workflow/rules/essentiality.smk"
+include: "workflow/rules/audit.smk"
 
 
 wildcard_constraints:

@@ -32,7 +32,8 @@ def cmd_validate(config, args) -> int:
     m2rag = U.m2rag_units(config)
     print(f"rag units: {len(U.rag_units(config))}; m2rag units: {len(m2rag)} "
           f"({len({(u['dataset'], u['domain'], u['source']) for u in m2rag})} knowledge bases); "
-          f"mmdr domains: {len(U.mmdr_units(config))}; essentiality domains: {len(U.essentiality_units(config))}")
+          f"mmdr domains: {len(U.mmdr_units(config))}; essentiality domains: {len(U.essentiality_units(config))}; "
+          f"audit domains: {len(U.audit_units(config))}")
     for note in U.essentiality_skipped(config):
         print(f"essentiality skips {note}")
     return 0

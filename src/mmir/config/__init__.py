@@ -25,12 +25,12 @@ PRESETS_PATH = Path(__file__).resolve().parent / "presets.yaml"
 
 
 #: sections an overlay switches off with ``null``, and mappings whose ``null`` entries an overlay removes
-OPTIONAL_SECTIONS = ("rag", "m2rag", "mmdr", "essentiality")
+OPTIONAL_SECTIONS = ("rag", "m2rag", "mmdr", "essentiality", "audit")
 REMOVABLE_ENTRIES = ("datasets", "systems", "captioners", "generators", "reformulators")
 
 
 def drop_nulls(config: dict) -> dict:
-    """Apply an overlay's removals in place: ``rag: null`` (likewise ``m2rag``, ``mmdr``, ``essentiality``,
+    """Apply an overlay's removals in place: ``rag: null`` (likewise ``m2rag``, ``mmdr``, ``essentiality``, ``audit``,
     ``ablations`` or one of its grids) switches the stage off, ``datasets: {vaswani: null}`` (likewise systems,
     captioners, generators, reformulators) removes that entry."""
     for key in OPTIONAL_SECTIONS:

@@ -21,6 +21,8 @@ use these functions, so the layout is defined once.
     results/tracking/<task>.json                      MLflow run ids of the last invocation
     results/essentiality/<dataset>/<domain>/labels.{parquet,json}   image essentiality and type labels (+ counts)
     results/tables/essentiality.{md,csv}, results/plots/essentiality.{png,csv}   scores by essentiality / image type
+    results/audit/<dataset>/<domain>/{ratings.tsv,calls.jsonl,stats.json}   quality audit ratings per query (+ calls, counts)
+    results/tables/audit.{md,csv}                     quality audit: per-domain means with intervals
 
 Systems come before domains so that one system's outputs form one directory (a DVC output per system).
 """
@@ -78,6 +80,11 @@ ESSENTIALITY_MD = "results/tables/essentiality.md"
 ESSENTIALITY_CSV = "results/tables/essentiality.csv"
 ESSENTIALITY_PLOT = "results/plots/essentiality.png"
 ESSENTIALITY_PLOT_DATA = "results/plots/essentiality.csv"
+AUDIT_RATINGS = "results/audit/{dataset}/{domain}/ratings.tsv"
+AUDIT_CALLS = "results/audit/{dataset}/{domain}/calls.jsonl"
+AUDIT_STATS = "results/audit/{dataset}/{domain}/stats.json"
+AUDIT_MD = "results/tables/audit.md"
+AUDIT_CSV = "results/tables/audit.csv"
 TABLE_TEX = "results/tables/{name}.tex"
 REPORT_HTML = "results/report/index.html"
 REPORT_LINEAGE = "results/report/lineage.json"

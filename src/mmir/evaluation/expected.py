@@ -10,7 +10,7 @@ Files (``expected/*.yaml``, listed by the config key ``expected``)::
       - {task: task1, system: bm25, value: 8.5, source: "MM-BRIGHT README leaderboard (Table 3)"}
 
 Each entry (``defaults`` filled in first): ``benchmark`` (a label grouping entries), ``task`` (``task1``-``task4``,
-``caption_ablation``, ``reformulation_ablation``, ``rag``), ``system``, ``dataset``, ``domain`` (a domain or
+``caption_ablation``, ``reformulation_ablation``, ``rag``, ``audit``), ``system``, ``dataset``, ``domain`` (a domain or
 ``Avg.``), ``measure``, ``value`` (the tables' scale: ×100 for retrieval measures, 0-100 judge scores),
 ``tolerance`` (> 0), ``source`` (table/figure of the paper or README); optional ``repo_id``, ``domains``,
 ``variant``, ``note``, ``sample`` (the ``datasets.<name>.sample`` the value was measured on; absent = the whole
@@ -25,7 +25,9 @@ Matching an entry to this run (:func:`check`):
   (``<base>+cap:<captioner>``, ``<base>+ref:<reformulator>``) match through their base system, and ``variant``
   (the captioner or reformulator name) when the entry gives one. RAG entries name a setting: ``none``, ``oracle``,
   ``topk:<system>`` (the system matched as above) or ``best-topk`` (the best retriever setting; measure
-  ``gap_to_oracle`` = its Avg. minus Oracle's).
+  ``gap_to_oracle`` = its Avg. minus Oracle's). Audit entries (MM-BRIGHT §3 quality audit) name the judge model
+  (``gpt-4o`` also matches a dated snapshot ``gpt-4o-YYYY-MM-DD``), a criterion as ``measure`` and ``variant: all
+  queries`` (an audit capped by ``audit.max_queries`` is "not run": its mean is over a subset).
 - **domains**: an ``Avg.`` entry with ``domains`` (a list, or ``mm-bright`` = the 29 hub domains) only compares
   with an Avg. over exactly those domains; otherwise the row is "not run" and says how many ran.
 
@@ -37,6 +39,7 @@ row says which).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +54,7 @@ from mmir.data.sample import Sample
 
 AVG = "Avg."
 STATUSES = ("OK", "OKish", "FAIL", "not run")
-TASKS = (*table_tasks(), "caption_ablation", "reformulation_ablation", "rag")
+TASKS = (*table_tasks(), "caption_ablation", "reformulation_ablation", "rag", "audit")
 REQUIRED = ("benchmark", "task", "system", "dataset", "domain", "measure", "value", "tolerance", "source")
 OPTIONAL = ("repo_id", "domains", "variant", "note", "sample")
 UNTRAINED = " (untrained)"  # the task tables' label of random-weight systems
@@ -220,6 +223,22 @@ def observations_from_rag_csv(path: str | Path) -> list[Observation]:
     return out
 
 
+def observations_from_audit_csv(path: str | Path) -> list[Observation]:
+    """Per (dataset, judge, criterion): each domain's mean rating and the pooled mean as ``Avg.`` (measure = the
+    criterion's name, e.g. ``Readability``; system = the judge model; variant = ``all queries`` or ``first N queries
+    per domain``), from ``results/tables/audit.csv``."""
+    df = _read_csv(path, ("dataset", "domain", "judge", "variant", "measure", "mean"))
+    out = []
+    for (ds, judge), g in df.groupby(["dataset", "judge"], sort=False):
+        doms = tuple(str(d) for d in dict.fromkeys(g["domain"]) if d != "All")
+        for r in g.itertuples():
+            if pd.notna(r.mean):
+                dom = AVG if r.domain == "All" else str(r.domain)
+                out.append(Observation("audit", str(ds), str(judge), dom, str(r.measure), float(r.mean),
+                                       doms if dom == AVG else (dom,), str(r.variant)))
+    return out
+
+
 def _read_csv(path: str | Path, columns: tuple[str, ...]) -> pd.DataFrame:
     try:
         df = pd.read_csv(path)
@@ -291,6 +310,14 @@ def check(expected: Iterable[Expected], observations: Iterable[Observation], pre
         run_ds = same
         if e.task == "rag":
             cands = [o for o in obs if o.task == "rag" and o.dataset in run_ds and _rag_matches(e.system, o.system, presets)]
+        elif e.task == "audit":
+            audited = [o for o in obs if o.task == "audit" and o.dataset in run_ds]
+            judged = [o for o in audited if _judge_matches(e.system, o.system)]
+            cands = [o for o in judged if e.variant is None or o.variant == e.variant]
+            if not cands:
+                not_run(f"judge {', '.join(sorted({o.system for o in audited}))} is not {e.system}" if not judged else
+                        f"the audit rated the {judged[0].variant}; the expected value is for {e.variant}")
+                continue
         else:
             cands = [o for o in obs if o.task == e.task and o.dataset in run_ds and _system_matches(e.system, o.system, presets)
                      and (e.variant is None or o.variant == e.variant)]
@@ -325,6 +352,11 @@ def _rag_matches(entry_setting: str, run_setting: str, presets: Mapping[str, str
     if entry_setting.startswith("topk:") and run_setting.startswith("topk:"):
         return _system_matches(entry_setting[5:], run_setting[5:], presets)
     return entry_setting == run_setting
+
+
+def _judge_matches(entry_model: str, run_model: str) -> bool:
+    """The run's judge model is the entry's, or a dated snapshot of it (``gpt-4o-2024-08-06`` for ``gpt-4o``)."""
+    return run_model == entry_model or re.fullmatch(re.escape(entry_model) + r"-\d{4}-\d{2}-\d{2}", run_model) is not None
 
 
 def summary(frame: pd.DataFrame) -> dict[str, int]:

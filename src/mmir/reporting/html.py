@@ -28,10 +28,10 @@ from mmir.reporting.markdown import parser, plain_text
 
 #: The order of the known tables on the page; any other table follows, by name.
 ORDER = (*table_tasks(), "caption_ablation", "reformulation_ablation", "rag", "m2rag", "mmdr",
-         "essentiality", "reproduction")
+         "essentiality", "audit", "reproduction")
 #: What the navigation calls the known tables when their markdown has no title.
 LABELS = {**{t: TASKS[t].short for t in table_tasks()}, "rag": "RAG QA", "m2rag": "M2RAG",
-          "mmdr": "MMDeepResearch-Bench", "reproduction": "Reproduction check", "essentiality": "Essentiality",
+          "mmdr": "MMDeepResearch-Bench", "reproduction": "Reproduction check", "essentiality": "Essentiality", "audit": "Quality audit",
           "caption_ablation": "Caption ablation", "reformulation_ablation": "Reformulation ablation"}
 #: Table cells whose whole text is a reproduction status get this class: the style sheet draws a coloured dot before
 #: them (CSS, not an emoji: no font needed).

@@ -160,13 +160,15 @@ def _reformulators(config: ParamsSlice) -> list[str]:
 
 
 def used_prompts(config: ParamsSlice) -> dict[str, list[str] | None]:
-    """The prompts of the stages this config runs: the reformulators', VLM captioners' and essentiality classifier's
-    (by name), and every prompt of the RAG, M2RAG and MMDR benchmarks when those stages are configured."""
+    """The prompts of the stages this config runs: the reformulators', VLM captioners', essentiality classifier's and
+    audit judge's (by name), and every prompt of the RAG, M2RAG and MMDR benchmarks when those stages are configured."""
     mm = [config.reformulators[r].prompt for r in _reformulators(config)]
     mm += [c.prompt for c in (config.captioners or {}).values() if isinstance(c, VLMCaptioner) and c.prompt]
     ess = config.essentiality
     if ess and not ess.labels:  # the classifier's two prompts (a labels file calls no model)
         mm += [ess.prompt, ess.type_prompt]
+    if config.audit and config.audit.enabled:
+        mm.append(config.audit.prompt)
     out: dict[str, list[str] | None] = {}
     if mm:
         out["mmbright"] = list(dict.fromkeys(mm))
@@ -179,13 +181,14 @@ def used_prompts(config: ParamsSlice) -> dict[str, list[str] | None]:
 def lineage(config: Mapping[str, Any], prepared: Sequence[str | Path] = (), repo_dir: str | Path | None = None) -> dict[str, Any]:
     """The whole lineage: ``code`` (commit, dirty), ``datasets``, ``systems``, ``generators``, ``prompts`` (rows as
     above). ``config``: the report rule's slice (datasets, systems, generators, captioners, reformulators, ablations,
-    rag, m2rag, mmdr, mlflow), parsed as :class:`~mmir.config.models.ParamsSlice`."""
+    rag, m2rag, mmdr, audit, mlflow), parsed as :class:`~mmir.config.models.ParamsSlice`."""
     p = parse_slice(dict(config))
     c = code_commit(repo_dir)
     used_gens = set()
     for stage in (p.rag, p.m2rag, p.mmdr):
         used_gens |= {stage.generator, stage.judge} if stage else set()
     used_gens |= {p.reformulators[r].generator for r in _reformulators(p)}
+    used_gens |= {p.audit.judge} if p.audit and p.audit.enabled else set()
     used_gens |= {c_.generator for c_ in (p.captioners or {}).values() if isinstance(c_, VLMCaptioner)}
     gens = {g: v for g, v in (p.generators or {}).items() if g in used_gens}
     return {"code": {"commit": c["commit"], "dirty": c["dirty"],

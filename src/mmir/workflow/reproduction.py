@@ -1,5 +1,5 @@
 """The ``reproduction`` step: every expected score (``expected/*.yaml``, config key ``expected``) checked against the
-task tables, the ablation grids and the RAG table of this run (:mod:`mmir.evaluation.expected`), written to
+task tables, the ablation grids, the RAG table and the quality audit of this run (:mod:`mmir.evaluation.expected`), written to
 ``results/tables/reproduction.{md,csv}`` (:mod:`mmir.reporting.reproduction`) and logged to MLflow: one run with a
 metric per checked row (its difference) and a tag per row (its status)."""
 
@@ -23,10 +23,11 @@ def _key(*parts: str) -> str:
 
 
 def observations(tables: Sequence[str | Path], ablations: Mapping[str, str | Path], rag: str | Path | None,
-                 measure: str) -> tuple[list, set[str]]:
+                 measure: str, audit: str | Path | None = None) -> tuple[list, set[str]]:
     """This run's numbers from its table files, and the tasks / tables they cover."""
     from mmir.evaluation.expected import (
         observations_from_ablation_csv,
+        observations_from_audit_csv,
         observations_from_rag_csv,
         observations_from_task_metrics,
     )
@@ -44,12 +45,16 @@ def observations(tables: Sequence[str | Path], ablations: Mapping[str, str | Pat
         o = observations_from_rag_csv(rag)
         obs += o
         ran |= {"rag"} if o else set()
+    if audit:
+        o = observations_from_audit_csv(audit)
+        obs += o
+        ran |= {"audit"} if o else set()
     return obs, ran
 
 
 def reproduction_step(config: Mapping[str, Any], expected_files: Sequence[str | Path], tables: Sequence[str | Path],
                       ablations: Mapping[str, str | Path], rag: str | Path | None, out_md: str | Path, out_csv: str | Path,
-                      out_tracking: str | Path | None = None) -> dict[str, int]:
+                      out_tracking: str | Path | None = None, audit: str | Path | None = None) -> dict[str, int]:
     """Check, write the table, log to MLflow (when ``out_tracking`` is given).
 
     Args:
@@ -60,6 +65,7 @@ def reproduction_step(config: Mapping[str, Any], expected_files: Sequence[str | 
         tables: ``results/tables/<task>.metrics.json`` of the configured tasks.
         ablations: ``{grid: results/tables/<grid>_ablation.csv}``.
         rag: ``results/tables/rag.csv`` or None.
+        audit: ``results/tables/audit.csv`` or None.
 
     Returns:
         Rows per status.
@@ -69,7 +75,7 @@ def reproduction_step(config: Mapping[str, Any], expected_files: Sequence[str | 
 
     p = parse(ReproductionParams, dict(config), "params")
     entries = load_expected(expected_files)
-    obs, ran = observations(tables, ablations, rag, p.measure)
+    obs, ran = observations(tables, ablations, rag, p.measure, audit)
     frame = check(entries, obs, p.presets, p.datasets, ran, p.samples)
     counts = write_reproduction(frame, p.expected, out_md, out_csv)
     log.info("read %d expected values from %s and %d numbers of this run (%s); wrote %s, %s: %s", len(entries),

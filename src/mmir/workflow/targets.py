@@ -2,7 +2,8 @@
 asks Snakemake for (``python -m mmir snakemake <family>``).
 
 Families: ``prepare`` (per dataset), ``captions``, ``task`` (per task: runs, metrics, table, MLflow),
-``ablations``, ``rag``, ``m2rag``, ``mmdr``, ``essentiality`` (image essentiality and types, scores by class),
+``ablations``, ``rag``, ``m2rag``, ``mmdr``, ``essentiality`` (image essentiality and types, scores by class), ``audit``
+(the quality audit of queries and their positive documents),
 ``reproduction`` (expected scores vs this run's tables), ``report`` (the HTML page of every table, its lineage and
 the LaTeX export: last, it reads every other family's tables).
 """
@@ -18,7 +19,8 @@ from mmir.core.tasks import task as task_spec
 from mmir.data.domains import has_multimodal, has_query_images
 from mmir.workflow import units as U
 
-FAMILIES = ("prepare", "captions", "task", "ablations", "rag", "m2rag", "mmdr", "essentiality", "reproduction", "report")
+FAMILIES = ("prepare", "captions", "task", "ablations", "rag", "m2rag", "mmdr", "essentiality", "audit", "reproduction",
+            "report")
 
 #: What DVC tracks of each family (dvc.yaml's outs, metrics and plots; a test keeps the two equal). ``{dataset}`` /
 #: ``{task}`` are the family's foreach key. When a config has no unit of a family these are still created (empty
@@ -39,6 +41,7 @@ FAMILY_OUTPUTS = {
              "results/tracking/mmdr.json"],
     "essentiality": ["results/essentiality", "results/tables/essentiality.md", "results/tables/essentiality.csv",
                      "results/tracking/essentiality.json", "results/plots/essentiality.csv", "results/plots/essentiality.png"],
+    "audit": ["results/audit", "results/tables/audit.md", "results/tables/audit.csv", "results/tracking/audit.json"],
     "reproduction": ["results/tables/reproduction.md", "results/tables/reproduction.csv", "results/tracking/reproduction.json"],
     # the page, its lineage and the all-tables LaTeX document; the per-table results/tables/<name>.tex vary with the
     # config, so DVC tracks their combined copy (results/report/tables.tex), Snakemake each file
@@ -140,6 +143,8 @@ def family_targets(config: dict | Params, family: str, *, dataset: str | None = 
     if family == "essentiality":
         return [paths.ESSENTIALITY_MD, paths.ESSENTIALITY_CSV, paths.ESSENTIALITY_PLOT, paths.ESSENTIALITY_PLOT_DATA,
                 paths.TRACKING.format(task="essentiality")] if U.essentiality_units(config) else []
+    if family == "audit":
+        return [paths.AUDIT_MD, paths.AUDIT_CSV, paths.TRACKING.format(task="audit")] if U.audit_units(config) else []
     if family == "mmdr":
         return [paths.MMDR_TABLE_MD, paths.MMDR_TABLE_CSV, paths.TRACKING.format(task="mmdr")] \
             if U.mmdr_units(config) else []

@@ -107,6 +107,16 @@ def ablation_systems(config: dict | Params) -> dict[str, dict]:
     return out
 
 
+def audit_units(config: dict | Params) -> list[dict]:
+    """``{dataset, domain}`` of the quality audit (MM-BRIGHT §3): every domain of ``audit.datasets`` (null = all
+    datasets); none when the section is absent or ``audit.enabled`` is false."""
+    p = typed(config)
+    if not p.audit or not p.audit.enabled:
+        return []
+    wanted = p.audit.datasets or list(p.datasets)
+    return [{"dataset": d, "domain": dom} for d, dom in units(p) if d in wanted]
+
+
 def essentiality_systems(config: dict | Params, dataset: str) -> list[str]:
     """The systems whose ``essentiality.task`` per-query scores the essentiality table breaks down on ``dataset``:
     the task's systems (``essentiality.systems``: null = all of them, else those listed), in config order."""

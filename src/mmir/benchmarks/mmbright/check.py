@@ -1,4 +1,5 @@
-"""Config checks of the MM-BRIGHT generative ablations (captioners, reformulators, grids) and of the essentiality stage."""
+"""Config checks of the MM-BRIGHT generative ablations (captioners, reformulators, grids), the essentiality stage and the
+quality audit."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def check(params: Params, file: str | None = None) -> None:
             if v not in pool:
                 raise ConfigError(f"ablations.{grid}.{key}.{i}", f"{v!r} is not a key of {key}", file)
     check_essentiality(params, file)
+    check_audit(params, file)
 
 
 def check_essentiality(params: Params, file: str | None = None) -> None:
@@ -72,3 +74,23 @@ def check_essentiality(params: Params, file: str | None = None) -> None:
             MMBRIGHT_PROMPTS.get(getattr(e, key))
         except (FileNotFoundError, ValueError) as exc:
             raise ConfigError(f"essentiality.{key}", str(exc), file) from exc
+
+
+def check_audit(params: Params, file: str | None = None) -> None:
+    """Cross-references of the ``audit`` section (MM-BRIGHT §3 quality audit): a judge among the generators, datasets
+    that exist, a prompt file that exists.
+
+    Raises:
+        ConfigError: naming ``audit.<key>`` (``audit.datasets.<i>`` for an unknown dataset).
+    """
+    from mmir.benchmarks.mmbright import MMBRIGHT_PROMPTS
+    from mmir.config import check_references
+
+    a = params.audit
+    if a is None or not a.enabled:
+        return
+    check_references(params, "audit", file, judge="generators")
+    try:
+        MMBRIGHT_PROMPTS.get(a.prompt)
+    except (FileNotFoundError, ValueError) as exc:
+        raise ConfigError("audit.prompt", str(exc), file) from exc

@@ -2,6 +2,7 @@
 definition, one default and one line of documentation; workflow/schemas/params.schema.yaml is generated from
 :class:`Params` (``python -m mmir.config.schema --write``). Parse a dict with :mod:`mmir.config.parse`."""
 
+from mmir.config.models.audit import AuditConfig, AuditReportParams
 from mmir.config.models.base import Section, default_of, fill, partial
 from mmir.config.models.datasets import (
     BeirDataset,
@@ -87,7 +88,8 @@ def parse_slice(params: dict) -> ParamsSlice:
 
 
 __all__ = [
-    "AblationsConfig", "BM25System", "Captioner", "CaptionGrid", "ControllerConfig", "Dataset", "default_of",
+    "AblationsConfig", "AuditConfig", "AuditReportParams",
+    "BM25System", "Captioner", "CaptionGrid", "ControllerConfig", "Dataset", "default_of",
     "DenseSystem", "DenseSystemBase", "DevsetConfig", "EmbeddingsAPISystem", "EncodingConfig", "EngineConfig",
     "EssentialityConfig", "EssentialityReportParams", "EvaluationConfig", "FetchConfig", "fill", "FLAEConfig",
     "Generator", "HFTextSystem", "HubDataset", "IntegrityConfig", "JobResources", "LlamaCppGenerator", "LocalDataset",

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, create_model
 
+from mmir.config.models.audit import AuditConfig
 from mmir.config.models.base import Name, Section, SystemName, TaskName
 from mmir.config.models.datasets import Dataset
 from mmir.config.models.essentiality import EssentialityConfig
@@ -47,6 +48,8 @@ class Params(Section):
     mmdr: MMDRConfig | None = Field(None, description="MMDeepResearch-Bench; absent = no MMDR stage")
     essentiality: EssentialityConfig | None = Field(None, description="image essentiality and image types; absent = no "
                                                     "essentiality stage")
+    audit: AuditConfig | None = Field(None, description="the quality audit of queries and their positive documents (MM-BRIGHT "
+                                      "section 3); absent = no audit stage")
     encoding: EncodingConfig = Field(EncodingConfig(), description="the encode stage")
     resources: ResourcesConfig = Field(ResourcesConfig(), description="scheduling resources per rule")
     paths: PathsConfig = Field(PathsConfig(), description="caches")

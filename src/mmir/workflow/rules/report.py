@@ -90,17 +90,19 @@ def _reproduction(job: Job):
     i, o = job.input, job.output
     ablations = dict(zip(job.params["grids"], i["ablations"]))
     return reproduction_step(job.params, list(i["expected"]), list(i["tables"]), ablations,
-                             i["rag"][0] if i["rag"] else None, o["md"], o["csv"], o["tracking"])
+                             i["rag"][0] if i["rag"] else None, o["md"], o["csv"], o["tracking"],
+                             i["audit"][0] if i.get("audit") else None)
 
 
 def _reproduction_inputs(config: dict, w: W) -> dict:
-    """The expected files, the task tables' metrics JSON, the ablation and RAG CSVs the config makes."""
+    """The expected files, the task tables' metrics JSON, the ablation, RAG and audit CSVs the config makes."""
     from mmir.workflow.targets import grids
 
     return {"expected": [paths.project_file(f) for f in config["expected"]],
             "tables": [paths.TABLE_METRICS.format(task=t) for t in config["tasks"]],
             "ablations": [paths.ABLATION_CSV.format(grid=g) for g in grids(config)],
-            "rag": [paths.RAG_TABLE_CSV] if U.rag_units(config) else []}
+            "rag": [paths.RAG_TABLE_CSV] if U.rag_units(config) else [],
+            "audit": [paths.AUDIT_CSV] if U.audit_units(config) else []}
 
 
 def _reproduction_params(config: dict, w: W) -> dict:
@@ -137,7 +139,7 @@ def _report_html_inputs(config: dict, w: W) -> dict:
 
 #: The config the report reads: what the lineage names (data, models, generators, prompts of the stages) and MLflow.
 REPORT_KEYS = ("datasets", "systems", "generators", "captioners", "reformulators", "ablations", "rag", "m2rag", "mmdr",
-               "mlflow")
+               "mlflow", "audit")
 
 
 def _report_html_params(config: dict, w: W) -> dict:
