@@ -110,30 +110,35 @@ class HFTextEncoder(HubTextEncoder):
 
             kw = {"revision": self.revision, "trust_remote_code": self.trust_remote_code}
             tok = AutoTokenizer.from_pretrained(self.path, **kw)
-            model = AutoModel.from_pretrained(self.path, dtype=getattr(torch, self.dtype), **kw)
-            if self.bidirectional:
-                model.config.is_causal = False
-                for module in model.modules():
-                    if hasattr(module, "is_causal"):
-                        module.is_causal = False
-            if tok.pad_token_id is None:
-                tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
-            if self.padding_side:
-                tok.padding_side = self.padding_side
-            silence_length_warning(tok)
-            limit = self.max_length or tok.model_max_length
-            if limit is None or limit >= _REAL_LIMIT:
-                raise ValueError(f"{self.model_name}: the tokenizer declares no token limit; set max_length")
-            self._limits = {"document": int(limit), "query": int(self.query_max_length or limit)}
-            self._head, self._tail = special_frame(tok)
-            if self.append_eos:
-                if tok.eos_token_id is None:
-                    raise ValueError(f"{self.model_name}: append_eos but the tokenizer has no eos_token")
-                if not self._tail or self._tail[-1] != tok.eos_token_id:
-                    self._tail = [*self._tail, tok.eos_token_id]
-            self._use_cache_kw = "use_cache" in inspect.signature(model.forward).parameters
-            self._model, self._tokenizer = model.to(self.device).eval(), tok
+            self.adopt(AutoModel.from_pretrained(self.path, dtype=getattr(torch, self.dtype), **kw), tok)
         return self._model
+
+    def adopt(self, model, tok) -> None:
+        """Use ``model`` (a transformers ``AutoModel``) and its tokenizer ``tok`` as loaded weights: the attention,
+        padding, token limits and framing set up as :meth:`_load` does (``bench/gpu_check.py`` hands it randomly
+        initialised full-size architectures)."""
+        if self.bidirectional:
+            model.config.is_causal = False
+            for module in model.modules():
+                if hasattr(module, "is_causal"):
+                    module.is_causal = False
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
+        if self.padding_side:
+            tok.padding_side = self.padding_side
+        silence_length_warning(tok)
+        limit = self.max_length or tok.model_max_length
+        if limit is None or limit >= _REAL_LIMIT:
+            raise ValueError(f"{self.model_name}: the tokenizer declares no token limit; set max_length")
+        self._limits = {"document": int(limit), "query": int(self.query_max_length or limit)}
+        self._head, self._tail = special_frame(tok)
+        if self.append_eos:
+            if tok.eos_token_id is None:
+                raise ValueError(f"{self.model_name}: append_eos but the tokenizer has no eos_token")
+            if not self._tail or self._tail[-1] != tok.eos_token_id:
+                self._tail = [*self._tail, tok.eos_token_id]
+        self._use_cache_kw = "use_cache" in inspect.signature(model.forward).parameters
+        self._model, self._tokenizer = model.to(self.device).eval(), tok
 
     def cache_spec(self) -> dict:
         """Model, resolved revision (or package version / local fingerprint), rendered templates, pooling, token
