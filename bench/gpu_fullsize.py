@@ -192,7 +192,8 @@ def _gme_arch(name: str, spec: dict, device: str, n_docs: int, images: list[byte
     ids = {s: tok.convert_tokens_to_ids(s) for s in [*specials, "<|im_end|>", "<|endoftext|>"]}
     tiny = spec["vision"]["depth"] < 4
     tokens_min, tokens_max = (4, 16) if tiny else (256, 1280)  # gme_inference.py: 256..1280 image tokens
-    proc = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(min_pixels=tokens_min * 28 * 28, max_pixels=tokens_max * 28 * 28),
+    size = {"shortest_edge": tokens_min * 28 * 28, "longest_edge": tokens_max * 28 * 28}
+    proc = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(size=size),
                             tokenizer=tok, video_processor=Qwen2VLVideoProcessor())
     text = spec["text"] | {"vocab_size": max(spec["text"].get("vocab_size", 0), len(tok)), "bos_token_id": None,
                            "eos_token_id": ids["<|im_end|>"], "pad_token_id": ids["<|endoftext|>"]}

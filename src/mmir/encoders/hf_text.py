@@ -106,12 +106,21 @@ class HFTextEncoder(HubTextEncoder):
     def _load(self):
         if self._model is None:
             import torch
-            from transformers import AutoModel, AutoTokenizer
+            from transformers import AutoModel
 
             kw = {"revision": self.revision, "trust_remote_code": self.trust_remote_code}
-            tok = AutoTokenizer.from_pretrained(self.path, **kw)
+            tok = self._load_tokenizer()
             self.adopt(AutoModel.from_pretrained(self.path, dtype=getattr(torch, self.dtype), **kw), tok)
         return self._model
+
+    def _load_tokenizer(self):
+        """The tokenizer alone (counting cuts and building pair texts need no weights: a warm cache loads none)."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(self.path, revision=self.revision, trust_remote_code=self.trust_remote_code)
+            self._setup_tokenizer(tok)
+        return self._tokenizer
 
     def adopt(self, model, tok) -> None:
         """Use ``model`` (a transformers ``AutoModel``) and its tokenizer ``tok`` as loaded weights: the attention,
@@ -122,6 +131,12 @@ class HFTextEncoder(HubTextEncoder):
             for module in model.modules():
                 if hasattr(module, "is_causal"):
                     module.is_causal = False
+        if tok is not self._tokenizer:
+            self._setup_tokenizer(tok)
+        self._use_cache_kw = "use_cache" in inspect.signature(model.forward).parameters
+        self._model = model.to(self.device).eval()
+
+    def _setup_tokenizer(self, tok) -> None:
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
         if self.padding_side:
@@ -137,8 +152,7 @@ class HFTextEncoder(HubTextEncoder):
                 raise ValueError(f"{self.model_name}: append_eos but the tokenizer has no eos_token")
             if not self._tail or self._tail[-1] != tok.eos_token_id:
                 self._tail = [*self._tail, tok.eos_token_id]
-        self._use_cache_kw = "use_cache" in inspect.signature(model.forward).parameters
-        self._model, self._tokenizer = model.to(self.device).eval(), tok
+        self._tokenizer = tok
 
     def cache_spec(self) -> dict:
         """Model, resolved revision (or package version / local fingerprint), rendered templates, pooling, token
@@ -157,7 +171,7 @@ class HFTextEncoder(HubTextEncoder):
 
     def _content(self, texts: list[str], role: str) -> tuple[list[list[int]], list[bool], list[int]]:
         """``(content token ids, char-cut flags, token lengths before truncation)`` of ``texts`` (templated)."""
-        self._load()
+        self._load_tokenizer()
         cut, flags = cut_chars(texts, self._budget(role))
         content = self._tokenizer(self._apply(cut, role), add_special_tokens=False)["input_ids"] if cut else []
         return content, flags, [len(self._head) + len(c) + len(self._tail) for c in content]
@@ -170,7 +184,7 @@ class HFTextEncoder(HubTextEncoder):
 
     def text_limit(self, role: str) -> TextLimit:
         """The tokenizer, token limit and character budget for texts of ``role`` (template and framing included)."""
-        self._load()
+        self._load_tokenizer()
         prefix, suffix = self._frame[role]
         return TextLimit(self._tokenizer, self._limits[role], self._budget(role), prefix, suffix,
                          len(self._head) + len(self._tail))
