@@ -7,7 +7,13 @@
   first 20 queries is the same;
 * peak GPU memory (``torch.cuda.max_memory_allocated``) per encoder.
 
-    python bench/gpu_check.py [--data ../shared/data/openstax] [--docs 2000] [--images 512]
+* full size (:mod:`gpu_fullsize`, on a GPU): randomly initialised e5-mistral-7b (MistralModel), gte-Qwen2-7B
+  (Qwen2Model), GME-7B (Qwen2-VL) and CLIP ViT-L/14 (open_clip) through mmir's own encoder classes in bf16/fp16
+  with SDPA attention: tokens/s, documents/s on MM-BRIGHT's length distribution, images/s, peak memory, MFU and
+  the hours one GPU needs for MM-BRIGHT's 2,499,273 documents (docs/full-size.md).
+
+    python bench/gpu_check.py [--data ../shared/data/openstax] [--docs 2000] [--images 512] [--only e5-mistral-7b]
+    python bench/gpu_check.py --tiny      # the full-size code path with tiny configs, on the CPU (a unit test runs it)
 """
 
 from __future__ import annotations
@@ -29,13 +35,8 @@ def _time(fn):
     return out, time.perf_counter() - t0
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/openstax"))
-    ap.add_argument("--domain", default="calculus-1")
-    ap.add_argument("--docs", type=int, default=2000)
-    ap.add_argument("--images", type=int, default=512)
-    args = ap.parse_args()
+def basic_check(args) -> None:
+    """MiniLM and ViT-B/32 on the openstax data, GPU against CPU (the first GPU check)."""
     from mmir.config.models import SentenceTransformersSystem
     from mmir.encoders.multimodal import build_open_clip
     from mmir.encoders.text import SentenceTransformerEncoder
@@ -76,6 +77,30 @@ def main() -> None:
         q = c[:20]
         same = np.mean([set(np.argsort(-(g @ qq))[:10]) == set(np.argsort(-(c @ qq))[:10]) for qq in q])
         print(f"minilm: top-10 of 20 probe queries identical on GPU and CPU for {same:.0%}")
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/openstax"))
+    ap.add_argument("--domain", default="calculus-1")
+    ap.add_argument("--docs", type=int, default=2000)
+    ap.add_argument("--images", type=int, default=512)
+    ap.add_argument("--tiny", action="store_true", help="tiny configs of the four architectures on any device (tests the "
+                    "code path; the numbers mean nothing)")
+    ap.add_argument("--fullsize-docs", type=int, default=512, help="documents per architecture, lengths drawn from MM-BRIGHT's")
+    ap.add_argument("--fullsize-images", type=int, default=64)
+    ap.add_argument("--only", nargs="*", default=None, help="architectures to run (default: all of FULLSIZE)")
+    ap.add_argument("--peak-tflops", type=float, default=None, help="the device's dense bf16/fp16 peak (default: by name)")
+    args = ap.parse_args(argv)
+    from gpu_fullsize import run_fullsize
+
+    cuda = torch.cuda.is_available()
+    if not args.tiny:
+        basic_check(args)
+    if not cuda and not args.tiny:
+        print("no CUDA device: the full-size architectures are not run (--tiny runs the code path with tiny configs)")
+        return []
+    return run_fullsize(args, cuda)
 
 
 if __name__ == "__main__":

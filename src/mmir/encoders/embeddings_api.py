@@ -32,6 +32,7 @@ from mmir.core.errors import ConfigError, MmirError
 from mmir.core.http import parse_retry_after
 from mmir.core.secrets import Secret, scrub
 from mmir.encoders.text_base import TextEncoder
+from mmir.encoders.truncation import Truncations
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +261,12 @@ class OpenAIEmbeddingEncoder(TextEncoder):
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32, L2-normalised, in input order. Raises :class:`EmbeddingAPIError`."""
         return self._encode(list(texts), self.doc_template, "document")
+
+    def count_truncations(self, texts: Sequence[str], role: str) -> dict:
+        """The character cuts encoding ``texts`` makes (the API hides its tokenisation: no token counts)."""
+        template = self.query_template if role == "query" else self.doc_template
+        flags = [self.max_chars is not None and len(template.format(text=t)) > self.max_chars for t in texts]
+        return Truncations().record(flags, what=f"{self.model} {role}s", max_chars=self.max_chars)
 
     def _prepare(self, texts: list[str], template: str) -> list[str]:
         out, cut, empty = [], 0, 0

@@ -23,9 +23,17 @@ import logging
 import numpy as np
 
 from mmir.config.models import HFTextSystem
+from mmir.encoders.batching import token_batches
 from mmir.encoders.fingerprint import resolve_model
 from mmir.encoders.text_base import HubTextEncoder, effective_dtype, resolve_device
-from mmir.encoders.truncation import CHARS_PER_TOKEN, Truncations, cut_chars, default_max_chars, silence_length_warning
+from mmir.encoders.truncation import (
+    CHARS_PER_TOKEN,
+    TextLimit,
+    Truncations,
+    cut_chars,
+    default_max_chars,
+    silence_length_warning,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +91,7 @@ class HFTextEncoder(HubTextEncoder):
         self.path, self.version = resolve_model(system.model)
         self._set_templates(system.query_template, system.doc_template, domain)
         self.max_length, self.query_max_length = system.max_length, system.query_max_length
-        self.max_chars, self.batch_size = system.max_chars, system.batch_size
+        self.max_chars, self.batch_size, self.batch_tokens = system.max_chars, system.batch_size, system.batch_tokens
         self.device = resolve_device(system.device)
         self.dtype = effective_dtype(system.dtype, self.device)
         self.append_eos = system.append_eos
@@ -98,34 +106,53 @@ class HFTextEncoder(HubTextEncoder):
     def _load(self):
         if self._model is None:
             import torch
-            from transformers import AutoModel, AutoTokenizer
+            from transformers import AutoModel
 
             kw = {"revision": self.revision, "trust_remote_code": self.trust_remote_code}
-            tok = AutoTokenizer.from_pretrained(self.path, **kw)
-            model = AutoModel.from_pretrained(self.path, dtype=getattr(torch, self.dtype), **kw)
-            if self.bidirectional:
-                model.config.is_causal = False
-                for module in model.modules():
-                    if hasattr(module, "is_causal"):
-                        module.is_causal = False
-            if tok.pad_token_id is None:
-                tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
-            if self.padding_side:
-                tok.padding_side = self.padding_side
-            silence_length_warning(tok)
-            limit = self.max_length or tok.model_max_length
-            if limit is None or limit >= _REAL_LIMIT:
-                raise ValueError(f"{self.model_name}: the tokenizer declares no token limit; set max_length")
-            self._limits = {"document": int(limit), "query": int(self.query_max_length or limit)}
-            self._head, self._tail = special_frame(tok)
-            if self.append_eos:
-                if tok.eos_token_id is None:
-                    raise ValueError(f"{self.model_name}: append_eos but the tokenizer has no eos_token")
-                if not self._tail or self._tail[-1] != tok.eos_token_id:
-                    self._tail = [*self._tail, tok.eos_token_id]
-            self._use_cache_kw = "use_cache" in inspect.signature(model.forward).parameters
-            self._model, self._tokenizer = model.to(self.device).eval(), tok
+            tok = self._load_tokenizer()
+            self.adopt(AutoModel.from_pretrained(self.path, dtype=getattr(torch, self.dtype), **kw), tok)
         return self._model
+
+    def _load_tokenizer(self):
+        """The tokenizer alone (counting cuts and building pair texts need no weights: a warm cache loads none)."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(self.path, revision=self.revision, trust_remote_code=self.trust_remote_code)
+            self._setup_tokenizer(tok)
+        return self._tokenizer
+
+    def adopt(self, model, tok) -> None:
+        """Use ``model`` (a transformers ``AutoModel``) and its tokenizer ``tok`` as loaded weights: the attention,
+        padding, token limits and framing set up as :meth:`_load` does (``bench/gpu_check.py`` hands it randomly
+        initialised full-size architectures)."""
+        if self.bidirectional:
+            model.config.is_causal = False
+            for module in model.modules():
+                if hasattr(module, "is_causal"):
+                    module.is_causal = False
+        if tok is not self._tokenizer:
+            self._setup_tokenizer(tok)
+        self._use_cache_kw = "use_cache" in inspect.signature(model.forward).parameters
+        self._model = model.to(self.device).eval()
+
+    def _setup_tokenizer(self, tok) -> None:
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
+        if self.padding_side:
+            tok.padding_side = self.padding_side
+        silence_length_warning(tok)
+        limit = self.max_length or tok.model_max_length
+        if limit is None or limit >= _REAL_LIMIT:
+            raise ValueError(f"{self.model_name}: the tokenizer declares no token limit; set max_length")
+        self._limits = {"document": int(limit), "query": int(self.query_max_length or limit)}
+        self._head, self._tail = special_frame(tok)
+        if self.append_eos:
+            if tok.eos_token_id is None:
+                raise ValueError(f"{self.model_name}: append_eos but the tokenizer has no eos_token")
+            if not self._tail or self._tail[-1] != tok.eos_token_id:
+                self._tail = [*self._tail, tok.eos_token_id]
+        self._tokenizer = tok
 
     def cache_spec(self) -> dict:
         """Model, resolved revision (or package version / local fingerprint), rendered templates, pooling, token
@@ -139,20 +166,38 @@ class HFTextEncoder(HubTextEncoder):
                 "dtype": self.dtype, "trust_remote_code": self.trust_remote_code, "normalize": "l2"}
 
     # --- tokenisation ------------------------------------------------------------------------------------
+    def _budget(self, role: str) -> int | None:
+        return self.max_chars if self.max_chars is not None else default_max_chars(self._limits[role])
+
+    def _content(self, texts: list[str], role: str) -> tuple[list[list[int]], list[bool], list[int]]:
+        """``(content token ids, char-cut flags, token lengths before truncation)`` of ``texts`` (templated)."""
+        self._load_tokenizer()
+        cut, flags = cut_chars(texts, self._budget(role))
+        content = self._tokenizer(self._apply(cut, role), add_special_tokens=False)["input_ids"] if cut else []
+        return content, flags, [len(self._head) + len(c) + len(self._tail) for c in content]
+
+    def count_truncations(self, texts: list[str], role: str) -> dict:
+        """The cuts encoding ``texts`` makes (:class:`~mmir.encoders.truncation.Truncations` keys), without the model."""
+        _, flags, lengths = self._content(list(texts), role)
+        return Truncations().record(flags, lengths, self._limits[role], what=f"{self.model_name} {role}s",
+                                    max_chars=self._budget(role))
+
+    def text_limit(self, role: str) -> TextLimit:
+        """The tokenizer, token limit and character budget for texts of ``role`` (template and framing included)."""
+        self._load_tokenizer()
+        prefix, suffix = self._frame[role]
+        return TextLimit(self._tokenizer, self._limits[role], self._budget(role), prefix, suffix,
+                         len(self._head) + len(self._tail))
+
     def tokenize(self, texts: list[str], role: str) -> tuple[list[list[int]], int]:
         """Truncated token ids of each text and the leading tokens ``gritlm`` pooling skips (0 otherwise)."""
-        self._load()
-        tok = self._tokenizer
-        limit = self._limits[role]
-        budget = self.max_chars if self.max_chars is not None else default_max_chars(limit)
-        cut, flags = cut_chars(texts, budget)
-        content = tok(self._apply(cut, role), add_special_tokens=False)["input_ids"] if cut else []
+        content, flags, lengths = self._content(texts, role)
+        tok, limit = self._tokenizer, self._limits[role]
         room = limit - len(self._head) - len(self._tail)
         if room < 1:
             raise ValueError(f"a token limit of {limit} leaves no room for text after the special tokens")
-        lengths = [len(self._head) + len(c) + len(self._tail) for c in content]
         ids = [self._head + list(c[:room]) + self._tail for c in content]
-        self.truncations.record(flags, lengths, limit, what=f"{self.model_name} {role}s", max_chars=budget)
+        self.truncations.record(flags, lengths, limit, what=f"{self.model_name} {role}s", max_chars=self._budget(role))
         skip = 0
         prefix = self._frame[role][0]
         if self.backend == "gritlm" and prefix:  # as the gritlm package: len(tokenizer(instruction)), none if empty
@@ -182,11 +227,9 @@ class HFTextEncoder(HubTextEncoder):
         if not texts:
             return np.zeros((0, int(model.config.hidden_size)), dtype=np.float32)
         ids, skip = self.tokenize(list(texts), role)
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # less padding; restored below
         out = [None] * len(ids)
-        with torch.inference_mode():
-            for s in range(0, len(order), self.batch_size):
-                rows = order[s : s + self.batch_size]
+        with torch.inference_mode():  # batches of about one length (less padding); rows restored below
+            for rows in token_batches([len(x) for x in ids], self.batch_tokens, self.batch_size):
                 input_ids, mask = self._batch([ids[i] for i in rows])
                 input_ids, mask = input_ids.to(self.device), mask.to(self.device)
                 kw = {"use_cache": False} if self._use_cache_kw else {}

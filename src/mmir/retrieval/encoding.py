@@ -23,7 +23,7 @@ from mmir.config.models import BM25System, MMSystem, System
 from mmir.core.tasks import task as task_spec
 from mmir.data.images import blank_image
 from mmir.encoders.cache import encoder_key
-from mmir.retrieval.items import ImageText, PairBudget, item_texts, query_texts, ranked_items, read_queries
+from mmir.retrieval.items import ImageText, PairBudget, TokenPairBudget, item_texts, query_texts, ranked_items, read_queries
 
 BLANK = "__BLANK__"  # row id of the blank image in the query_images kind
 TEXT_KINDS = ("documents", "pairs", "images", "queries", "mm_queries")
@@ -126,7 +126,7 @@ class KindRows:
 
 
 def kind_rows(kind: str, prep: str | Path, system: System, image_text: ImageText | None = None,
-              budget: PairBudget | None = None) -> KindRows:
+              budget: PairBudget | TokenPairBudget | None = None) -> KindRows:
     """The rows of ``kind`` in a prepared domain for ``system``.
 
     Raises:
@@ -205,6 +205,17 @@ class KindEncoder:
         role = "query" if rows.query else "document"
         modality = "image_set" if rows.kind == "query_image_sets" else "image" if rows.images else "text"
         return self.encoder.cache_kind(modality, role)
+
+    def role(self, rows: KindRows) -> str:
+        return "query" if rows.query else "document"
+
+    def truncations(self, rows: KindRows, payloads: Sequence) -> dict:
+        """The cuts encoding ``payloads`` (texts of ``rows``' kind) makes, from the texts and the model's limits:
+        the same on a cold cache, a warm one and after a resume. Empty for image kinds."""
+        count = getattr(self.encoder, "count_truncations", None)
+        if rows.images or count is None:
+            return {}
+        return dict(count(list(payloads), self.role(rows)))
 
     def fn(self, rows: KindRows) -> Callable[[list], np.ndarray]:
         enc = self.encoder

@@ -3,7 +3,8 @@
 Items (store row = item index): Tasks 1-2 the corpus documents, Task 3 the decodable corpus images, Task 4 the
 (document, image) pairs of ``pairs.parquet``. Queries: Task 1 ``topics.parquet`` (or ablation variants), Tasks
 2-4 the multimodal topics. Text systems see images as text (captioner text, plus alt text when ``alt_text``);
-a pair's text gives document and image text each its own share of the character budget.
+a pair's text gives document and image text each its own share of the encoder's token limit (of a character budget
+for encoders without a tokenizer).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pandas as pd
 
 from mmir.core.errors import DataError
 from mmir.core.tasks import task as task_spec
+from mmir.encoders.truncation import TextLimit
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,54 @@ class PairBudget:
         return f"{doc}\n\n{image}" if doc else image
 
 
-def item_texts(items: Items, prep: str | Path, image_text: ImageText | None, budget: PairBudget | None = None) -> list[str]:
+@dataclass
+class TokenPairBudget:
+    """How a pair's text shares the encoder's token limit (``limit``: its tokenizer, limit, character budget and
+    template): the image text gets up to ``image_share`` of the tokens left for text after the template and
+    special tokens, the document the rest. Both are cut on token boundaries of the encoder's own tokenizer, and the
+    joined text is checked to fit, so the model's truncation never reaches the image text. ``cut_images`` counts
+    the pairs whose image text was cut (longer than its share), ``cut_documents`` those whose document was."""
+
+    limit: TextLimit
+    image_share: float = 0.25
+    cut_documents: int = 0
+    cut_images: int = 0
+
+    def _join(self, doc: str, image: str) -> tuple[str, int]:
+        text = f"{doc}\n\n{image}" if doc else image
+        return text, self.limit.length(text)
+
+    def join(self, doc: str, image: str) -> str:
+        if not image:
+            return doc  # a text-only pair: the encoder's own cut applies (and is counted there)
+        lim = self.limit
+        room = lim.max_tokens - lim.length("")
+        chars = lim.max_chars
+        cut_image = False
+        if chars is not None and len(image) > chars:  # never tokenise a huge text whole
+            image, cut_image = image[:chars], True
+        ends = lim.token_ends(image)
+        cap = max(1, int(room * self.image_share))
+        if len(ends) > cap:
+            image, cut_image = image[: ends[cap - 1]], True
+        d = doc if chars is None else doc[: max(0, chars - len(image) - 2)]  # the whole text within max_chars
+        text, n = self._join(d, image)
+        if n > lim.max_tokens:
+            ends = lim.token_ends(d)
+            k = len(ends)
+            while n > lim.max_tokens and k > 0:  # drop the overflow from the document's end; re-check the join
+                k = max(0, k - (n - lim.max_tokens))
+                d = d[: ends[k - 1]] if k else ""
+                text, n = self._join(d, image)
+        if n > lim.max_tokens:  # the image text alone is over the limit (image_share near 1): the model cuts it
+            cut_image = True
+        self.cut_images += cut_image
+        self.cut_documents += len(d) < len(doc)
+        return text
+
+
+def item_texts(items: Items, prep: str | Path, image_text: ImageText | None,
+               budget: PairBudget | TokenPairBudget | None = None) -> list[str]:
     """The text of every item for a text retriever: document text, image text, or both for a pair.
 
     Raises:

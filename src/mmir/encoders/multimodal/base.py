@@ -196,6 +196,13 @@ class MultimodalEncoder(abc.ABC):
         return list_collate
 
     # --- public encoding -------------------------------------------------------------------------------
+    def count_truncations(self, texts: Sequence[str], role: Role = "document") -> dict:
+        """The cuts :meth:`encode_text` makes on ``texts`` (:class:`~mmir.encoders.truncation.Truncations` keys),
+        without running the model."""
+        cut, flags = cut_chars(texts, self.max_chars)
+        return Truncations().record(flags, self._token_lengths(cut, role) if cut else None, self.text_token_limit,
+                                    what=f"{self.model_id} {role} texts", max_chars=self.max_chars)
+
     def encode_text(self, texts: Sequence[str], *, role: Role = "document") -> np.ndarray:
         """Encode texts (cut at :attr:`max_chars`, then at the token limit; counted in :attr:`truncations`).
 
