@@ -111,7 +111,7 @@ def test_chunk_sizes_bound_the_largest_temporary():
     assert max(trace) == (max(p.chunk_tokens), 256) and p.largest_sim == (max(m for m, _ in trace), 256)
     # chunks cover every item once, in order, and are full: the next item would not fit
     assert [a for a, _ in p.item_chunks][1:] == [b for _, b in p.item_chunks][:-1] and p.item_chunks[-1][1] == 2000
-    for (a, b), m in zip(p.item_chunks[:-1], p.chunk_tokens):
+    for (_a, b), m in zip(p.item_chunks[:-1], p.chunk_tokens):
         assert m <= 4096 < m + lengths[b]
     assert spans(np.array([5, 100, 2]), 10) == [(0, 1), (1, 2), (2, 3)]  # an item over the budget is a chunk alone
 
