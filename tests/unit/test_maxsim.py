@@ -105,10 +105,10 @@ def test_chunk_sizes_bound_the_largest_temporary():
     trace: list = []
     topk_maxsim(queries, tokens, lengths, 10, chunk_tokens=4096, query_tokens=256, trace=trace)
     p = plan(lengths, [32] * 70, 4096, 256)
-    # every similarity matrix is (chunk tokens <= 4096, block query tokens <= 256): nothing scales with the corpus
-    assert trace and all(m <= 4096 and t <= 256 for m, t in trace)
+    # every similarity matrix is (block query tokens <= 256, chunk tokens <= 4096): nothing scales with the corpus
+    assert trace and all(t <= 256 and m <= 4096 for t, m in trace)
     assert len(trace) == len(p.item_chunks) * len(p.query_blocks)
-    assert max(trace) == (max(p.chunk_tokens), 256) and p.largest_sim == (max(m for m, _ in trace), 256)
+    assert p.largest_sim == (256, max(m for _, m in trace)) == (256, max(p.chunk_tokens))
     # chunks cover every item once, in order, and are full: the next item would not fit
     assert [a for a, _ in p.item_chunks][1:] == [b for _, b in p.item_chunks][:-1] and p.item_chunks[-1][1] == 2000
     for (_a, b), m in zip(p.item_chunks[:-1], p.chunk_tokens):

@@ -2,7 +2,7 @@
 
 ``score(q, d) = sum_i max_j <q_i, d_j>`` over the query's tokens ``i`` and the item's tokens ``j``. The store is
 scanned in item chunks of at most ``chunk_tokens`` token rows, the queries in blocks of at most ``query_tokens``
-token rows, so the largest temporary is one ``(chunk tokens, block query tokens)`` float32 similarity matrix (an
+token rows, so the largest temporary is one ``(block query tokens, chunk tokens)`` float32 similarity matrix (an
 item longer than ``chunk_tokens`` is a chunk of its own), never a query x corpus x tokens tensor. Order: score
 descending, ties by lower item index, also across chunk borders and at the k-th place (as
 :func:`mmir.retrieval.topk.topk_inner_product`).
@@ -51,8 +51,8 @@ class MaxSimPlan:
 
     @property
     def largest_sim(self) -> tuple[int, int]:
-        """Shape of the largest ``(item tokens, query tokens)`` float32 temporary."""
-        return (max(self.chunk_tokens, default=0), max(self.block_tokens, default=0))
+        """Shape of the largest ``(query tokens, item tokens)`` float32 temporary."""
+        return (max(self.block_tokens, default=0), max(self.chunk_tokens, default=0))
 
 
 def plan(lengths: np.ndarray, query_lengths: Sequence[int], chunk_tokens: int = CHUNK_TOKENS,
@@ -108,7 +108,7 @@ def topk_maxsim(queries: Sequence[np.ndarray], tokens, lengths: np.ndarray, k: i
     blocks = []
     for b0, b1 in p.query_blocks:  # one (block tokens, d) matrix and each query's first row in it
         qlen = np.array([qs[j].shape[0] for j in range(b0, b1)])
-        blocks.append((b0, b1, np.ascontiguousarray(np.concatenate(qs[b0:b1]).T), np.concatenate([[0], np.cumsum(qlen)[:-1]])))
+        blocks.append((b0, b1, np.ascontiguousarray(np.concatenate(qs[b0:b1])), np.concatenate([[0], np.cumsum(qlen)[:-1]])))
     best = [(np.empty((b1 - b0, 0), np.float32), np.empty((b1 - b0, 0), np.int64)) for b0, b1, *_ in blocks]
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     buf = np.empty((max(p.chunk_tokens), d), dtype=np.float32)
@@ -121,15 +121,16 @@ def topk_maxsim(queries: Sequence[np.ndarray], tokens, lengths: np.ndarray, k: i
             np.copyto(chunk, tokens[t0 : t0 + m], casting="unsafe")
         starts = offsets[i0:i1] - t0
         for bi, (b0, b1, qt, qstarts) in enumerate(blocks):
-            sim = chunk @ qt  # (item tokens, query tokens) float32: the largest temporary
+            # (query tokens, item tokens) float32, the largest temporary; rows are query tokens, so the max over each
+            # item's tokens runs along contiguous memory (an order of magnitude faster than along axis 0)
+            sim = qt @ chunk.T
             if trace is not None:
                 trace.append(sim.shape)
-            per_token = np.maximum.reduceat(sim, starts, axis=0)  # (items, query tokens): max over each item's tokens
+            per_token = np.maximum.reduceat(sim, starts, axis=1)  # (query tokens, items): max over each item's tokens
             del sim
-            scores = np.add.reduceat(per_token, qstarts, axis=1).T  # (queries, items): sum over each query's tokens
+            scores = np.add.reduceat(per_token, qstarts, axis=0)  # (queries, items): sum over each query's tokens
             if not np.isfinite(scores).all():
                 raise ValueError(f"non-finite MaxSim for items {i0}..{i1 - 1} and queries {b0}..{b1 - 1}: NaN or inf")
-            scores = np.ascontiguousarray(scores)
             if ex is not None:
                 for r in range(b0, b1):
                     lo, hi = np.searchsorted(ex[r], [i0, i1])
@@ -144,7 +145,9 @@ def topk_maxsim(queries: Sequence[np.ndarray], tokens, lengths: np.ndarray, k: i
 
 def working_memory_bytes(p: MaxSimPlan, d: int, k: int) -> int:
     """Upper estimate of :func:`topk_maxsim`'s scratch bytes for plan ``p``: the float32 chunk copy and its float16
-    read buffer, the similarity matrix, the per-item maxima, and the per-query top-k."""
-    m, t = p.largest_sim
+    read buffer, the similarity matrix, the per-item maxima (query tokens x items), the per-query scores and their
+    partition (13 bytes a query x item), and the running top-k (12 bytes a query x k)."""
+    t, m = p.largest_sim
     items = max((b - a for a, b in p.item_chunks), default=0)
-    return 6 * m * d + 4 * m * t + 4 * items * t + 13 * items * t + 12 * k * sum(b - a for a, b in p.query_blocks)
+    queries = max((b - a for a, b in p.query_blocks), default=0)
+    return 6 * m * d + 4 * t * m + 4 * t * items + 13 * queries * items + 24 * k * sum(b - a for a, b in p.query_blocks)

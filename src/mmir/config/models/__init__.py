@@ -44,11 +44,15 @@ from mmir.config.models.resources import JobResources, ResourcesConfig
 from mmir.config.models.significance import SignificanceConfig
 from mmir.config.models.systems import (
     BM25System,
+    ColBERTSystem,
+    ColPaliSystem,
     DenseSystem,
     DenseSystemBase,
     EmbeddingsAPISystem,
     HFTextSystem,
     MMSystem,
+    MultiVectorSystem,
+    MultiVectorSystemBase,
     SentenceTransformersSystem,
     System,
 )
@@ -56,7 +60,7 @@ from mmir.config.parse import parse
 
 
 def parse_system(d, key: str = "systems", file: str | None = None) -> System:
-    """A ``systems.<name>`` entry as a :data:`System` (BM25System, a dense system, MMSystem)."""
+    """A ``systems.<name>`` entry as a :data:`System` (BM25System, a dense system, MMSystem, a multivector system)."""
     return parse(System, d, key, file)
 
 
@@ -85,4 +89,5 @@ __all__ = [
     "PathsConfig", "Prices", "RagConfig", "ReformulationGrid", "ReformulatorConfig", "ReproductionParams",
     "ResourcesConfig", "SampleConfig", "Section", "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig",
     "System", "TraceConfig", "TransformersGenerator", "TrecDataset", "VEFConfig", "VLMCaptioner",
+    "ColPaliSystem", "MultiVectorSystem", "MultiVectorSystemBase", "ColBERTSystem",
 ]
