@@ -148,9 +148,11 @@ class ColPaliEncoder:
         return self._batches(list(enumerate(datas)), lambda b: self._run(self.processor.process_images([decode(*x) for x in b])))
 
     def encode_pairs(self, pairs: Sequence[tuple[str, bytes]]) -> list[np.ndarray]:
-        """(document text, image bytes) pairs -> the document's tokens followed by the image's."""
-        docs, imgs = self.encode_documents([t for t, _ in pairs]), self.encode_images([b for _, b in pairs])
-        return [np.concatenate([d, i]) for d, i in zip(docs, imgs)]
+        """(document text, image bytes) pairs -> the document's tokens followed by the image's (none for empty bytes)."""
+        docs = self.encode_documents([t for t, _ in pairs])
+        with_image = [i for i, (_, b) in enumerate(pairs) if b]
+        imgs = dict(zip(with_image, self.encode_images([pairs[i][1] for i in with_image])))
+        return [np.concatenate([d, imgs[i]]) if i in imgs else d for i, d in enumerate(docs)]
 
 
 def make_multivector_encoder(system) -> ColBERTEncoder | ColPaliEncoder:
