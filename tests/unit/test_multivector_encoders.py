@@ -134,3 +134,16 @@ def test_colqwen2_5_loads_and_equals_colpali_engine_scoring(tmp_path):
     np.testing.assert_array_equal(i, np.argsort(-ref, axis=1, kind="stable"))
     pair = enc.encode_pairs([(DOCS[0], images[0])])[0]  # Task 4: the document's tokens, then the image's
     np.testing.assert_allclose(pair, np.concatenate([enc.encode_documents(DOCS[:1])[0], im[0]]), atol=1e-6)
+
+
+@pytest.mark.parametrize("preset", ["reason-moderncolbert", "gte-moderncolbert", "colqwen2.5"])
+def test_late_interaction_presets_load_through_the_same_path(preset, colbert, tmp_path):
+    """Each preset with its hub id swapped for a tiny checkpoint of the same architecture (no hub here)."""
+    from test_presets import system_of
+
+    path = colbert[0] if "colbert" in preset else save_colqwen2_5(tmp_path / "colqwen")
+    s = system_of(preset, model=str(path), revision=None, device="cpu")
+    enc = make_multivector_encoder(s)
+    q, d = enc.encode_queries(QUERIES[:2]), enc.encode_documents(DOCS[:2])
+    assert len(q) == 2 and len(d) == 2 and all(x.ndim == 2 and np.allclose(np.linalg.norm(x, axis=1), 1, atol=1e-4) for x in q + d)
+    assert enc.cache_spec()["model"] == str(path)

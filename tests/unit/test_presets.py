@@ -55,11 +55,16 @@ def system_of(preset: str, **overrides) -> dict:
 # ---------------------------------------------------------------------------------------------------------
 
 def test_catalogue_covers_tables_3_to_6_with_complete_entries():
-    papers = [p["paper"] for p in PRESETS.values()]
+    papers = [p["paper"] for p in PRESETS.values() if p["paper"]]
     assert sorted(papers) == sorted(PAPER_TABLE_3 | PAPER_TABLES_4_6)
     for name, p in PRESETS.items():
         assert set(p) >= {"paper", "published", "status", "source", "system"}, name
         assert p["status"] in STATUSES or p["status"].startswith("needs network"), name
+        if p["paper"] is None:  # beyond the paper (late interaction, issue 18): no published value, hub weights
+            assert p["published"] == {} and p["status"].startswith("needs network"), name
+            rev = p["system"].get("revision")
+            assert rev is None or re.fullmatch(r"[0-9a-f]{40}", rev), name
+            continue
         assert set(p["published"]) <= {"task1", "task2", "task3", "task4"} and p["published"], name
         assert set(p["system"]["tasks"]) == set(p["published"]), name
         if p["system"]["kind"] == "mm":
