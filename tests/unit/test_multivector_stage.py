@@ -10,6 +10,7 @@ import pytest
 from retrieval_pipeline import encode_kinds, run_system
 from test_multimodal import ds, mm_root
 
+from mmir.config.models import parse_system
 from mmir.core.errors import DataError
 from mmir.data.prepare import prepare_domain, write_prepared
 from mmir.encoders.multivector import make_multivector_encoder
@@ -116,8 +117,36 @@ def test_a_store_whose_token_counts_do_not_match_its_manifest_is_named(prepared,
     m["shards"][0]["tokens"] += 2
     path = tmp_path / "w" / "vectors" / "documents" / "manifest.json"
     path.write_text(json.dumps(m))
-    from mmir.config.models import parse_system
     from mmir.workflow.multivector import search
 
     with pytest.raises(DataError, match="shard-00000.npy.*tokens"):
         search(parse_system(colbert), "task1", stores, task_items("task1", prepared), task_queries("task1", prepared), 3, None)
+
+
+def test_a_killed_encode_job_resumes_at_the_lost_batch(prepared, colbert, tmp_path):
+    """The encode job dies in its third batch; the rerun skips the two written batches (and their model calls)."""
+
+    real = make_multivector_encoder(colbert)
+    calls = {"n": 0}
+
+    class Dying:
+        cache_spec = real.cache_spec
+
+        def encode_queries(self, texts):
+            return real.encode_queries(texts)
+
+        def encode_documents(self, texts):
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise KeyboardInterrupt("killed")
+            return real.encode_documents(texts)
+
+    enc = {"shard_size": 100, "dtype": "float16", "batch_rows": 1}
+    sys1 = {**colbert, "batch_size": 1}
+    with pytest.raises(KeyboardInterrupt):
+        encode_kinds("task1", prepared, sys1, tmp_path / "w", encoder=Dying(), encoding=enc)
+    progress = (tmp_path / "w" / "vectors" / "documents" / "shard-00000.progress").read_text().splitlines()
+    assert len(progress) == 3  # the header and two batches
+    encode_kinds("task1", prepared, sys1, tmp_path / "w", encoder=real, encoding=enc)
+    st = json.loads((tmp_path / "w" / "vectors" / "documents" / "shard-00000.stats.json").read_text())
+    assert st["batches_skipped"] == 2 and st["batches_computed"] == st["batches_total"] - 2
