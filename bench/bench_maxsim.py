@@ -17,7 +17,7 @@ Steps (each in its own process, so each peak RSS is its own):
   mask (its einsum makes a queries x docs x query tokens x doc tokens tensor, so the whole store cannot go through
   it at once), then ``torch.topk``; the ratio of times and the agreement of the top-k.
 
-Usage: ``.venv/bin/python bench/bench_maxsim.py [--out /work/tmp-bench/maxsim] [--search-shards 4] [--clean]``
+Usage: ``.venv/bin/python bench/bench_maxsim.py [--out /tmp/mmir-bench-maxsim] [--search-shards 3] [--clean]``
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def step_pylate(out: Path, nq: int, k: int, slice_docs: int, batch: int) -> None
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=Path("/work/tmp-bench/maxsim"))
+    ap.add_argument("--out", type=Path, default=Path("/tmp/mmir-bench-maxsim"))
     ap.add_argument("--step", choices=["all", "write", "search", "pylate"], default="all")
     ap.add_argument("--docs", type=int, default=DOCS)
     ap.add_argument("--queries", type=int, default=32)
