@@ -19,6 +19,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
 	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet datasets==5.2.0 ujson==5.12.0
+	$(PY) -m pip install --quiet --no-deps pylate==1.6.0 colpali-engine==0.3.18   # late interaction: see pyproject.toml
 	touch $@
 
 # the first run: every stage on a sample of ../shared/data (params.yaml), under 20 minutes cold on 2 cores
@@ -57,6 +59,7 @@ bench: setup
 	$(PY) bench/bench_llm_concurrency.py
 	$(PY) bench/bench_fullsize.py --work $(or $(BENCH_WORK),/tmp/mmir-bench-fullsize) --clean   # ~11 GB of scratch disk
 	$(PY) bench/bench_token_batches.py
+	$(PY) bench/bench_maxsim.py --out $(or $(BENCH_WORK),/tmp)/mmir-bench-maxsim --search-shards 3 --clean   # ~17 GB of scratch disk
 
 mlflow-ui: setup
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db

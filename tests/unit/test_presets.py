@@ -61,8 +61,10 @@ def test_catalogue_covers_tables_3_to_6_with_complete_entries():
     for name, p in PRESETS.items():
         assert set(p) >= {"paper", "published", "status", "source", "system"}, name
         assert p["status"] in STATUSES or p["status"].startswith("needs network"), name
-        if p["paper"] is None:  # beyond the paper: no published number, every task the kind runs
-            assert p["published"] == {} and p["system"]["tasks"] is None, name
+        if p["paper"] is None:  # beyond the paper (issue 18): no published value; a pinned revision is a full commit
+            assert p["published"] == {}, name
+            rev = p["system"].get("revision")
+            assert rev is None or re.fullmatch(r"[0-9a-f]{40}", rev), name
             continue
         assert set(p["published"]) <= {"task1", "task2", "task3", "task4"} and p["published"], name
         assert set(p["system"]["tasks"]) == set(p["published"]), name

@@ -106,7 +106,8 @@ def check_params(params: Params, file: str | None = None) -> None:
     if ev.primary_measure not in params.measures:
         raise ConfigError("evaluation.primary_measure", f"{ev.primary_measure!r} is not listed in measures", file)
     mm_tasks = [t for t in params.tasks if t != "task1"]
-    text_systems = [n for n, s in params.systems.items() if s.kind in ("bm25", "dense")]
+    text_systems = [n for n, s in params.systems.items()
+                    if s.kind in ("bm25", "dense") or (s.kind == "multivector" and s.backend == "colbert")]
     if mm_tasks and text_systems and ev.image_text not in params.captioners:
         raise ConfigError("evaluation.image_text", f"{ev.image_text!r} is not a key of captioners (text systems "
                           f"{', '.join(text_systems)} need image text on {', '.join(mm_tasks)})", file)

