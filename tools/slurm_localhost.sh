@@ -9,13 +9,18 @@
 #              workflow/profiles/slurm uses; the node has no GPUs).
 # Why slurmdbd: SLURM 22.05 has no file-based accounting (accounting_storage/filetxt is gone); without slurmdbd
 # `sacct` says "Slurm accounting storage is disabled", and `sacct --completion` over a jobcomp/filetxt log shows no
-# memory. `start` prints the environment that points the SLURM commands at the cluster
+# memory. The jobs' own `srun` (snakemake-executor-plugin-slurm-jobstep 0.6.1 starts each rule with
+# `srun -n1 --cpu-bind=q` and removes every SLURM_* variable but the job's identity from its environment, SLURM_CONF
+# included) finds the configuration only at the compiled-in path: `start` links /etc/slurm/slurm.conf to DIR's
+# (refusing when another slurm.conf is there), `stop` removes the link. `start` prints the environment that points the SLURM commands at the cluster
 # (`eval "$(tools/slurm_localhost.sh start DIR)"`); `stop` ends the daemons; `env` prints the environment again.
 set -euo pipefail
 usage="usage: slurm_localhost.sh start|stop|env DIR"
 cmd="${1:?$usage}"
 dir="$(mkdir -p "${2:?$usage}" && cd "$2" && pwd)"
 conf="$dir/slurm.conf"
+system_conf="${MMIR_SLURM_SYSTEM_CONF:-/etc/slurm/slurm.conf}"
+marker="# written by tools/slurm_localhost.sh"
 socket="$dir/munge/munge.socket"
 db_port="${MMIR_SLURM_DB_PORT:-16306}"
 dbd_port="${MMIR_SLURM_DBD_PORT:-16819}"
@@ -34,6 +39,7 @@ stop_pidfile() {
 }
 
 stop() {
+  if [ -L "$system_conf" ] && [ "$(readlink "$system_conf")" = "$conf" ]; then rm -f "$system_conf"; fi
   for pidfile in slurmd.pid slurmctld.pid slurmdbd.pid db/mariadbd.pid munge/munged.pid; do stop_pidfile "$dir/$pidfile"; done
 }
 
@@ -51,6 +57,9 @@ start() {
       echo "slurm_localhost.sh: $tool not found (apt-get install slurm-wlm slurmdbd munge mariadb-server)" >&2; exit 2; }
   done
   [ "$(id -u)" -eq 0 ] || { echo "slurm_localhost.sh: run as root (slurmd starts jobs as their users)" >&2; exit 2; }
+  if [ -e "$system_conf" ] && ! head -n 1 "$system_conf" | grep -qxF "$marker"; then
+    echo "slurm_localhost.sh: $system_conf exists and is not ours: this machine has its own SLURM" >&2; exit 3
+  fi
   stop
   mkdir -p "$dir/munge" "$dir/state" "$dir/spool"
   chmod 700 "$dir/munge"
@@ -89,6 +98,7 @@ StorageLoc=slurm_acct_db
 CONF
   chmod 600 "$dir/slurmdbd.conf"
   cat > "$conf" <<CONF
+$marker
 ClusterName=mmir-localhost
 SlurmctldHost=$node(127.0.0.1)
 SlurmUser=root
@@ -124,10 +134,17 @@ NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$(awk '/^MemTotal:/ {
 PartitionName=cpu Nodes=$node Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes=$node MaxTime=INFINITE State=UP
 CONF
+  mkdir -p "$(dirname "$system_conf")"
+  ln -sfn "$conf" "$system_conf"
   export SLURM_CONF="$conf"  # slurmdbd reads slurmdbd.conf from the same folder
   slurmdbd
   wait_for slurmdbd sacctmgr -n list cluster
-  sacctmgr -i add cluster mmir-localhost > /dev/null 2>&1 || true  # already there after the first start
+  # the cluster, an account `mmir` and root in it (the plugin finds a user's account with sacctmgr); already there
+  # after the first start
+  for add in "cluster mmir-localhost" "account mmir cluster=mmir-localhost" "user root account=mmir cluster=mmir-localhost"; do
+    # shellcheck disable=SC2086
+    sacctmgr -i add $add > /dev/null 2>&1 || true
+  done
   slurmctld
   slurmd -N "$node"
   wait_for "the node $node" bash -c 'sinfo -h -N -o %T | grep -qx idle'
