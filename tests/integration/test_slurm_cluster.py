@@ -173,6 +173,7 @@ def test_slurm_runs_the_slice_with_each_rules_resources_and_a_cancelled_job_resu
     acct = subprocess.run(["sacct", "-X", "-j", ",".join(jobs), "--format", fields], capture_output=True, text=True,
                           env=slurm_env, check=True).stdout
     print(f"\n{acct}")
+    print("\n".join(f"{job:>12} {rule} {wildcards}" for job, (rule, wildcards) in sorted(jobs.items(), key=lambda j: int(j[0]))))
     rows = subprocess.run(["sacct", "-X", "-P", "--noheader", "-j", ",".join(jobs), "--format", fields.replace("%36", "")],
                           capture_output=True, text=True, env=slurm_env, check=True).stdout.splitlines()
     by_id = {r.split("|")[0]: r.split("|") for r in rows}
