@@ -10,9 +10,9 @@ rule score:
         "logs/score/{task}/{dataset}/{system}/{domain}.log",
     benchmark:
         "benchmarks/score/{task}/{dataset}/{system}/{domain}.tsv"
-    threads: 1
+    threads: spec_threads("score")
     resources:
-        mem_mb=2000,
+        **spec_resources("score"),
     params:
         slice=spec_params("score"),
     script:
