@@ -36,3 +36,4 @@ class ResourcesConfig(Section):
     mmdr_reports: JobResources = Field(_job(2, 8000, 120, 0), description="MMDR reports")
     mmdr_score: JobResources = Field(_job(2, 8000, 120, 0), description="MMDR scoring")
     essentiality: JobResources = Field(_job(2, 8000, 120, 0), description="image essentiality labels")
+    rerank: JobResources = Field(_job(2, 8000, 120, 0), description="rerank one first-stage run of one domain")
