@@ -16,6 +16,7 @@ class CrossEncoderReranker(Section):
     """A sentence-transformers ``CrossEncoder`` scoring each (query, candidate) pair (mmir.retrieval.rerank.cross_encoder)."""
 
     kind: Literal["cross-encoder"] = Field(description="cross-encoder = sentence-transformers CrossEncoder")
+    preset: str | None = unset("the reranker preset this entry expands (src/mmir/config/reranker_presets.yaml)")
     model: str = Field(description="hub id, local path, or pypi:<package> of the cross-encoder (or of its architecture, "
                        "with random_init)")
     backend: Literal["sentence-transformers", "mxbai-rerank"] = Field(
