@@ -35,8 +35,8 @@ def _random_copy(cfg: CrossEncoderReranker, model: str, dest: Path) -> str:
     conf = AutoConfig.from_pretrained(model, **kw)
     torch.manual_seed(cfg.seed)
     causal = bool(conf.architectures) and conf.architectures[0].endswith("ForCausalLM")
-    model = (AutoModelForCausalLM if causal else AutoModelForSequenceClassification).from_config(conf)
-    model.save_pretrained(dest)
+    net = (AutoModelForCausalLM if causal else AutoModelForSequenceClassification).from_config(conf)
+    net.save_pretrained(dest)
     AutoTokenizer.from_pretrained(model, **kw).save_pretrained(dest)
     return str(dest)
 
@@ -77,7 +77,8 @@ class CrossEncoderScorer:
                  ", random weights" if cfg.random_init else "")
 
     def _count_truncated(self, query: str, texts: Sequence[str]) -> None:
-        enc = self.tokenizer([query] * len(texts), list(texts), truncation=False, add_special_tokens=True)
+        enc = self.tokenizer([query] * len(texts), list(texts), truncation=False, add_special_tokens=True,
+                             verbose=False)
         self.truncated += sum(len(ids) > self.cfg.max_length for ids in enc["input_ids"])
         self.pairs += len(texts)
 
@@ -92,8 +93,10 @@ class CrossEncoderScorer:
                 batch = list(texts[i:i + self.cfg.batch_size])
                 out.append(self.model.predict([query] * len(batch), batch, instruction=self.cfg.instruction).numpy())
             return np.concatenate(out).astype(np.float32).reshape(-1)
+        import torch
+
         s = self.model.predict([(query, t) for t in texts], batch_size=self.cfg.batch_size, show_progress_bar=False,
-                               convert_to_numpy=True)
+                               convert_to_numpy=True, activation_fn=torch.nn.Identity())  # raw logits, as documented
         return np.asarray(s, dtype=np.float32).reshape(len(texts), -1)[:, -1]
 
     def close(self) -> None:
