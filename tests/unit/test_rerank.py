@@ -333,3 +333,44 @@ def test_reranked_systems_join_their_first_stage_units():
     assert [u["system"] for u in units] == ["bm25", "bm25+rr:ce"]
     assert U.rerank_systems(cfg)["bm25+rr:ce"] == {"base": "bm25", "reranker": "ce", "depth": 50, "tasks": ["task1"],
                                                   "datasets": None}
+
+
+# ------------------------------------------------------------------------------------------------ the table
+def _write_metrics(tmp_path, system, values, domain="d"):
+    base = tmp_path / system.replace(":", "_").replace("+", "_")
+    (base).mkdir(parents=True, exist_ok=True)
+    mf, pf = base / f"{domain}.json", base / f"{domain}.perquery.tsv"
+    mf.write_text(json.dumps({"dataset": "ds", "domain": domain, "system": system, "queries": len(values),
+                              "measures": {"nDCG@10": float(np.mean(values))}}))
+    pf.write_text("qid\tmeasure\tvalue\n" + "".join(f"q{i}\tnDCG@10\t{v}\n" for i, v in enumerate(values)))
+    return str(mf), str(pf)
+
+
+def test_table_tests_each_reranked_row_against_its_own_first_stage(tmp_path):
+    """The test against the first stage equals an exact sign-flip test computed here (8 queries: all 256 patterns)."""
+    import itertools
+
+    from mmir.workflow.steps import TableFiles, report
+
+    bm25 = [0.1, 0.2, 0.0, 0.5, 0.3, 0.1, 0.0, 0.4]
+    dense = [0.3, 0.1, 0.2, 0.2, 0.6, 0.0, 0.1, 0.2]
+    rr = [0.4, 0.5, 0.1, 0.6, 0.5, 0.3, 0.0, 0.7]  # better than bm25 on 6 queries, tied on 1, worse on none
+    files = [_write_metrics(tmp_path, s, v) for s, v in (("bm25", bm25), ("dense", dense), ("bm25+rr:ce", rr))]
+    stats = tmp_path / "rr.stats.json"
+    stats.write_text(json.dumps({"llm_calls": 10, "llm_failures": 2}))
+    out = TableFiles(tmp_path / "t.md", tmp_path / "t.csv", tmp_path / "t.metrics.json", tmp_path / "t.significance.json")
+    report("task1", [m for m, _ in files], "nDCG@10", "official", out, perquery_files=[p for _, p in files],
+           significance={"baseline": "dense"}, reranked={"bm25+rr:ce": "bm25"}, rerank_stats={"bm25+rr:ce": [str(stats)]})
+    d = np.array(rr) - np.array(bm25)
+    flips = [abs(np.mean(d * np.array(s))) for s in itertools.product([1, -1], repeat=len(d))]
+    p_exact = np.mean([f >= abs(d.mean()) - 1e-12 for f in flips])
+    sig = json.loads((tmp_path / "t.significance.json").read_text())
+    label = "bm25+rr:ce ‡"
+    cell = sig["rerank"]["ds"][label]["cells"]["Avg."]
+    assert sig["rerank"]["ds"][label]["first_stage"] == "bm25"
+    assert cell["diff"] == pytest.approx(d.mean() * 100, abs=1e-3)
+    assert cell["p"] == pytest.approx(p_exact, abs=1e-9)
+    assert sig["datasets"]["ds"]["baseline"] == "dense"  # the table's own baseline is untouched
+    md = (tmp_path / "t.md").read_text()
+    assert "## ds: reranked vs first stage" in md and f"| {label} | bm25 | +{d.mean() * 100:.1f} |" in md
+    assert "‡ = reranker calls failed" in md and "bm25+rr:ce ‡: 2 of 10" in md
