@@ -119,6 +119,16 @@ def system_config(config: dict, system: str) -> dict:
     return config["systems"][base_system(config, system)]
 
 
+def untrained(config: dict, system: str) -> bool:
+    """Random weights somewhere in ``system``: its own (``random_init``), or a reranked system's first stage or
+    reranker's."""
+    reranked = U.rerank_systems(config)
+    if system in reranked:
+        r = reranked[system]
+        return untrained(config, r["base"]) or bool(config["rerankers"][r["reranker"]].get("random_init"))
+    return bool(system_config(config, system).get("random_init"))
+
+
 def job_resources(config: dict, rule_name: str, system: str | None = None) -> dict[str, int]:
     """``threads, mem_mb, runtime (minutes), gpu`` of a rule's jobs: ``resources.default`` < ``resources.<rule>`` <
     the system's own ``resources`` (encode and retrieve jobs)."""

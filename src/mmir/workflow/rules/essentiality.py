@@ -6,7 +6,18 @@ from __future__ import annotations
 from mmir.core import paths
 from mmir.core.paths import resolve_path
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import Job, Rule, W, captioned, image_text_captions, prepared_dir, sample_notes, tracking_output, without
+from mmir.workflow.rules.common import (
+    Job,
+    Rule,
+    W,
+    captioned,
+    image_text_captions,
+    prepared_dir,
+    sample_notes,
+    tracking_output,
+    untrained,
+    without,
+)
 from mmir.workflow.units import PreparedUnit
 
 #: keys of ``essentiality`` that choose units or the report's rows, read by no labelling job
@@ -67,7 +78,7 @@ def _essentiality_report_params(config: dict, w: W) -> dict:
                        "generator": None if e["labels"] else config["generators"][e["classifier"]],
                        "measure": config["evaluation"]["primary_measure"], "units": us, "systems": systems,
                        "skipped": U.essentiality_skipped(config), "mlflow": config["mlflow"],
-                       "untrained": sorted(s for s in chosen if config["systems"][s].get("random_init"))},
+                       "untrained": sorted(s for s in chosen if untrained(config, s))},
             "samples": sample_notes(config, us)}
 
 

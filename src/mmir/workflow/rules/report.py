@@ -15,6 +15,7 @@ from mmir.workflow.rules.common import (
     tracked_reranked,
     tracked_slice,
     tracking_output,
+    untrained,
 )
 
 
@@ -66,14 +67,8 @@ def _report_inputs(config: dict, w: W) -> dict:
 def _report_params(config: dict, w: W) -> dict:
     systems = {u["system"] for u in U.task_units(config, w["task"])}
     reranked = U.rerank_systems(config)
-
-    def untrained(s: str) -> bool:  # random weights in the system, or in its first stage or reranker
-        if s in reranked:
-            return untrained(reranked[s]["base"]) or bool(config["rerankers"][reranked[s]["reranker"]].get("random_init"))
-        return bool(config["systems"][s].get("random_init"))
-
     return {"measure": config["evaluation"]["primary_measure"], "protocol": protocol_label(config, w["task"]),
-            "untrained": sorted(s for s in systems if untrained(s)),
+            "untrained": sorted(s for s in systems if untrained(config, s)),
             "notes": table_notes(config, w["task"]), "significance": config["significance"],
             **({"reranked": {s: reranked[s]["base"] for s in sorted(systems) if s in reranked}} if systems & set(reranked) else {})}
 
