@@ -374,3 +374,33 @@ def test_table_tests_each_reranked_row_against_its_own_first_stage(tmp_path):
     md = (tmp_path / "t.md").read_text()
     assert "## ds: reranked vs first stage" in md and f"| {label} | bm25 | +{d.mean() * 100:.1f} |" in md
     assert "‡ = reranker calls failed" in md and "bm25+rr:ce ‡: 2 of 10" in md
+
+
+def test_mlflow_child_of_a_reranked_system_names_first_stage_reranker_and_counts(tmp_path, monkeypatch):
+    import mlflow
+
+    from mmir.config import validate_config as schema_check
+    from mmir.core import paths
+    from mmir.core.io import write_json, write_text
+    from mmir.workflow.rules.common import tracked_reranked, tracked_slice
+    from mmir.workflow.steps import track
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    monkeypatch.chdir(tmp_path)
+    cfg, _ = _config(runs=[{"system": "bm25", "reranker": "pw", "depth": 20}])
+    schema_check(cfg)
+    units = [{"dataset": "t", "domain": "d", "system": s} for s in ("bm25", "bm25+rr:pw")]
+    write_json(paths.prepared("t", "d", "prepare.json"), {"documents": 3})
+    for u, calls in zip(units, (None, {"llm_calls": 40, "llm_failures": 3})):
+        f = dict(task="task1", **u)
+        write_json(paths.METRICS.format(**f), {**u, "task": "task1", "queries": 2, "queries_without_results": 0,
+                                                  "run_queries_without_qrels": 0, "measures": {"nDCG@10": 0.5}})
+        write_text(paths.PERQUERY.format(**f), "qid\tmeasure\tvalue\nq1\tnDCG@10\t0.5\n")
+        write_text(paths.RUN.format(**f), "q1 Q0 a 1 2.0 x\n")
+        write_json(paths.RUN_STATS.format(**f), {"seconds": 1.0, **(calls or {})})
+    ids = track(tracked_slice(cfg, units), "task1", units, tmp_path / "track.json", reranked=tracked_reranked(cfg, units))
+    client = mlflow.tracking.MlflowClient()
+    kid = next(r for r in (client.get_run(i) for i in ids["children"]) if json.loads(r.data.tags["wildcards"])["system"] != "bm25")
+    assert kid.data.params["rerank.first_stage"] == "bm25" and kid.data.params["rerank.depth"] == "20"
+    assert kid.data.params["rerank.reranker.kind"] == "llm-pointwise" and kid.data.params["generator.backend"] == "llama_cpp"
+    assert (kid.data.metrics["llm_calls"], kid.data.metrics["llm_failures"]) == (40, 3)
