@@ -279,7 +279,7 @@ def test_rerank_step_llm_counts_failures(tmp_path):
                     generation_cache=tmp_path / "g.sqlite")
     stats = rerank(job, backend=be)
     assert [d for d, _ in read_run(tmp_path / "out.trec")["q2"]][:3] == ["d1", "d0", "d2"]
-    assert (stats["llm_calls"], stats["llm_failures"], stats["unscored"]) == (6, 2, 2)
+    assert (stats["llm_calls"], stats["llm_failures"], stats["unscored"], stats["windows_kept"]) == (6, 2, 2, 0)
     assert len((tmp_path / "out.calls.jsonl").read_text().splitlines()) == 6
 
 

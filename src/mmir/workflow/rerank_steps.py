@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,9 +96,9 @@ def rerank(job: RerankJob, *, scorer=None, backend=None) -> dict:
             after = dict(cache.stats)
         audit = client.audit
         llm = check_stage("rerank", str(job.out_run), audit)
-        counts = Counter({"unscored": 0, "windows": 0, "windows_kept": 0, "windows_partial": 0, "candidates_cut": 0,
-                          "queries_cut": 0, "query_images_cut": 0}) + rr.counts
-        stats |= dict(counts) | llm | {f"cache_{k}": after[k] - before[k] for k in after} | {"model": be.model_id}
+        counts = {k: int(rr.counts.get(k, 0)) for k in ("unscored", "windows", "windows_kept", "windows_partial",
+                                                         "candidates_cut", "queries_cut", "query_images_cut")}
+        stats |= counts | llm | {f"cache_{k}": after[k] - before[k] for k in after} | {"model": be.model_id}
     n = write_run(job.out_run, out, tag=job.system)
     stats |= {"run_lines": n, "seconds": round(time.perf_counter() - t0, 3)}
     write_text(job.out_calls, audit.to_jsonl() if audit is not None else "")
