@@ -16,11 +16,12 @@ include: "workflow/rules/m2rag.smk"
 include: "workflow/rules/mmdr.smk"
 include: "workflow/rules/essentiality.smk"
 include: "workflow/rules/audit.smk"
+include: "workflow/rules/rerank.smk"
 
 
 wildcard_constraints:
     dataset="|".join(map(re.escape, config["datasets"])) if config["datasets"] else "x",
-    system="|".join(map(re.escape, sorted([*config["systems"], *DERIVED], key=len, reverse=True))),
+    system="|".join(map(re.escape, sorted([*config["systems"], *DERIVED, *RERANKED], key=len, reverse=True))),
     variant=r"(cap|ref)-[A-Za-z0-9][A-Za-z0-9_.-]*",
     grid="caption|reformulation|reasoning",
     source=r"[A-Za-z0-9][A-Za-z0-9_.-]*",

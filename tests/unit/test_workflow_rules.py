@@ -156,7 +156,7 @@ def test_import_contract_fails_on_a_wrong_import(tmp_path):
 
 LLM_RULES = {"caption": "{stats}", "reformulate": "{stats}", "rag": "{summary}", "m2rag_kb": "{counts}",
              "m2rag_answer": "{summary}", "mmdr_reports": "{reports}/summary.json", "mmdr_score": "{run}/summary.json",
-             "essentiality": "{stats}", "audit": "{stats}"}
+             "essentiality": "{stats}", "audit": "{stats}", "rerank": "{stats}"}
 
 
 def test_llm_stages_carry_a_retry_token_from_their_last_summary(tmp_path):

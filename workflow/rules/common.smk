@@ -12,7 +12,7 @@ from mmir.core.tasks import TASKS
 from mmir.data.domains import dataset_domains
 from mmir.workflow import rules as R
 from mmir.workflow.targets import all_targets
-from mmir.workflow.units import ablation_systems
+from mmir.workflow.units import ablation_systems, rerank_systems
 from mmir.workflow.validate import validate_config
 
 # raises ConfigError naming the bad key; no job has started
@@ -20,6 +20,16 @@ validate_config(config, "config (params.yaml + any --configfile/--config overlay
 
 # "<system>+cap:<captioner>", "<system>+ref:<reformulator>"
 DERIVED = ablation_systems(config)
+# "<system>+rr:<reranker>": made by the rerank rule, never by retrieve (each rule's system wildcard matches only its own)
+RERANKED = rerank_systems(config)
+
+
+def alternation(names):
+    """A wildcard constraint matching exactly ``names`` (longest first); never matches when empty."""
+    return "|".join(map(re.escape, sorted(names, key=len, reverse=True))) or "(?!)"
+
+
+FIRST_STAGE = alternation([*config["systems"], *DERIVED])
 DOMAINS = {name: dataset_domains(name, ds) for name, ds in config["datasets"].items()}
 
 

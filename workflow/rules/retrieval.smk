@@ -28,6 +28,8 @@ rule retrieve:
         "logs/retrieve/{task}/{dataset}/{system}/{domain}.log",
     benchmark:
         "benchmarks/retrieve/{task}/{dataset}/{system}/{domain}.tsv"
+    wildcard_constraints:
+        system=FIRST_STAGE,
     threads: spec_threads("retrieve")
     resources:
         **spec_resources("retrieve"),

@@ -26,7 +26,7 @@ PRESETS_PATH = Path(__file__).resolve().parent / "presets.yaml"
 
 #: sections an overlay switches off with ``null``, and mappings whose ``null`` entries an overlay removes
 OPTIONAL_SECTIONS = ("rag", "m2rag", "mmdr", "essentiality", "audit")
-REMOVABLE_ENTRIES = ("datasets", "systems", "captioners", "generators", "reformulators")
+REMOVABLE_ENTRIES = ("datasets", "systems", "captioners", "generators", "reformulators", "rerankers")
 
 
 def drop_nulls(config: dict) -> dict:
@@ -77,6 +77,41 @@ def expand_presets(config: dict, file: str | None = None) -> dict:
             raise ConfigError(f"systems.{name}.preset", f"unknown preset {preset!r}; known: {', '.join(sorted(presets))} "
                               f"(src/mmir/config/presets.yaml)", file)
         systems[name] = copy.deepcopy(presets[preset]["system"]) | system
+    return config
+
+
+RERANKER_PRESETS_PATH = Path(__file__).resolve().parent / "reranker_presets.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def _reranker_presets_file() -> dict:
+    with open(RERANKER_PRESETS_PATH, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)["presets"]
+
+
+def load_reranker_presets() -> dict:
+    """The reranker presets: ``{name: {"reranker": {...}, "status", "source"}}`` (a deep copy)."""
+    return copy.deepcopy(_reranker_presets_file())
+
+
+def expand_reranker_presets(config: dict, file: str | None = None) -> dict:
+    """Replace each ``rerankers.<name>`` naming a ``preset`` by the preset's keys overlaid with its own (in place,
+    idempotent: the ``preset`` key is kept, and a filled one is already expanded).
+
+    Raises:
+        ConfigError: ``rerankers.<name>.preset`` is not a preset (the message lists them).
+    """
+    rerankers = config.get("rerankers")
+    if not isinstance(rerankers, dict):
+        return config
+    presets = _reranker_presets_file()
+    for name, r in rerankers.items():
+        if not isinstance(r, dict) or r.get("preset") is None or "kind" in r:
+            continue
+        if r["preset"] not in presets:
+            raise ConfigError(f"rerankers.{name}.preset", f"unknown preset {r['preset']!r}; known: {', '.join(sorted(presets))} "
+                              "(src/mmir/config/reranker_presets.yaml)", file)
+        rerankers[name] = copy.deepcopy(presets[r["preset"]]["reranker"]) | r
     return config
 
 
@@ -140,6 +175,7 @@ def validate_config(config: dict, file: str | None = None) -> dict:
         raise ConfigError("<root>", "params must be a mapping", file)
     drop_nulls(config)
     expand_presets(config, file)
+    expand_reranker_presets(config, file)
     params = parse_params(config, file)
     check_params(params, file)
     filled = fill(params)

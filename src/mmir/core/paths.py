@@ -6,7 +6,7 @@ use these functions, so the layout is defined once.
     results/captions/<dataset>/<domain>/<captioner>.parquet   image text (path, role, text)
     results/queries/<dataset>/<domain>/<cap-X|ref-Y>.parquet   ablation queries (+ .json generation stats)
     results/vectors/<dataset>/<domain>/<system>/<kind>/   vector store: shard-NNNNN.npy, ids, manifest.json
-    results/runs/<task>/<dataset>/<system>/<domain>.trec
+    results/runs/<task>/<dataset>/<system>/<domain>.trec   (a reranked system <system>+rr:<reranker> also .calls.jsonl)
     results/metrics/<task>/<dataset>/<system>/<domain>.json  (+ .perquery.tsv)
     results/tables/<task>.{md,csv,metrics.json,significance.json}, results/tables/<grid>_ablation.{md,csv}
     results/tables/reproduction.{md,csv}              published / regression values vs this run
@@ -63,6 +63,7 @@ VECTOR_SHARD_STATS = "results/vectors/{dataset}/{domain}/{system}/{kind}/shard-{
 VECTOR_MANIFEST = "results/vectors/{dataset}/{domain}/{system}/{kind}/manifest.json"
 RUN = "results/runs/{task}/{dataset}/{system}/{domain}.trec"
 RUN_STATS = "results/runs/{task}/{dataset}/{system}/{domain}.stats.json"
+RERANK_CALLS = "results/runs/{task}/{dataset}/{system}/{domain}.calls.jsonl"
 METRICS = "results/metrics/{task}/{dataset}/{system}/{domain}.json"
 PERQUERY = "results/metrics/{task}/{dataset}/{system}/{domain}.perquery.tsv"
 TABLE_MD = "results/tables/{task}.md"

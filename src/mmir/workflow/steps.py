@@ -226,16 +226,26 @@ class TableFiles:
 
 def report(task: str, metric_files: list[str], measure: str, protocol: str, out: TableFiles,
            untrained: list[str] = (), notes: list[str] = (), perquery_files: list[str] | None = None,
-           significance: dict | None = None) -> None:
+           significance: dict | None = None, reranked: dict[str, str] | None = None,
+           rerank_stats: dict[str, list[str]] | None = None) -> None:
     """Write the task table (:mod:`mmir.reporting.tables`) to ``out``; systems in ``untrained`` (random weights) are
     labelled so; ``notes`` (how image text and ties were handled) go under the title. With the per-query files
     (parallel to ``metric_files``) and the ``significance`` config slice every cell gets its interval and its test
-    against the baseline (:mod:`mmir.evaluation.significance`), also written to ``out.significance``."""
+    against the baseline (:mod:`mmir.evaluation.significance`), also written to ``out.significance``. ``reranked``
+    (``{<system>+rr:<reranker>: first-stage system}``) adds each reranked row's test against its own first stage
+    (:mod:`mmir.reporting.rerank`); ``rerank_stats`` (their run stats files) marks rows whose reranker calls failed."""
     from mmir.evaluation.significance import Settings
-    from mmir.reporting.tables import TableFiles, TableStatistics, collect, task_statistics, write_task_table
+    from mmir.reporting import rerank as rr
+    from mmir.reporting.tables import FAILED_MARK, TableFiles, TableStatistics, collect, task_statistics, write_task_table
 
     out_md, out_csv, out_metrics, out_significance = out.md, out.csv, out.metrics, out.significance
     label = {s: f"{s} (untrained)" for s in untrained}
+    fails = rr.failures(rerank_stats or {})
+    for s_, f in fails.items():
+        if f["llm_failures"]:
+            label[s_] = f"{label.get(s_, s_)} {FAILED_MARK}"
+    note = rr.failure_note(fails, label)
+    notes = [*notes, *([note] if note else [])]
     long = collect(metric_files)
     long["system"] = [label.get(s, s) for s in long["system"]]
     settings = Settings.from_config(significance)
@@ -246,6 +256,8 @@ def report(task: str, metric_files: list[str], measure: str, protocol: str, out:
             st["system"], st["baseline"] = st["system"].map(lambda s: label.get(s, s)), st["baseline"].map(lambda s: label.get(s, s))
     write_task_table(long, task, measure, protocol, TableFiles(out_md, out_csv, out_metrics, out_significance), notes=list(notes),
                      statistics=TableStatistics(stats, settings, label))
+    if reranked and perquery_files is not None:
+        _rerank_tests(task, metric_files, perquery_files, measure, settings, reranked, label, out_md, out_significance)
     log.info("read %d metric files%s; wrote %s, %s, %s%s", len(metric_files),
              f" and {len(perquery_files)} per-query files" if perquery_files is not None else "", out_md, out_csv, out_metrics,
              f", {out_significance} ({settings.test} test, {settings.correction} correction, {settings.resamples} resamples, "
@@ -342,6 +354,27 @@ def rag_report(config: dict, summary_files: list[str], out_md, out_csv, out_trac
              out_md, out_csv, ids["parent"], len(ids["children"]))
 
 
+def _rerank_tests(task: str, metric_files: list[str], perquery_files: list[str], measure: str, settings, reranked: dict[str, str],
+                  label: dict[str, str], out_md, out_significance) -> None:
+    """Append each reranked row's test against its first stage to the table's markdown and significance JSON."""
+    from mmir.core.io import write_text
+    from mmir.reporting import rerank as rr
+    from mmir.reporting.tables import collect_perquery
+
+    tests = rr.first_stage_tests(collect_perquery(metric_files, perquery_files, measure), reranked, settings, task)
+    lines, cells = [], {}
+    for ds, t in tests.items():
+        t = t.assign(system=t["system"].map(lambda x: label.get(x, x)), first_stage=t["first_stage"].map(lambda x: label.get(x, x)))
+        lines += [f"## {ds}: reranked vs first stage", "", *rr.markdown(t, settings)]
+        cells[ds] = rr.json_cells(t)
+    if lines:
+        md = Path(out_md)
+        write_text(md, md.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n".join(lines))
+    if out_significance is not None and cells:
+        sig = json.loads(Path(out_significance).read_text(encoding="utf-8"))
+        write_json(out_significance, sig | {"rerank": cells})
+
+
 def ablation_report(grid: str, metric_files: list[str], measure: str, derived: dict, out_md, out_csv, out_png,
                     out_plot_csv) -> None:
     """The caption or reformulation grid (:mod:`mmir.reporting.ablation`)."""
@@ -394,10 +427,13 @@ def model_revision(system: System) -> str:
 
 
 def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_name: str | None = None,
-          derived: dict[str, dict] | None = None, significance: str | Path | None = None) -> dict:
+          derived: dict[str, dict] | None = None, significance: str | Path | None = None,
+          reranked: dict[str, dict] | None = None) -> dict:
     """Log this invocation to MLflow (:func:`mmir.tracking.log_invocation`); writes the run ids. ``derived``: the
     ablation systems among ``units`` (:func:`mmir.workflow.units.ablation_systems`); ``significance``: the task's
-    ``<task>.significance.json`` (each child gets its cell's interval and p-values, the parent the Avg. ones)."""
+    ``<task>.significance.json`` (each child gets its cell's interval and p-values, the parent the Avg. ones);
+    ``reranked``: the reranked systems among ``units`` (:func:`mmir.workflow.units.rerank_systems`: their child run's
+    params hold the first stage, the reranker's config and the depth; its metrics the run stats' call counts)."""
     from mmir.tracking import log_invocation, redact, tracking_uri
     from mmir.workflow.units import config_slice
 
@@ -409,7 +445,8 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
         fmt = dict(task=u.get("task", task), dataset=u["dataset"], domain=u["domain"], system=u["system"])
         prep = json.loads(Path(paths.prepared(u["dataset"], u["domain"], "prepare.json")).read_text(encoding="utf-8"))
         d = derived.get(u["system"])
-        base = d["base"] if d else u["system"]
+        r = (reranked or {}).get(u["system"])
+        base = d["base"] if d else (r["base"] if r else u["system"])
         system = c.systems[base]
         params = config_slice(c, dataset=u["dataset"], system=base)
         gen_metrics = {}
@@ -424,6 +461,11 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
                                if isinstance(v, (int, float)) and not isinstance(v, bool)}
             elif d["grid"] == "caption":
                 params["captioner"] = fill(c.captioners[d["source"]])
+        if r:
+            reranker = c.rerankers[r["reranker"]]
+            params["rerank"] = {"first_stage": r["base"], "depth": r["depth"], "reranker": {"name": r["reranker"], **fill(reranker)}}
+            if getattr(reranker, "generator", None):
+                params["generator"] = fill(c.generators[reranker.generator])
         entries.append({
             **u,
             "metrics_json": paths.METRICS.format(**fmt),

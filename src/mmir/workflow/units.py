@@ -117,6 +117,21 @@ def audit_units(config: dict | Params) -> list[dict]:
     return [{"dataset": d, "domain": dom} for d, dom in units(p) if d in wanted]
 
 
+#: how a reranked system is named: ``<first-stage system>+rr:<reranker>``
+RERANK_SEP = "+rr:"
+
+
+def rerank_systems(config: dict | Params) -> dict[str, dict]:
+    """The second-stage systems of ``rerank.runs``: ``{"bm25+rr:minilm-ce": {"base": "bm25", "reranker": "minilm-ce",
+    "depth": 100, "tasks": None, "datasets": None}}`` (None = every task / dataset its first stage runs), in config order."""
+    out = {}
+    for r in typed(config).rerank.runs:
+        out[f"{r.system}{RERANK_SEP}{r.reranker}"] = {"base": r.system, "reranker": r.reranker, "depth": r.depth,
+                                                     "tasks": None if r.tasks is None else list(r.tasks),
+                                                     "datasets": None if r.datasets is None else list(r.datasets)}
+    return out
+
+
 def essentiality_systems(config: dict | Params, dataset: str) -> list[str]:
     """The systems whose ``essentiality.task`` per-query scores the essentiality table breaks down on ``dataset``:
     the task's systems (``essentiality.systems``: null = all of them, else those listed), in config order."""
@@ -184,6 +199,10 @@ def task_units(config: dict | Params, task: str) -> list[dict]:
             out += [{"dataset": name, "domain": dom, "system": s} for s, sys_ in p.systems.items()
                     if (spec.mm_kinds is not None or sys_.kind != "mm") and (sys_.tasks is None or task in sys_.tasks)
                     and (sys_.datasets is None or name in sys_.datasets)]
+    for rr, r in rerank_systems(p).items():  # a reranked system runs wherever its first stage does
+        if r["tasks"] is None or task in r["tasks"]:
+            out += [{**u, "system": rr} for u in list(out) if u["system"] == r["base"]
+                    and (r["datasets"] is None or u["dataset"] in r["datasets"])]
     return out
 
 def ablation_units(config: dict | Params, grid: str) -> list[dict]:

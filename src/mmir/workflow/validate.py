@@ -33,9 +33,46 @@ def validate_config(config: dict, file: str | None = None) -> dict:
         check(params, file)
     for name, ds in params.datasets.items():
         check_dataset(name, ds, file)
+    check_rerank(params, file)
     check_reporting(params, file)
     check_environment(params, file)
     return config
+
+
+def check_rerank(params: Params, file: str | None = None) -> None:
+    """``rerank.runs``: each names a system of ``systems`` and a key of ``rerankers`` whose LLM reranker's generator
+    exists, each (system, reranker) once, tasks in ``tasks``; the made name is no system's.
+
+    Raises:
+        ConfigError: naming ``rerank.runs.<i>.<key>`` or ``rerankers.<name>.generator``.
+    """
+    from mmir.workflow.units import RERANK_SEP
+
+    for name, r in params.rerankers.items():
+        gen = getattr(r, "generator", None)
+        if gen is not None and gen not in params.generators:
+            raise ConfigError(f"rerankers.{name}.generator", f"{gen!r} is not a key of generators", file)
+    seen = set()
+    for i, run in enumerate(params.rerank.runs):
+        key = f"rerank.runs.{i}"
+        if run.system not in params.systems:
+            hint = " (reranking an ablation or reranked system is not supported yet)" if "+" in run.system else ""
+            raise ConfigError(f"{key}.system", f"{run.system!r} is not a key of systems{hint}", file)
+        if run.reranker not in params.rerankers:
+            raise ConfigError(f"{key}.reranker", f"{run.reranker!r} is not a key of rerankers ({', '.join(params.rerankers) or 'none'})",
+                              file)
+        name = f"{run.system}{RERANK_SEP}{run.reranker}"
+        if name in seen:
+            raise ConfigError(f"{key}.reranker", f"{name} is made twice: give each (system, reranker) one depth", file)
+        if name in params.systems:
+            raise ConfigError(f"{key}.reranker", f"{name} is already a key of systems", file)
+        seen.add(name)
+        for j, d in enumerate(run.datasets or []):
+            if d not in params.datasets:
+                raise ConfigError(f"{key}.datasets.{j}", f"{d!r} is not a key of datasets", file)
+        for j, t in enumerate(run.tasks or []):
+            if t not in params.tasks:
+                raise ConfigError(f"{key}.tasks.{j}", f"{t!r} is not in tasks ({', '.join(params.tasks)})", file)
 
 
 def check_reporting(params: Params, file: str | None = None) -> None:
@@ -47,10 +84,11 @@ def check_reporting(params: Params, file: str | None = None) -> None:
     """
     from mmir.core.paths import project_file
     from mmir.evaluation.expected import load_expected
+    from mmir.workflow.units import rerank_systems
 
     base = params.significance.baseline
     settings = params.rag.settings if params.rag else []
-    if base is not None and base not in params.systems and base not in settings:
+    if base is not None and base not in params.systems and base not in settings and base not in rerank_systems(params):
         raise ConfigError("significance.baseline", f"{base!r} is neither a system ({', '.join(params.systems)}) nor a "
                           "RAG setting", file)
     for i, f in enumerate(params.expected):

@@ -51,6 +51,15 @@ from mmir.config.models.mmdr_evaluator import (
 from mmir.config.models.params import Params, ParamsSlice
 from mmir.config.models.rag import RagConfig
 from mmir.config.models.reproduction import ReproductionParams
+from mmir.config.models.rerank import (
+    CrossEncoderReranker,
+    ListwiseReranker,
+    PointwiseReranker,
+    RerankConfig,
+    Reranker,
+    RerankRun,
+    VLMReranker,
+)
 from mmir.config.models.resources import JobResources, ResourcesConfig
 from mmir.config.models.significance import SignificanceConfig
 from mmir.config.models.systems import (
@@ -104,4 +113,5 @@ __all__ = [
     "System", "TraceConfig", "TransformersGenerator", "TrecDataset", "VEFConfig", "VLMCaptioner",
     "BeirDataset", "BrightDataset", "IrDatasetsDataset",
     "ColPaliSystem", "MultiVectorSystem", "MultiVectorSystemBase", "ColBERTSystem",
+    "CrossEncoderReranker", "ListwiseReranker", "PointwiseReranker", "RerankConfig", "Reranker", "RerankRun", "VLMReranker",
 ]

@@ -15,6 +15,7 @@ from mmir.config.models.generators import Captioner, Generator, OCRCaptioner, Re
 from mmir.config.models.m2rag import M2RAGConfig
 from mmir.config.models.mmdr import MMDRConfig
 from mmir.config.models.rag import RagConfig
+from mmir.config.models.rerank import RerankConfig, Reranker
 from mmir.config.models.resources import ResourcesConfig
 from mmir.config.models.significance import SignificanceConfig
 from mmir.config.models.systems import System
@@ -58,6 +59,9 @@ class Params(Section):
                                 description="files of expected scores checked by the `reproduction` rule (relative to the "
                                 "project directory)")
     mlflow: MlflowConfig = Field(MlflowConfig(), description="experiment tracking")
+    rerankers: dict[Name, Reranker] = Field({}, description="second-stage rerankers by name: {kind: cross-encoder | llm-pointwise | "
+                                            "llm-listwise | vlm, ...}")
+    rerank: RerankConfig = Field(RerankConfig(), description="which first-stage runs are reranked (<system>+rr:<reranker> systems)")
 
 
 #: a job's params slice made of whole sections of :class:`Params` (e.g. ``{"rag": ..., "generators": ..., "mlflow":

@@ -37,3 +37,4 @@ class ResourcesConfig(Section):
     mmdr_score: JobResources = Field(_job(2, 8000, 120, 0), description="MMDR scoring")
     essentiality: JobResources = Field(_job(2, 8000, 120, 0), description="image essentiality labels")
     audit: JobResources = Field(_job(2, 8000, 120, 0), description="quality audit ratings of one domain")
+    rerank: JobResources = Field(_job(2, 8000, 120, 0), description="rerank one first-stage run of one domain")

@@ -105,7 +105,11 @@ def prepared_dir(w: W) -> str:
 
 
 def base_system(config: dict, system: str) -> str:
-    """The system an ablation system (``bm25+cap:ocr``) derives from; any other system itself."""
+    """The system an ablation system (``bm25+cap:ocr``) or a reranked system (``bm25+rr:minilm-ce``) derives from; any
+    other system itself."""
+    reranked = U.rerank_systems(config)
+    if system in reranked:
+        return base_system(config, reranked[system]["base"])
     derived = U.ablation_systems(config)
     return derived[system]["base"] if system in derived else system
 
@@ -113,6 +117,16 @@ def base_system(config: dict, system: str) -> str:
 def system_config(config: dict, system: str) -> dict:
     """The retriever config of a system; an ablation system (``bm25+cap:ocr``) uses its base system's."""
     return config["systems"][base_system(config, system)]
+
+
+def untrained(config: dict, system: str) -> bool:
+    """Random weights somewhere in ``system``: its own (``random_init``), or a reranked system's first stage or
+    reranker's."""
+    reranked = U.rerank_systems(config)
+    if system in reranked:
+        r = reranked[system]
+        return untrained(config, r["base"]) or bool(config["rerankers"][r["reranker"]].get("random_init"))
+    return bool(system_config(config, system).get("random_init"))
 
 
 def job_resources(config: dict, rule_name: str, system: str | None = None) -> dict[str, int]:
@@ -185,18 +199,32 @@ def tracked_slice(config: dict, task_units: list[dict]) -> dict[str, Any]:
     mlflow."""
     derived = U.ablation_systems(config)
     systems = {u["system"] for u in task_units}
-    base = {derived[s]["base"] if s in derived else s for s in systems}
+    base = {base_system(config, s) for s in systems}
     out = {"datasets": {d: config["datasets"][d] for d in sorted({u["dataset"] for u in task_units})},
            "systems": {s: config["systems"][s] for s in sorted(base)},
            "measures": config["measures"], "evaluation": config["evaluation"], "mlflow": config["mlflow"]}
+    reranked = U.rerank_systems(config)
+    used = sorted({reranked[s]["reranker"] for s in systems if s in reranked})
+    if used:
+        out["rerankers"] = {r: config["rerankers"][r] for r in used}
+        gens = sorted({config["rerankers"][r]["generator"] for r in used if "generator" in config["rerankers"][r]})
+        if gens:
+            out["generators"] = {g: config["generators"][g] for g in gens}
     sources = [derived[s] for s in sorted(systems) if s in derived]
     if sources:
         caps = {d["source"] for d in sources if d["grid"] == "caption"}
         refs = {d["source"] for d in sources if d["grid"] == "reformulation"}
         out["captioners"] = {c: config["captioners"][c] for c in sorted(caps)}
         out["reformulators"] = {r: config["reformulators"][r] for r in sorted(refs)}
-        out["generators"] = {g: config["generators"][g] for g in sorted({config["reformulators"][r]["generator"] for r in refs})}
+        out["generators"] = out.get("generators", {}) | {g: config["generators"][g]
+                                                         for g in sorted({config["reformulators"][r]["generator"] for r in refs})}
     return out
+
+
+def tracked_reranked(config: dict, task_units: list[dict]) -> dict[str, dict]:
+    """The reranked systems among the units (their first stage, reranker and depth)."""
+    reranked = U.rerank_systems(config)
+    return {u["system"]: reranked[u["system"]] for u in task_units if u["system"] in reranked}
 
 
 def tracked_derived(config: dict, task_units: list[dict]) -> dict[str, dict]:

@@ -16,6 +16,7 @@ from mmir.workflow.rules.common import (
     prepared_dir,
     sample_notes,
     tracking_output,
+    untrained,
     without,
 )
 from mmir.workflow.units import PreparedUnit
@@ -78,7 +79,7 @@ def _essentiality_report_params(config: dict, w: W) -> dict:
                        "generator": None if e["labels"] else config["generators"][e["classifier"]],
                        "measure": config["evaluation"]["primary_measure"], "units": us, "systems": systems,
                        "skipped": U.essentiality_skipped(config), "mlflow": config["mlflow"],
-                       "untrained": sorted(s for s in chosen if config["systems"][s].get("random_init"))},
+                       "untrained": sorted(s for s in chosen if untrained(config, s))},
             # under the title: the samples, and which query image mode produced each multimodal row
             "samples": sample_notes(config, us) + image_mode_notes(config, [{"system": s} for s in sorted(chosen)])}
 

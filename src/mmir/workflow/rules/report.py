@@ -13,8 +13,10 @@ from mmir.workflow.rules.common import (
     image_mode_notes,
     sample_notes,
     tracked_derived,
+    tracked_reranked,
     tracked_slice,
     tracking_output,
+    untrained,
 )
 
 
@@ -48,22 +50,29 @@ def _report(job: Job):
 
     p, o = job.params, job.output
     out = steps.TableFiles(o["md"], o["csv"], o["metrics"], o["significance"])
+    reranked = p.get("reranked") or {}
+    stats = {s: [f for f in job.input.get("rerank_stats", []) if f"/{s}/" in f] for s in reranked}
     result = steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], out, p["untrained"],
-                          p["notes"], list(job.input["perquery"]), p["significance"])
+                          p["notes"], list(job.input["perquery"]), p["significance"], reranked, stats)
     write_forest(o["significance"], o["csv"], o["forest"])
     return result
 
 
 def _report_inputs(config: dict, w: W) -> dict:
+    reranked = U.rerank_systems(config)
     return {"metrics": task_metric_files(config, w["task"]),
-            "perquery": [paths.PERQUERY.format(task=w["task"], **u) for u in U.task_units(config, w["task"])]}
+            "perquery": [paths.PERQUERY.format(task=w["task"], **u) for u in U.task_units(config, w["task"])],
+            **({"rerank_stats": [paths.RUN_STATS.format(task=w["task"], **u) for u in U.task_units(config, w["task"])
+                                 if u["system"] in reranked]} if reranked else {})}
 
 
 def _report_params(config: dict, w: W) -> dict:
     systems = {u["system"] for u in U.task_units(config, w["task"])}
+    reranked = U.rerank_systems(config)
     return {"measure": config["evaluation"]["primary_measure"], "protocol": protocol_label(config, w["task"]),
-            "untrained": sorted(s for s in systems if config["systems"][s].get("random_init")),
-            "notes": table_notes(config, w["task"]), "significance": config["significance"]}
+            "untrained": sorted(s for s in systems if untrained(config, s)),
+            "notes": table_notes(config, w["task"]), "significance": config["significance"],
+            **({"reranked": {s: reranked[s]["base"] for s in sorted(systems) if s in reranked}} if systems & set(reranked) else {})}
 
 
 def _track(job: Job):
@@ -71,7 +80,7 @@ def _track(job: Job):
 
     p = job.params
     return steps.track(p["config"], job.wildcards["task"], p["units"], job.output["tracking"], derived=p["derived"],
-                       significance=job.input["significance"])
+                       significance=job.input["significance"], reranked=p.get("reranked"))
 
 
 def _track_inputs(config: dict, w: W) -> dict:
@@ -81,7 +90,9 @@ def _track_inputs(config: dict, w: W) -> dict:
 
 def _track_params(config: dict, w: W) -> dict:
     units = U.task_units(config, w["task"])
-    return {"config": tracked_slice(config, units), "units": units, "derived": tracked_derived(config, units)}
+    reranked = tracked_reranked(config, units)
+    return {"config": tracked_slice(config, units), "units": units, "derived": tracked_derived(config, units),
+            **({"reranked": reranked} if reranked else {})}
 
 
 def _reproduction(job: Job):

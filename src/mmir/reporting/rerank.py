@@ -1,0 +1,100 @@
+"""What a task table says about its reranked rows (``<system>+rr:<reranker>``): each one tested against its own first
+stage (not the table's baseline), and the rows whose reranker calls failed marked with
+:data:`~mmir.reporting.tables.FAILED_MARK`.
+
+The test is the table's (:func:`mmir.evaluation.significance.table_statistics` with the first stage as the baseline: a
+paired test on the per-query values, Avg. stratified by domain); its p-values are corrected over the reranked rows of
+each column (``significance.family: table``: over all of them), with the table's correction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from mmir.evaluation.significance import Settings, adjust_pvalues, table_statistics
+from mmir.reporting.tables import AVG, FAILED_MARK, MARK
+
+
+def first_stage_tests(scores: Mapping[str, Mapping[str, Mapping[str, pd.Series]]], pairs: Mapping[str, str],
+                      settings: Settings, task: str) -> dict[str, pd.DataFrame]:
+    """``{dataset: rows}`` with one row per (reranked system, column): ``system, first_stage, column, n, mean, diff, p,
+    p_adj, significant`` (values as fractions, not ×100).
+
+    Args:
+        scores: :func:`mmir.reporting.tables.collect_perquery` output (``{dataset: {system: {domain: Series}}}``).
+        pairs: ``{reranked system: its first-stage system}`` (names as in ``scores``).
+    """
+    out = {}
+    for ds, systems in scores.items():
+        frames = []
+        for rr, base in pairs.items():
+            if rr not in systems or base not in systems:
+                continue
+            st = table_statistics({base: systems[base], rr: systems[rr]}, settings.model_copy(update={"baseline": base}),
+                                  key=(task, ds, "rerank"))
+            st = st[st["system"] == rr].rename(columns={"baseline": "first_stage"})
+            frames.append(st[["system", "first_stage", "column", "n", "mean", "diff", "p", "p_adj", "significant"]])
+        if frames:
+            t = pd.concat(frames, ignore_index=True)
+            groups = [t.index] if settings.family == "table" else [g.index for _, g in t.groupby("column", sort=False)]
+            for idx in groups:
+                t.loc[idx, "p_adj"] = adjust_pvalues(t.loc[idx, "p"].to_numpy(dtype=float), settings.correction)
+            t["significant"] = t["p_adj"].lt(settings.alpha) & t["p_adj"].notna()
+            out[ds] = t
+    return out
+
+
+def failures(stats_files: Mapping[str, list[str | Path]]) -> dict[str, dict[str, int]]:
+    """``{system: {"llm_calls", "llm_failures"}}`` summed over each reranked system's run stats files."""
+    out = {}
+    for system, files in stats_files.items():
+        tot = {"llm_calls": 0, "llm_failures": 0}
+        for f in files:
+            s = json.loads(Path(f).read_text(encoding="utf-8"))
+            for k in tot:
+                tot[k] += int(s.get(k) or 0)
+        out[system] = tot
+    return out
+
+
+def markdown(tests: pd.DataFrame, settings: Settings, digits: int = 1) -> list[str]:
+    """The Avg. test of each reranked row against its first stage, as markdown lines."""
+    avg = tests[tests["column"] == AVG]
+    if avg.empty:
+        return []
+    corr = {"holm": "Holm", "bh": "BH", "none": "uncorrected"}[settings.correction]
+    over = "all reranked rows and columns" if settings.family == "table" else "the reranked rows of each column"
+    lines = [f"Reranked rows against their own first stage (Avg.; {settings.describe_test()}; p {corr} over {over}; "
+             f"{MARK} where below α = {settings.alpha:g}):", "",
+             f"| system | first stage | Δ Avg. | p | p ({corr}) |", "|---|---|---:|---:|---:|"]
+    for r in avg.itertuples():
+        diff = "–" if pd.isna(r.diff) else f"{round(r.diff * 100, digits) + 0.0:+.{digits}f}"
+        p = "–" if pd.isna(r.p) else f"{r.p:.4f}"
+        pa = "–" if pd.isna(r.p_adj) else f"{r.p_adj:.4f}{MARK if r.significant else ''}"
+        lines.append(f"| {r.system} | {r.first_stage} | {diff} | {p} | {pa} |")
+    return [*lines, ""]
+
+
+def failure_note(fails: Mapping[str, Mapping[str, int]], labels: Mapping[str, str]) -> str | None:
+    """The footnote of the :data:`FAILED_MARK` rows (None when no reranker call failed)."""
+    bad = {s: f for s, f in fails.items() if f["llm_failures"]}
+    if not bad:
+        return None
+    parts = [f"{labels.get(s, s)}: {f['llm_failures']} of {f['llm_calls']}" for s, f in bad.items()]
+    return (f"{FAILED_MARK} = reranker calls failed or were unparseable (their candidates kept first-stage order, below "
+            f"scored ones for pointwise; the window's input order for listwise): {'; '.join(parts)}. A plain rerun "
+            "retries them.")
+
+
+def json_cells(tests: pd.DataFrame) -> dict:
+    """The tests of one dataset for ``<task>.significance.json`` (``diff`` ×100)."""
+    out: dict = {}
+    for r in tests.itertuples():
+        out.setdefault(r.system, {"first_stage": r.first_stage, "cells": {}})["cells"][r.column] = {
+            "diff": None if pd.isna(r.diff) else round(float(r.diff) * 100, 4), "p": None if pd.isna(r.p) else float(r.p),
+            "p_adj": None if pd.isna(r.p_adj) else float(r.p_adj), "significant": bool(r.significant), "n": int(r.n)}
+    return out
