@@ -18,13 +18,15 @@ W = Mapping[str, str]  # wildcards of one job
 
 @dataclass(frozen=True)
 class Job:
-    """One job: its rule, wildcards, inputs and outputs (paths) and the config slice it reads."""
+    """One job: its rule, wildcards, inputs and outputs (paths), the config slice it reads and the CPU threads it
+    may use (Snakemake's ``threads`` of the job; ``mmir run``: the rule's ``resources``)."""
 
     rule: str
     wildcards: dict[str, str]
     input: dict[str, Any]
     output: dict[str, str]
     params: dict[str, Any]
+    threads: int = 1
 
 
 def no_inputs(config: dict, w: W) -> dict[str, Any]:
