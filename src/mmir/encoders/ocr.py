@@ -97,6 +97,12 @@ class OcrCaptioner:
         h.update(data)
         return h.hexdigest()
 
+    def cached(self, datas: Sequence[bytes]) -> list[str | None]:
+        """The cached caption of each image under this captioner's key, ``None`` for a miss (no engine runs)."""
+        keys = [self.key(d) for d in datas]
+        found = self._lookup(keys)
+        return [found.get(k) for k in keys]
+
     def read_many(self, datas: Sequence[bytes], *, sources: Sequence[str] | None = None) -> list[OcrText]:
         """One :class:`OcrText` per image, in order. Cached images are not recomputed; the misses (each distinct
         image once) are read on the pool and stored as they finish, so an interrupted run resumes. A corrupt image

@@ -30,8 +30,10 @@ from mmir.encoders.ocr_layout import OcrLine
 log = logging.getLogger(__name__)
 
 ENGINES = ("rapidocr", "tesseract")
-#: Tesseract page segmentation mode: 3 = fully automatic page segmentation (Tesseract's own default)
-TESSERACT_PSM = 3
+#: Tesseract page segmentation mode 11, sparse text (as much text as possible, in no particular order; the reading
+#: order is mmir's layout rule): on the openstax figures (axis labels, scattered annotations) its character error
+#: rate against RapidOCR is 0.38, against 0.50 with Tesseract's default 3 (fully automatic page segmentation), 30 images
+TESSERACT_PSM = 11
 
 
 def _dist_version(name: str) -> str:
@@ -133,7 +135,7 @@ class EngineSpec:
 
     def identity(self) -> str:
         """What of the engine changes its text: e.g. ``rapidocr-onnxruntime==1.4.4;onnxruntime==1.32.0;provider=cpu``
-        or ``tesseract==5.3.0;pytesseract==0.3.13;lang=eng:<sha12 of eng.traineddata>;psm=3``."""
+        or ``tesseract==5.3.0;pytesseract==0.3.13;lang=eng:<sha12 of eng.traineddata>;psm=11``."""
         if self.engine == "rapidocr":
             return (f"rapidocr-onnxruntime=={_dist_version('rapidocr-onnxruntime')};onnxruntime=={_onnxruntime_version()};"
                     f"provider={self.device}")
