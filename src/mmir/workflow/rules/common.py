@@ -133,12 +133,20 @@ def image_text_captions(config: dict, w: W) -> str:
 
 
 def sample_notes(config: dict, units: Iterable[Mapping[str, Any]]) -> list[str]:
-    """One caption line per sampled dataset (``datasets.<name>.sample``) among the datasets of a table's ``units``."""
+    """One caption line per sampled dataset (``datasets.<name>.sample``) among the datasets of a table's ``units``,
+    then the :func:`ocr_engine_notes`."""
     from mmir.data.sample import Sample
 
     present = {u["dataset"] for u in units}
     return [f"`{d}` {Sample.from_config(ds['sample']).describe()}." for d, ds in config["datasets"].items()
-            if ds.get("sample") and d in present]
+            if ds.get("sample") and d in present] + ocr_engine_notes(config)
+
+
+def ocr_engine_notes(config: dict) -> list[str]:
+    """One line per OCR captioner that reads with another engine than the default RapidOCR (its text differs, so
+    every table that may show it says so); none for the default, so its tables stay as they were."""
+    return [f"OCR captioner `{name}` reads images with Tesseract (lang {c['lang']}), not RapidOCR: its image text differs."
+            for name, c in config["captioners"].items() if c["kind"] == "ocr" and c["engine"] == "tesseract"]
 
 
 def captioned(run: Callable[[Job], Any]) -> Callable[[Job], Any]:
