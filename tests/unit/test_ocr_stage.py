@@ -156,6 +156,11 @@ def test_tesseract_key_parts(tmp_path, monkeypatch):
     assert base.key(b"x") != OcrCaptioner(None, engine="tesseract", lang="eng+osd").key(b"x")  # the language models
     monkeypatch.setattr(engines, "tesseract_version", lambda: "0.0.1")
     assert base.key(b"x") != OcrCaptioner(None, engine="tesseract").key(b"x")  # the binary's version
+    monkeypatch.undo()
+    monkeypatch.setattr(engines, "_dist_version", lambda name: "0.0.1")
+    assert base.key(b"x") != OcrCaptioner(None, engine="tesseract").key(b"x")  # pytesseract's version
+    monkeypatch.undo()
+    assert base.key(b"x") == OcrCaptioner(None, engine="tesseract").key(b"x")
 
 
 # ------------------------------------------------------------------------------------------------ tesseract

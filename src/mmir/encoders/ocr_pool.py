@@ -3,7 +3,7 @@
 ``workers == 1`` runs in this process. Otherwise a ``spawn`` process pool: a fresh interpreter per worker, since
 forking a process that already runs threads (pyarrow's pool, onnxruntime's) can deadlock. Results come back in input
 order and each image is read by the same engine settings whichever worker takes it, so the output does not depend
-on the number of workers. A scripts that starts a pool must keep its top level under ``if __name__ == "__main__"``
+on the number of workers. A script that starts a pool must keep its top level under ``if __name__ == "__main__"``
 (spawn imports the main script in every worker).
 """
 
