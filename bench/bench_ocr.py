@@ -10,7 +10,10 @@ Every path turns the same image bytes into caption text (lines scored >= 0.5, mm
 * stage, tesseract: the same with ``engine="tesseract"`` (the tesseract binary through pytesseract);
 * with ``--serial``: the stage on one worker too (both engines).
 
-No cache (every image is read). Prints images/s of each path, its ratio to the baseline, how many captions of the
+The images are cut into ``--rounds`` chunks; every path reads each chunk in turn, in an order that rotates round by
+round, so a change in the machine's load during the run falls on every path alike (the stage's engines and worker
+processes stay up across rounds; their start-up counts in the stage's time). No cache (every image is read). Prints
+images/s of each path, its ratio to the baseline, how many captions of the
 stage's RapidOCR equal the baseline's, the character error rate of Tesseract's text against RapidOCR's (Levenshtein
 distance from rapidfuzz, summed over images / summed RapidOCR characters, whitespace runs collapsed), and the load
 average before and after (other processes on the machine slow every path).
@@ -45,37 +48,54 @@ def load_images(data_dir: Path, limit: int) -> tuple[list[bytes], list[str]]:
     return datas, sources
 
 
-def baseline(datas: list[bytes], sources: list[str]) -> tuple[list[str], float]:
+class Baseline:
     """RapidOCR with its defaults, one image at a time; the same decoding, score filter and layout as the stage."""
-    import numpy as np
-    from rapidocr_onnxruntime import RapidOCR
 
-    from mmir.data.images import CorruptImage, ImageTooLarge, decode_image
-    from mmir.encoders.ocr_layout import OcrLine, lines_to_text
+    def __init__(self):
+        from rapidocr_onnxruntime import RapidOCR
 
-    engine = RapidOCR()
-    texts = []
-    t0 = time.perf_counter()
-    for data, src in zip(datas, sources):
-        try:
-            img = decode_image(data, source=src)
-        except (CorruptImage, ImageTooLarge):
-            texts.append("")
-            continue
-        result, _ = engine(np.ascontiguousarray(np.asarray(img)[:, :, ::-1]))
-        lines = [OcrLine(tuple((float(x), float(y)) for x, y in b), str(t), float(s)) for b, t, s in result or []]
-        texts.append(lines_to_text([l for l in lines if l.score >= 0.5 and l.text.strip()]))
-    return texts, time.perf_counter() - t0
+        self.engine = RapidOCR()  # loaded before the clock starts
+
+    def __call__(self, datas: list[bytes], sources: list[str]) -> list[str]:
+        import numpy as np
+
+        from mmir.data.images import CorruptImage, ImageTooLarge, decode_image
+        from mmir.encoders.ocr_layout import OcrLine, lines_to_text
+
+        texts = []
+        for data, src in zip(datas, sources):
+            try:
+                img = decode_image(data, source=src)
+            except (CorruptImage, ImageTooLarge):
+                texts.append("")
+                continue
+            result, _ = self.engine(np.ascontiguousarray(np.asarray(img)[:, :, ::-1]))
+            lines = [OcrLine(tuple((float(x), float(y)) for x, y in b), str(t), float(s)) for b, t, s in result or []]
+            texts.append(lines_to_text([l for l in lines if l.score >= 0.5 and l.text.strip()]))
+        return texts
+
+    def close(self):
+        pass
 
 
-def stage(datas: list[bytes], sources: list[str], engine: str, workers: int) -> tuple[list[str], float, dict]:
-    from mmir.encoders.ocr import OcrCaptioner
+class Stage:
+    """The OCR stage (no cache) on ``workers`` processes, started on the first call (inside its time)."""
 
-    t0 = time.perf_counter()
-    with OcrCaptioner(None, engine=engine, workers=workers, device="cpu") as ocr:
-        out = ocr.read_many(datas, sources=sources)
-        counts = dict(ocr.counts)
-    return [o.text for o in out], time.perf_counter() - t0, counts
+    def __init__(self, engine: str, workers: int):
+        self.engine, self.workers, self.ocr, self.counts = engine, workers, None, {}
+
+    def __call__(self, datas: list[bytes], sources: list[str]) -> list[str]:
+        from mmir.encoders.ocr import OcrCaptioner
+
+        if self.ocr is None:
+            self.ocr = OcrCaptioner(None, engine=self.engine, workers=self.workers, device="cpu")
+        out = self.ocr.read_many(datas, sources=sources)
+        self.counts = dict(self.ocr.counts)
+        return [o.text for o in out]
+
+    def close(self):
+        if self.ocr is not None:
+            self.ocr.close()
 
 
 def cer(hyp: list[str], ref: list[str]) -> tuple[float, int, int]:
@@ -97,6 +117,7 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=200, help="images, evenly spaced over all of them (0 = all)")
     ap.add_argument("--threads", type=int, default=2, help="worker processes of the stage")
     ap.add_argument("--serial", action="store_true", help="also time the stage on one worker")
+    ap.add_argument("--rounds", type=int, default=5, help="chunks every path reads in turn (rotating order)")
     args = ap.parse_args()
     data_dir = Path(args.data_dir)
     if not data_dir.is_dir():
@@ -107,20 +128,30 @@ def main() -> int:
     print(f"{len(datas)} openstax images ({sum(map(len, datas)) / 1e6:.1f} MB), {os.cpu_count()} CPUs, "
           f"stage workers {args.threads}, load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)
 
-    base, t_base = baseline(datas, sources)
-    rate = {"baseline": len(datas) / t_base}
-    print(f"baseline RapidOCR one at a time: {t_base:.1f} s, {rate['baseline']:.3f} images/s", flush=True)
-    runs = [("rapidocr", args.threads), ("tesseract", args.threads)]
+    paths = {"baseline": Baseline(), f"stage rapidocr x{args.threads}": Stage("rapidocr", args.threads),
+             f"stage tesseract x{args.threads}": Stage("tesseract", args.threads)}
     if args.serial:
-        runs += [("rapidocr", 1), ("tesseract", 1)]
-    texts = {}
-    for engine, workers in runs:
-        got, t, counts = stage(datas, sources, engine, workers)
-        name = f"stage {engine} x{workers}"
-        texts[(engine, workers)] = got
-        rate[name] = len(datas) / t
-        print(f"{name}: {t:.1f} s, {rate[name]:.3f} images/s, {rate[name] / rate['baseline']:.2f}x the baseline "
-              f"(statuses {counts})", flush=True)
+        paths |= {"stage rapidocr x1": Stage("rapidocr", 1), "stage tesseract x1": Stage("tesseract", 1)}
+    names = list(paths)
+    seconds = dict.fromkeys(names, 0.0)
+    got: dict[str, list[str]] = {n: [] for n in names}
+    rounds = max(1, min(args.rounds, len(datas)))
+    cuts = [round(i * len(datas) / rounds) for i in range(rounds + 1)]
+    for r in range(rounds):
+        chunk = slice(cuts[r], cuts[r + 1])
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            t0 = time.perf_counter()
+            got[name] += paths[name](datas[chunk], sources[chunk])
+            seconds[name] += time.perf_counter() - t0
+        print(f"round {r + 1}/{rounds}: {cuts[r + 1]} images, load average {os.getloadavg()[0]:.2f}", flush=True)
+    for p in paths.values():
+        p.close()
+    rate = {n: len(datas) / seconds[n] for n in names}
+    for n in names:
+        counts = f" (statuses {paths[n].counts})" if isinstance(paths[n], Stage) else ""
+        print(f"{n}: {seconds[n]:.1f} s, {rate[n]:.3f} images/s, {rate[n] / rate['baseline']:.2f}x the baseline{counts}")
+    base = got["baseline"]
+    texts = {(n.split()[1], int(n.split("x")[-1])): got[n] for n in names if n != "baseline"}
     same = sum(a == b for a, b in zip(texts[("rapidocr", args.threads)], base))
     print(f"stage rapidocr x{args.threads} captions equal to the baseline's: {same} of {len(base)}")
     if ("rapidocr", 1) in texts:
