@@ -57,6 +57,7 @@ bench: setup
 	$(PY) bench/bench_image_encoding.py
 	$(PY) bench/bench_topk.py
 	$(PY) bench/bench_llm_concurrency.py
+	$(PY) bench/bench_ocr.py
 	$(PY) bench/bench_fullsize.py --work $(or $(BENCH_WORK),/tmp/mmir-bench-fullsize) --clean   # ~11 GB of scratch disk
 	$(PY) bench/bench_token_batches.py
 	$(PY) bench/bench_maxsim.py --out $(or $(BENCH_WORK),/tmp)/mmir-bench-maxsim --search-shards 3 --clean   # ~17 GB of scratch disk

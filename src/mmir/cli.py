@@ -54,7 +54,12 @@ def cmd_run(config, args) -> int:
 
     if args.rule not in RULES:
         raise ConfigError("<rule>", f"unknown rule {args.rule!r}; known: {', '.join(RULES)}")
+    from dataclasses import replace
+
+    from mmir.workflow.rules import job_resources
+
     job = RULES[args.rule].job(config, _wildcards(args.wildcards))
+    job = replace(job, threads=job_resources(config, args.rule, job.wildcards.get("system"))["threads"] or 1)
     missing = [p for v in job.input.values() for p in ([v] if isinstance(v, str) else v) if not Path(p).exists()]
     if missing:
         raise ConfigError("<inputs>", f"rule {args.rule}: {len(missing)} inputs do not exist, e.g. {missing[0]} "

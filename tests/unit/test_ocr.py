@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 
 import pytest
@@ -57,11 +58,10 @@ def test_ocr_reads_rendered_words_and_caches(rapidocr, tmp_path):
         assert words.index("FIRST") < words.index("SECOND") < words.index("THIRD")
         assert text.count("\n") == 1  # two rows
         assert cap.caption(data) == text and cap.calls == 1  # cached
-        engine = cap._engine
-    with OcrCaptioner(db, engine=engine) as again:  # a rerun: free
+    with OcrCaptioner(db) as again:  # a rerun: free (no engine is even loaded)
         assert again.caption_many([data, data]) == [text, text]
-        assert again.calls == 0
-    with OcrCaptioner(db, engine=engine, min_score=0.6) as other:  # another engine setting: new key
+        assert again.calls == 0 and again._pool._engine is None
+    with OcrCaptioner(db, min_score=0.6) as other:  # another engine setting: new key
         assert other.key(data) != OcrCaptioner(None).key(data)
 
 
@@ -81,3 +81,4 @@ def test_cache_key_depends_on_engine_version_and_bytes():
     assert a.key(b"x") != a.key(b"y")
     assert a.key(b"x") != b.key(b"x")
     assert "rapidocr-onnxruntime==" in a.engine_version and a.cache_spec["captioner"] == "ocr"
+    assert a.key(b"x") == hashlib.sha256(a.engine_version.encode() + b"\0" + b"x").hexdigest()

@@ -1,4 +1,5 @@
-# fetch (hub datasets only) and prepare: normalise each domain and check its integrity; caption: image text.
+# fetch (hub datasets only) and prepare: normalise each domain and check its integrity; caption: image text (an OCR
+# captioner: gathered from the ocr jobs, one per shard of corpus images and one for the query images).
 
 
 rule fetch:
@@ -51,5 +52,23 @@ rule caption:
         **spec_resources("caption"),
     params:
         slice=spec_params("caption"),
+    script:
+        "../scripts/step.py"
+
+
+rule ocr:
+    input:
+        unpack(spec_input("ocr")),
+    output:
+        **spec_output("ocr"),
+    log:
+        "logs/ocr/{dataset}/{domain}/{captioner}/{kind}/{shard}.log",
+    benchmark:
+        "benchmarks/ocr/{dataset}/{domain}/{captioner}/{kind}/{shard}.tsv"
+    threads: spec_threads("ocr")
+    resources:
+        **spec_resources("ocr"),
+    params:
+        slice=spec_params("ocr"),
     script:
         "../scripts/step.py"

@@ -1,96 +1,73 @@
-"""``ocr`` captioner: the text printed in an image, read with RapidOCR (PP-OCRv4 ONNX, offline on CPU).
+"""``ocr`` captioner: the text printed in an image, read with RapidOCR (PP-OCRv4 ONNX, offline, CPU or CUDA) or
+Tesseract (:mod:`mmir.encoders.ocr_engines`), on ``workers`` processes (:mod:`mmir.encoders.ocr_pool`).
 
-Lines in reading order (:func:`reading_order`): rows top to bottom joined with newlines, lines left to right
-joined with spaces; lines below ``min_score`` dropped. Cached in SQLite under ``sha256(engine_version || image
-bytes)``, the engine version naming the rapidocr release, threshold and layout rule.
+Lines in reading order (:func:`~mmir.encoders.ocr_layout.reading_order`): rows top to bottom joined with newlines,
+lines left to right joined with spaces; lines below ``min_score`` dropped. Cached in SQLite under
+``sha256(engine_version || NUL || image bytes)``; ``engine_version`` names the engine with its library versions and
+the settings that change the text (provider, language models), ``min_score`` and the layout rule.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
+from mmir.core.errors import MmirError
 from mmir.data.images import DEFAULT_MAX_PIXELS, decode_image
+from mmir.encoders.ocr_engines import EngineSpec, resolve_device
+from mmir.encoders.ocr_layout import LAYOUT_VERSION, OcrLine, lines_to_text, reading_order
+from mmir.encoders.ocr_pool import OcrPool
 
-#: bump when the layout rule (row grouping, joining) changes: it is part of every cache key
-LAYOUT_VERSION = "rows-v1"
+__all__ = ["LAYOUT_VERSION", "OcrCaptioner", "OcrLine", "OcrText", "lines_to_text", "reading_order"]
+
+#: errors kept per captioner for the job log (the counts are complete)
+MAX_ERRORS_KEPT = 5
 
 
 @dataclass(frozen=True)
-class OcrLine:
-    """One recognised line: ``box`` = four ``(x, y)`` corners in pixels, ``text``, recognition ``score`` in [0, 1]."""
+class OcrText:
+    """The caption of one image: ``text`` ("" when none or on failure), ``status`` ``cached`` | ``read`` |
+    ``corrupt`` (does not decode) | ``failed`` (the engine raised), and ``error`` (the message) for the last two."""
 
-    box: tuple[tuple[float, float], ...]
     text: str
-    score: float
-
-    @property
-    def top(self) -> float:
-        return min(p[1] for p in self.box)
-
-    @property
-    def bottom(self) -> float:
-        return max(p[1] for p in self.box)
-
-    @property
-    def left(self) -> float:
-        return min(p[0] for p in self.box)
-
-    @property
-    def cy(self) -> float:
-        return (self.top + self.bottom) / 2
-
-
-def reading_order(lines: Sequence[OcrLine]) -> list[list[OcrLine]]:
-    """Group lines into rows (top to bottom, within half the row's median line height), each sorted left to right."""
-    rows: list[list[OcrLine]] = []
-    for ln in sorted(lines, key=lambda l: (l.cy, l.left)):
-        if rows:
-            row = rows[-1]
-            centre = sum(l.cy for l in row) / len(row)
-            height = float(np.median([l.bottom - l.top for l in row + [ln]]))
-            if abs(ln.cy - centre) <= max(height, 1.0) / 2:
-                row.append(ln)
-                continue
-        rows.append([ln])
-    return [sorted(r, key=lambda l: l.left) for r in rows]
-
-
-def lines_to_text(lines: Sequence[OcrLine]) -> str:
-    """Text of the lines in reading order: a space between items of a row, a newline between rows."""
-    return "\n".join(" ".join(l.text.strip() for l in row if l.text.strip()) for row in reading_order(lines)).strip()
+    status: str
+    error: str | None = None
 
 
 class OcrCaptioner:
-    """Image -> text with RapidOCR, cached in SQLite (``cache_path=None`` disables caching).
+    """Image -> text with an OCR engine, cached in SQLite (``cache_path=None`` disables caching).
 
     Args:
+        engine: ``rapidocr`` (rapidocr-onnxruntime) or ``tesseract`` (the binary through pytesseract).
         min_score: lines recognised with a lower score are dropped (RapidOCR's default is 0.5).
+        device: rapidocr's onnxruntime provider, ``cpu`` | ``cuda`` | ``None`` (cuda when offered);
+            :func:`~mmir.encoders.ocr_engines.resolve_device` falls back to cpu with a logged warning.
+        lang: Tesseract language models (``eng``, ``eng+deu``).
+        workers: processes that OCR the cache misses (1 = in this process), each with one engine thread.
 
-    Raises (on first use):
-        ImportError: rapidocr-onnxruntime is not installed (``pip install rapidocr-onnxruntime==1.4.4``).
+    Raises (on construction):
+        MmirError: engine tesseract without the binary or a language model; ImportError: rapidocr-onnxruntime or
+            pytesseract missing.
     """
 
     name = "ocr"
 
-    def __init__(self, cache_path: str | Path | None = None, *, min_score: float = 0.5, engine=None,
-                 max_pixels: int = DEFAULT_MAX_PIXELS):
+    def __init__(self, cache_path: str | Path | None = None, *, engine: str = "rapidocr", min_score: float = 0.5,
+                 device: str | None = None, lang: str = "eng", workers: int = 1, max_pixels: int = DEFAULT_MAX_PIXELS):
         self.min_score = float(min_score)
         self.max_pixels = max_pixels
-        self._engine = engine
-        try:
-            lib_version = importlib.metadata.version("rapidocr-onnxruntime")
-        except importlib.metadata.PackageNotFoundError:
-            lib_version = "unknown"
-        self.engine_version = f"rapidocr-onnxruntime=={lib_version};min_score={self.min_score};{LAYOUT_VERSION}"
-        self.calls = 0  # OCR engine runs (cache misses) in this process
+        self.spec = EngineSpec(engine, resolve_device(device) if engine == "rapidocr" else "cpu", lang, threads=1)
+        self.engine_version = f"{self.spec.identity()};min_score={self.min_score};{LAYOUT_VERSION}"
+        self.workers = workers
+        self.calls = 0  # engine runs (cache misses) in this process's captioner
+        self.counts: Counter[str] = Counter()  # statuses of every image asked for
+        self.errors: list[str] = []  # the first MAX_ERRORS_KEPT error messages
+        self._pool = OcrPool(self.spec, workers, max_pixels)
         self._db = None
         if cache_path is not None:
             cache_path = Path(cache_path)
@@ -101,6 +78,12 @@ class OcrCaptioner:
                 "CREATE TABLE IF NOT EXISTS ocr (key TEXT PRIMARY KEY, engine TEXT, text TEXT, lines TEXT)"
             )
             self._db.commit()
+
+    @classmethod
+    def from_config(cls, captioner, cache_path: str | Path | None, workers: int = 1) -> OcrCaptioner:
+        """From an :class:`~mmir.config.models.OCRCaptioner` (the validated ``captioners.<name>`` entry)."""
+        return cls(cache_path, engine=captioner.engine, min_score=captioner.min_score, device=captioner.device,
+                   lang=captioner.lang, workers=workers)
 
     @property
     def cache_spec(self) -> dict:
@@ -114,53 +97,59 @@ class OcrCaptioner:
         h.update(data)
         return h.hexdigest()
 
-    def _get_engine(self):
-        if self._engine is None:
-            from rapidocr_onnxruntime import RapidOCR
+    def cached(self, datas: Sequence[bytes]) -> list[str | None]:
+        """The cached caption of each image under this captioner's key, ``None`` for a miss (no engine runs)."""
+        keys = [self.key(d) for d in datas]
+        found = self._lookup(keys)
+        return [found.get(k) for k in keys]
 
-            self._engine = RapidOCR()
-        return self._engine
+    def read_many(self, datas: Sequence[bytes], *, sources: Sequence[str] | None = None) -> list[OcrText]:
+        """One :class:`OcrText` per image, in order. Cached images are not recomputed; the misses (each distinct
+        image once) are read on the pool and stored as they finish, so an interrupted run resumes. A corrupt image
+        or an engine failure is an ``OcrText`` with its error, counted in :attr:`counts`, never raised or cached."""
+        sources = list(sources) if sources is not None else [f"image[{i}]" for i in range(len(datas))]
+        if len(sources) != len(datas):
+            raise ValueError(f"{len(datas)} images but {len(sources)} sources")
+        keys = [self.key(d) for d in datas]
+        found: dict[str, OcrText] = {k: OcrText(t, "cached") for k, t in self._lookup(keys).items()}
+        todo = {k: (d, s) for k, d, s in zip(keys, datas, sources, strict=True) if k not in found}
+        for key, res in zip(todo, self._pool.map(todo.values()), strict=True):
+            if res.error is not None:
+                found[key] = OcrText("", "corrupt" if res.corrupt else "failed", res.error)
+                if len(self.errors) < MAX_ERRORS_KEPT:
+                    self.errors.append(res.error)
+                continue
+            self.calls += 1
+            lines = [l for l in res.lines if l.score >= self.min_score and l.text.strip()]
+            text = lines_to_text(lines)
+            self._store(key, text, lines)
+            found[key] = OcrText(text, "read")
+        out = [found[k] for k in keys]
+        self.counts.update(o.status for o in out)
+        return out
 
-    def read_lines(self, data: bytes, *, source: str = "image") -> list[OcrLine]:
-        """Recognised lines with ``score >= min_score``, unordered (no cache).
+    def caption_many(self, datas: Sequence[bytes], *, sources: Sequence[str] | None = None) -> list[str]:
+        """Captions for many images (:meth:`read_many`), raising on the first bad one.
 
         Raises:
-            CorruptImage, ImageTooLarge: from :func:`~mmir.data.images.decode_image`, naming ``source``.
+            CorruptImage, ImageTooLarge: an image does not decode (naming its source); MmirError: the engine failed.
         """
-        img = decode_image(data, source=source, max_pixels=self.max_pixels)
-        bgr = np.ascontiguousarray(np.asarray(img)[:, :, ::-1])
-        result, _elapse = self._get_engine()(bgr)
-        self.calls += 1
-        lines = []
-        for box, text, score in result or []:
-            if float(score) >= self.min_score and str(text).strip():
-                lines.append(OcrLine(tuple((float(x), float(y)) for x, y in box), str(text), float(score)))
-        return lines
+        sources = list(sources) if sources is not None else [f"image[{i}]" for i in range(len(datas))]
+        out = self.read_many(datas, sources=sources)
+        for o, data, src in zip(out, datas, sources, strict=True):
+            if o.status == "corrupt":
+                decode_image(data, source=src, max_pixels=self.max_pixels)  # raises the decoding error again
+            if o.status in ("corrupt", "failed"):
+                raise MmirError(f"OCR failed: {o.error}")
+        return [o.text for o in out]
 
     def caption(self, data: bytes, *, source: str = "image") -> str:
         """The image's text in reading order (``""`` when none), from the cache when present.
 
         Raises:
-            CorruptImage, ImageTooLarge: the bytes do not decode (not cached).
+            CorruptImage, ImageTooLarge: the bytes do not decode (not cached); MmirError: the engine failed.
         """
         return self.caption_many([data], sources=[source])[0]
-
-    def caption_many(self, datas: Sequence[bytes], *, sources: Sequence[str] | None = None) -> list[str]:
-        """Captions for many images; cached ones are not recomputed, new ones are stored as they finish."""
-        sources = list(sources) if sources is not None else [f"image[{i}]" for i in range(len(datas))]
-        if len(sources) != len(datas):
-            raise ValueError(f"{len(datas)} images but {len(sources)} sources")
-        keys = [self.key(d) for d in datas]
-        found = self._lookup(keys)
-        out: list[str] = []
-        for data, key, src in zip(datas, keys, sources, strict=True):
-            if key not in found:
-                lines = self.read_lines(data, source=src)
-                text = lines_to_text(lines)
-                self._store(key, text, lines)
-                found[key] = text
-            out.append(found[key])
-        return out
 
     def _lookup(self, keys: Sequence[str]) -> dict[str, str]:
         if self._db is None or not keys:
@@ -181,6 +170,7 @@ class OcrCaptioner:
         self._db.commit()
 
     def close(self) -> None:
+        self._pool.close()
         if self._db is not None:
             self._db.close()
             self._db = None

@@ -1,4 +1,6 @@
-"""The encoding plan: which kinds each dense/multimodal system encodes on a domain, in how many shards.
+"""The encoding and OCR plans: which kinds each dense/multimodal system encodes on a domain, in how many shards, and
+how many OCR jobs a domain's images take (:func:`n_ocr_shards`: corpus images cut the same way, by
+``captioners.<name>.shard_size``).
 
 ``encoding.shard_size`` rows a shard (documents, pair texts and images; queries are one shard). The shard count
 comes from the raw sizes (:func:`mmir.data.sizes.raw_sizes`), so it is known when the DAG is built, before any
@@ -45,3 +47,19 @@ def encoded_kinds(config: dict | Params, system: str, task: str) -> list[str]:
     derived = ablation_systems(p)
     base = derived[system]["base"] if system in derived else system
     return kinds_of(p.systems[base], task)
+
+
+#: the OCR shard kinds and the role their images have in the caption file
+OCR_KINDS = {"images": "corpus", "query_images": "query"}
+
+
+def n_ocr_shards(config: dict | Params, dataset: str, domain: str, captioner: str, kind: str) -> int:
+    """How many OCR jobs ``kind`` (``images``: ``captioners.<name>.shard_size`` corpus images a job, from the raw
+    sizes like encoding; ``query_images``: one) has on a domain (>= 1)."""
+    if kind not in OCR_KINDS:
+        raise ValueError(f"OCR kind {kind!r}: one of {', '.join(OCR_KINDS)}")
+    if kind == "query_images":
+        return 1
+    p = typed(config)
+    _docs, images = raw_sizes(p.datasets[dataset], domain)
+    return max(1, math.ceil(images / p.captioners[captioner].shard_size))

@@ -73,24 +73,29 @@ def prepare(dataset: str, ds: dict, domain: str, out_dir: str | Path, fetched_ma
 
 def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cache_path: str | Path,
             out_parquet: str | Path, generator: dict | None = None, generation_cache: str | Path | None = None,
-            out_stats: str | Path | None = None) -> dict:
+            out_stats: str | Path | None = None, ocr_shards: tuple[list[str], list[str]] | None = None,
+            threads: int = 1) -> dict:
     """Image text for every corpus and query image of a prepared domain (``path, role, text``).
 
-    ``ocr``: rapidocr-onnxruntime, cached by image bytes (:mod:`mmir.encoders.ocr`). ``vlm``: the
-    ``generator`` backend with a detailed-description prompt, through the generation cache
-    (:mod:`mmir.benchmarks.mmbright.captions`). Corrupt images get "" and are counted. Writes ``out_parquet``
-    atomically, the counts (with ``llm_calls`` / ``llm_failures`` for ``vlm``) to ``out_stats``, and returns them.
+    ``ocr``: RapidOCR or Tesseract, cached by image bytes (:mod:`mmir.encoders.ocr`): gathered from the ``ocr`` rule's
+    shards when ``ocr_shards`` = (shard files, their stats files) is given (:mod:`mmir.workflow.ocr_steps`), else
+    read here on ``threads`` processes. ``vlm``: the ``generator`` backend with a detailed-description prompt, through
+    the generation cache (:mod:`mmir.benchmarks.mmbright.captions`). Corrupt images get "" and are counted. Writes
+    ``out_parquet`` atomically, the counts (with ``llm_calls`` / ``llm_failures`` for ``vlm``) to ``out_stats``, and
+    returns them.
     """
     import pandas as pd
-    from tqdm.auto import tqdm
 
     from mmir.core.io import write_parquet
     from mmir.encoders.ocr import OcrCaptioner
+    from mmir.workflow import ocr_steps
 
+    cap = parse(Captioner, captioner, f"captioners.{captioner_name}")
+    if cap.kind == "ocr" and ocr_shards is not None:
+        return ocr_steps.gather_captions(ocr_shards[0], ocr_shards[1], out_parquet, out_stats)
     prep = Path(prepared_dir)
     rows, n = [], {"images": 0, "empty": 0, "skipped_corrupt": 0}
     frames = [(role, pd.read_parquet(prep / fname)) for role, fname in (("corpus", "images.parquet"), ("query", "query_images.parquet"))]
-    cap = parse(Captioner, captioner, f"captioners.{captioner_name}")
     if cap.kind == "vlm":
         from mmir.benchmarks.mmbright.captions import vlm_captions
         from mmir.llm.backends import make_backend
@@ -113,15 +118,12 @@ def caption(prepared_dir: str | Path, captioner_name: str, captioner: dict, cach
         n["skipped_corrupt"] = sum(int((~df["ok"].astype(bool)).sum()) for _, df in frames)
         n["engine_calls"] = n.get("cache_backend_calls", 0)
     else:
-        with OcrCaptioner(cache_path, min_score=cap.min_score) as ocr:
+        n = dict.fromkeys(ocr_steps.COUNTS, 0)
+        with OcrCaptioner.from_config(cap, cache_path, workers=threads) as ocr:
             for role, df in frames:
-                for path, data, ok in tqdm(zip(df["path"], df["bytes"], df["ok"]), total=len(df), desc=f"{captioner_name} {role}",
-                                           leave=False):
-                    text = ocr.caption(data, source=path) if ok else ""
-                    n["skipped_corrupt"] += not ok
-                    n["empty"] += not text
-                    rows.append({"path": path, "role": role, "text": text})
-            n["engine_calls"] = ocr.calls
+                got, counts = ocr_steps.ocr_frame(df, role, ocr)
+                rows += got
+                n = {k: n[k] + counts[k] for k in n}
     n["images"] = len(rows)
     write_parquet(out_parquet, pd.DataFrame(rows, columns=["path", "role", "text"]))
     if out_stats is not None:

@@ -81,10 +81,16 @@ Generator = Annotated[
 
 
 class OCRCaptioner(Section):
-    """Image text by OCR (rapidocr-onnxruntime, offline)."""
+    """Image text by OCR (rapidocr-onnxruntime or Tesseract, offline), sharded and run on the job's threads."""
 
-    kind: Literal["ocr"] = Field(description="ocr = rapidocr-onnxruntime")
+    kind: Literal["ocr"] = Field(description="ocr = an OCR engine (see engine)")
     min_score: Number = Field(0.5, ge=0, le=1, description="drop OCR lines scored lower")
+    engine: Literal["rapidocr", "tesseract"] = Field("rapidocr", description="rapidocr = PP-OCRv4 ONNX models; tesseract = the "
+                                                     "tesseract binary through pytesseract (faster, its text differs)")
+    device: Literal["cpu", "cuda"] | None = Field(None, description="rapidocr: onnxruntime provider; null = cuda when "
+                                                  "onnxruntime offers it, else cpu (cuda asked but absent: cpu, logged)")
+    lang: str = Field("eng", description="tesseract: language models, e.g. eng+deu")
+    shard_size: int = Field(500, ge=1, description="corpus images per OCR job (query images: one job)")
 
 
 class VLMCaptioner(Section):

@@ -49,5 +49,5 @@ def run_snakemake_job(smk) -> Any:
 
     logs.setup(smk.log[0] if smk.log else None)
     job = Job(smk.rule, {k: str(v) for k, v in smk.wildcards.items()}, {k: plain(v) for k, v in smk.input.items()},
-              {k: str(v) for k, v in smk.output.items()}, smk.params.slice)
+              {k: str(v) for k, v in smk.output.items()}, smk.params.slice, int(smk.threads))
     return run_job(job)

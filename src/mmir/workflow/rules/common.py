@@ -18,13 +18,15 @@ W = Mapping[str, str]  # wildcards of one job
 
 @dataclass(frozen=True)
 class Job:
-    """One job: its rule, wildcards, inputs and outputs (paths) and the config slice it reads."""
+    """One job: its rule, wildcards, inputs and outputs (paths), the config slice it reads and the CPU threads it
+    may use (Snakemake's ``threads`` of the job; ``mmir run``: the rule's ``resources``)."""
 
     rule: str
     wildcards: dict[str, str]
     input: dict[str, Any]
     output: dict[str, str]
     params: dict[str, Any]
+    threads: int = 1
 
 
 def no_inputs(config: dict, w: W) -> dict[str, Any]:
@@ -145,12 +147,20 @@ def image_text_captions(config: dict, w: W) -> str:
 
 
 def sample_notes(config: dict, units: Iterable[Mapping[str, Any]]) -> list[str]:
-    """One caption line per sampled dataset (``datasets.<name>.sample``) among the datasets of a table's ``units``."""
+    """One caption line per sampled dataset (``datasets.<name>.sample``) among the datasets of a table's ``units``,
+    then the :func:`ocr_engine_notes`."""
     from mmir.data.sample import Sample
 
     present = {u["dataset"] for u in units}
     return [f"`{d}` {Sample.from_config(ds['sample']).describe()}." for d, ds in config["datasets"].items()
-            if ds.get("sample") and d in present]
+            if ds.get("sample") and d in present] + ocr_engine_notes(config)
+
+
+def ocr_engine_notes(config: dict) -> list[str]:
+    """One line per OCR captioner that reads with another engine than the default RapidOCR (its text differs, so
+    every table that may show it says so); none for the default, so its tables stay as they were."""
+    return [f"OCR captioner `{name}` reads images with Tesseract (lang {c['lang']}), not RapidOCR: its image text differs."
+            for name, c in config["captioners"].items() if c["kind"] == "ocr" and c["engine"] == "tesseract"]
 
 
 #: how a table names each image mode of a multimodal system's queries

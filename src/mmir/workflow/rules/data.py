@@ -1,5 +1,6 @@
 """Rules of ``workflow/rules/data.smk``: fetch (hub datasets), prepare (normalise a domain, check its integrity),
-caption (the image text of a domain's images)."""
+caption (the image text of a domain's images; for an OCR captioner gathered from its ``ocr`` shards), ocr (one
+shard of a domain's corpus or query images)."""
 
 from __future__ import annotations
 
@@ -63,21 +64,55 @@ def _prepare_inputs(config: dict, w: W) -> dict:
 def _caption(job: Job):
     from mmir.workflow import steps
 
-    p = job.params
+    p, i = job.params, job.input
+    shards = (list(i["ocr_shards"]), list(i["ocr_stats"])) if "ocr_shards" in i else None
     return steps.caption(prepared_dir(job.wildcards), job.wildcards["captioner"], p["captioner"], p["cache"],
-                         job.output["captions"], p["generator"], p["generation_cache"], job.output["stats"])
+                         job.output["captions"], p["generator"], p["generation_cache"], job.output["stats"], shards)
+
+
+def ocr_shard_files(config: dict, w: W, pattern: str) -> list[str]:
+    """The OCR shard outputs (``pattern``: :data:`~mmir.core.paths.OCR_SHARD` or its stats) of a domain's images:
+    the corpus image shards in order, then the query images."""
+    from mmir.workflow.shards import OCR_KINDS, n_ocr_shards
+
+    return [pattern.format(kind=kind, shard=f"{s:05d}", **w) for kind in OCR_KINDS
+            for s in range(n_ocr_shards(config, w["dataset"], w["domain"], w["captioner"], kind))]
 
 
 def _caption_inputs(config: dict, w: W) -> dict:
+    if config["captioners"][w["captioner"]]["kind"] == "ocr":
+        return {"ocr_shards": ocr_shard_files(config, w, paths.OCR_SHARD), "ocr_stats": ocr_shard_files(config, w, paths.OCR_SHARD_STATS)}
     return {n: paths.prepared(w["dataset"], w["domain"], f"{n}.parquet") for n in ("images", "query_images")}
 
 
 def _caption_params(config: dict, w: W) -> dict:
     cap = config["captioners"][w["captioner"]]
     vlm = cap["kind"] == "vlm"
-    return {"captioner": cap, "cache": f"{config['paths']['caption_cache']}/{w['captioner']}.sqlite",
+    return {"captioner": cap, "cache": f"{config['paths']['caption_cache']}/{w['captioner']}.sqlite" if vlm else None,
             "generator": config["generators"][cap["generator"]] if vlm else None,
             "generation_cache": config["paths"]["generation_cache"] if vlm else None}
+
+
+def _ocr(job: Job):
+    from mmir.workflow import ocr_steps
+
+    w, p = job.wildcards, job.params
+    return ocr_steps.ocr_shard(job.input["images"], w["kind"], p["captioner"], p["cache"], int(w["shard"]), p["shards"],
+                               job.threads, job.output["captions"], job.output["stats"])
+
+
+def _ocr_inputs(config: dict, w: W) -> dict:
+    return {"images": paths.prepared(w["dataset"], w["domain"], f"{w['kind']}.parquet")}
+
+
+def _ocr_params(config: dict, w: W) -> dict:
+    from mmir.workflow.shards import n_ocr_shards
+
+    cap = config["captioners"][w["captioner"]]
+    if cap["kind"] != "ocr":
+        raise ConfigError(f"captioners.{w['captioner']}", f"kind {cap['kind']} has no OCR shards (kind ocr has)")
+    return {"captioner": cap, "cache": f"{config['paths']['caption_cache']}/{w['captioner']}.sqlite",
+            "shards": n_ocr_shards(config, w["dataset"], w["domain"], w["captioner"], w["kind"])}
 
 
 RULES = (
@@ -85,4 +120,6 @@ RULES = (
     Rule(name="prepare", output=_prepare_outputs(), run=_prepare, input=_prepare_inputs, params=_dataset_params),
     Rule(name="caption", output={"captions": paths.CAPTIONS, "stats": paths.CAPTIONS_STATS}, run=_caption,
          input=_caption_inputs, params=_caption_params, retry_from="{stats}"),
+    Rule(name="ocr", output={"captions": paths.OCR_SHARD, "stats": paths.OCR_SHARD_STATS}, run=_ocr, input=_ocr_inputs,
+         params=_ocr_params),
 )

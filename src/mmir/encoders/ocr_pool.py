@@ -1,0 +1,92 @@
+"""An OCR engine over many images on ``workers`` processes, each building its engine once (:class:`OcrPool`).
+
+``workers == 1`` runs in this process. Otherwise a ``spawn`` process pool: a fresh interpreter per worker, since
+forking a process that already runs threads (pyarrow's pool, onnxruntime's) can deadlock. Results come back in input
+order and each image is read by the same engine settings whichever worker takes it, so the output does not depend
+on the number of workers. A script that starts a pool must keep its top level under ``if __name__ == "__main__"``
+(spawn imports the main script in every worker).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from mmir.data.images import DEFAULT_MAX_PIXELS, CorruptImage, ImageTooLarge, decode_image
+from mmir.encoders.ocr_engines import EngineSpec
+from mmir.encoders.ocr_layout import OcrLine
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """What OCR made of one image: its ``lines`` (all, unfiltered), or an ``error`` (the message). ``corrupt``: the
+    bytes do not decode (:class:`~mmir.data.images.CorruptImage`, :class:`~mmir.data.images.ImageTooLarge`); an
+    error without it is the engine failing on a decodable image."""
+
+    lines: tuple[OcrLine, ...] = ()
+    error: str | None = None
+    corrupt: bool = False
+
+
+def read_one(engine, data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> ReadResult:
+    """Decode and OCR one image; a decoding or engine failure is returned (never raised), so one bad image never
+    stops the others."""
+    try:
+        img = decode_image(data, source=source, max_pixels=max_pixels)
+    except (CorruptImage, ImageTooLarge) as e:
+        return ReadResult(error=str(e), corrupt=True)
+    try:
+        return ReadResult(tuple(engine.read(img)))
+    except Exception as e:  # counted and reported by the caller with this message; not cached, so a rerun retries
+        return ReadResult(error=f"{source}: {type(e).__name__}: {e}")
+
+
+_worker_engine = None
+_worker_max_pixels = DEFAULT_MAX_PIXELS
+
+
+def _init_worker(spec: EngineSpec, max_pixels: int) -> None:
+    global _worker_engine, _worker_max_pixels
+    _worker_engine, _worker_max_pixels = spec.build(), max_pixels
+
+
+def _work(item: tuple[bytes, str]) -> ReadResult:
+    return read_one(_worker_engine, item[0], item[1], _worker_max_pixels)
+
+
+class OcrPool:
+    """``map(items)`` OCRs ``(bytes, source)`` items on up to ``workers`` processes; the engine of ``spec`` is built
+    once per worker (once in this process when ``workers == 1``), the pool started on first use and kept until
+    :meth:`close`."""
+
+    def __init__(self, spec: EngineSpec, workers: int = 1, max_pixels: int = DEFAULT_MAX_PIXELS):
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.spec, self.workers, self.max_pixels = spec, workers, max_pixels
+        self._engine = None
+        self._executor: ProcessPoolExecutor | None = None
+
+    def map(self, items: Iterable[tuple[bytes, str]]) -> Iterator[ReadResult]:
+        """One :class:`ReadResult` per item, in input order, each yielded as soon as it and those before it are done."""
+        items = list(items)
+        if not items:
+            return
+        if self.workers == 1 or len(items) == 1 and self._executor is None:
+            if self._engine is None:
+                self._engine = self.spec.build()
+            for data, source in items:
+                yield read_one(self._engine, data, source, self.max_pixels)
+            return
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(max_workers=min(self.workers, len(items)),
+                                                 mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=_init_worker, initargs=(self.spec, self.max_pixels))
+        yield from self._executor.map(_work, items)
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+        self._engine = None

@@ -1,0 +1,205 @@
+"""The OCR stage (issue 20): shards that cover every image once, a process pool whose output equals the serial one
+byte for byte, a cache key with every part that changes the text, the Tesseract engine on a rendered image, corrupt
+images counted instead of stopping the shard."""
+
+from __future__ import annotations
+
+import io
+import shutil
+
+import pandas as pd
+import pytest
+from conftest import write_domain
+from PIL import Image, ImageDraw, ImageFont
+
+import mmir.encoders.ocr as ocr_mod
+import mmir.encoders.ocr_engines as engines
+from mmir.core import paths
+from mmir.encoders.ocr import OcrCaptioner
+from mmir.workflow import ocr_steps
+from mmir.workflow.rules import RULES
+from mmir.workflow.shards import n_ocr_shards, shard_range
+from mmir.workflow.validate import validate_config
+
+needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
+                                     reason="the tesseract binary is absent (Debian: apt-get install tesseract-ocr)")
+
+
+def _png(words: str = "", size=(420, 110)) -> bytes:
+    img = Image.new("RGB", size, "white")
+    if words:
+        ImageDraw.Draw(img).text((20, 20), words, fill="black", font=ImageFont.load_default(size=48))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _images_parquet(path, rows) -> None:
+    pd.DataFrame(rows, columns=["path", "bytes", "ok"]).to_parquet(path)
+
+
+# ------------------------------------------------------------------------------------------------ shard plan
+def _config(tmp_path, n_images: int, shard_size: int, engine: str = "rapidocr") -> dict:
+    root = write_domain(tmp_path / "raw")
+    (root / "document_images").mkdir()
+    _images_parquet(root / "document_images" / "d.parquet", [[f"d/i{i}.png", b"", True] for i in range(n_images)])
+    return validate_config({"datasets": {"x": {"source": "local", "root": str(root), "domains": ["d"]}},
+                            "systems": {"bm25": {"kind": "bm25"}},
+                            "captioners": {"ocr": {"kind": "ocr", "shard_size": shard_size, "engine": engine}}})
+
+
+@pytest.mark.parametrize("planned, size, prepared", [(10, 3, 10), (10, 3, 7), (10, 3, 14), (3, 5, 3), (0, 4, 2), (12, 4, 12)])
+def test_shards_cover_every_image_exactly_once(tmp_path, planned, size, prepared):
+    cfg = _config(tmp_path, planned, size)
+    shards = n_ocr_shards(cfg, "x", "d", "ocr", "images")
+    assert shards == max(1, -(-planned // size))  # ceil, at least one
+    covered = [i for s in range(shards) for i in range(*shard_range(prepared, s, shards, size))]
+    assert covered == list(range(prepared))
+    assert n_ocr_shards(cfg, "x", "d", "ocr", "query_images") == 1
+    # the caption job of the domain reads exactly these shards: corpus shards in order, then the query images
+    w = {"dataset": "x", "domain": "d", "captioner": "ocr"}
+    job = RULES["caption"].job(cfg, w)
+    want = [paths.OCR_SHARD.format(kind="images", shard=f"{s:05d}", **w) for s in range(shards)]
+    assert job.input["ocr_shards"] == want + [paths.OCR_SHARD.format(kind="query_images", shard="00000", **w)]
+    assert len(job.input["ocr_stats"]) == shards + 1
+    ocr_job = RULES["ocr"].job(cfg, {**w, "kind": "images", "shard": "00000"})
+    assert ocr_job.params["shards"] == shards and ocr_job.input["images"].endswith("images.parquet")
+
+
+@needs_tesseract
+def test_shard_jobs_then_gather_give_each_image_once_and_count_corrupt_ones(tmp_path):
+    pytest.importorskip("pytesseract")
+    cfg = _config(tmp_path, 5, 2, engine="tesseract")
+    cap = cfg["captioners"]["ocr"]
+    rows = [[f"d/i{i}.png", _png(w), True] for i, w in enumerate(["ALPHA", "", "GAMMA", "", "EPSILON"])]
+    rows[1] = ["d/broken.png", b"\x89PNG not really", True]  # passed prepare's flag but does not decode
+    rows[3] = ["d/flagged.png", b"", False]  # prepare marked it
+    _images_parquet(tmp_path / "images.parquet", rows)
+    shards = n_ocr_shards(cfg, "x", "d", "ocr", "images")
+    assert shards == 3
+    outs, stats = [], []
+    for s in range(shards):
+        outs.append(tmp_path / f"s{s}.parquet")
+        stats.append(tmp_path / f"s{s}.stats.json")
+        ocr_steps.ocr_shard(tmp_path / "images.parquet", "images", cap, tmp_path / "cache.sqlite", s, shards, 1, outs[-1], stats[-1])
+    _images_parquet(tmp_path / "query_images.parquet", [["d/query_q/image_1.png", _png("QUERY"), True]])
+    outs.append(tmp_path / "q.parquet")
+    stats.append(tmp_path / "q.stats.json")
+    ocr_steps.ocr_shard(tmp_path / "query_images.parquet", "query_images", cap, tmp_path / "cache.sqlite", 0, 1, 1, outs[-1], stats[-1])
+    n = ocr_steps.gather_captions(outs, stats, tmp_path / "ocr.parquet", tmp_path / "ocr.stats.json")
+    df = pd.read_parquet(tmp_path / "ocr.parquet")
+    assert df["path"].tolist() == [r[0] for r in rows] + ["d/query_q/image_1.png"]
+    assert df["role"].tolist() == ["corpus"] * 5 + ["query"]
+    text = dict(zip(df["path"], df["text"]))
+    assert "ALPHA" in text["d/i0.png"] and "EPSILON" in text["d/i4.png"] and "QUERY" in text["d/query_q/image_1.png"]
+    assert text["d/broken.png"] == "" and text["d/flagged.png"] == ""
+    assert n["images"] == 6 and n["skipped_corrupt"] == 2 and n["failed"] == 0 and n["engine_calls"] == 4
+
+
+# ------------------------------------------------------------------------------------------- parallel = serial
+@pytest.mark.parametrize("engine", ["rapidocr", pytest.param("tesseract", marks=needs_tesseract)])
+def test_parallel_output_equals_serial_byte_for_byte(tmp_path, engine):
+    pytest.importorskip("rapidocr_onnxruntime" if engine == "rapidocr" else "pytesseract")
+    # near-square images: RapidOCR scales the short side up to 736 pixels, so a wide strip costs several times more
+    rows = [[f"d/i{i}.png", _png(w, size=(240, 160)), True] for i, w in enumerate(["ONE", "TWO", "", "FOUR"])]
+    rows.append(["d/bad.png", b"GIF89a broken", True])
+    _images_parquet(tmp_path / "images.parquet", rows)
+    cap = {"kind": "ocr", "engine": engine}
+    for threads in (1, 2):
+        n = ocr_steps.ocr_shard(tmp_path / "images.parquet", "images", cap, tmp_path / f"cache{threads}.sqlite", 0, 1, threads,
+                                tmp_path / f"out{threads}.parquet", tmp_path / f"out{threads}.stats.json")
+        assert n["workers"] == threads and n["engine_calls"] == 4 and n["skipped_corrupt"] == 1
+    assert (tmp_path / "out1.parquet").read_bytes() == (tmp_path / "out2.parquet").read_bytes()
+    texts = pd.read_parquet(tmp_path / "out2.parquet")["text"].tolist()
+    assert "FOUR" in texts[3].upper() and texts[2] == "" and texts[4] == ""
+
+
+# ------------------------------------------------------------------------------------------------ cache key
+def test_cache_hits_only_when_every_key_part_is_the_same(tmp_path, monkeypatch):
+    pytest.importorskip("rapidocr_onnxruntime")
+    db = tmp_path / "cache.sqlite"
+    data = _png("KEY")
+    with OcrCaptioner(db, device="cpu") as first:
+        text = first.read_many([data])[0].text
+        assert "KEY" in text
+    with OcrCaptioner(db, device="cpu") as same:
+        assert same.cached([data]) == [text]  # hit
+        assert same.read_many([data])[0].status == "cached" and same.calls == 0
+        assert same.cached([_png("KEY", size=(421, 110))]) == [None]  # other image bytes: miss
+
+    def misses(**kw) -> bool:
+        with OcrCaptioner(db, **kw) as other:
+            return other.cached([data]) == [None]
+
+    assert misses(device="cpu", min_score=0.6)  # a setting
+    monkeypatch.setattr(engines, "cuda_available", lambda: True)
+    assert misses(device=None)  # the provider (cuda when onnxruntime offers it)
+    monkeypatch.undo()
+    monkeypatch.setattr(engines, "_dist_version", lambda name: "0.0.1")
+    assert misses(device="cpu")  # the engine's version
+    monkeypatch.undo()
+    monkeypatch.setattr(engines, "_onnxruntime_version", lambda: "0.0.1")
+    assert misses(device="cpu")  # the runtime's version
+    monkeypatch.undo()
+    monkeypatch.setattr(ocr_mod, "LAYOUT_VERSION", "rows-v0")
+    assert misses(device="cpu")  # the layout rule
+    monkeypatch.undo()
+    assert not misses(device="cpu")  # everything back: a hit again
+
+
+@needs_tesseract
+def test_tesseract_key_parts(tmp_path, monkeypatch):
+    pytest.importorskip("pytesseract")
+    base = OcrCaptioner(None, engine="tesseract")
+    assert base.engine_version.startswith("tesseract==") and "psm=11" in base.engine_version
+    assert base.key(b"x") != OcrCaptioner(None).key(b"x")  # the engine
+    assert base.key(b"x") != OcrCaptioner(None, engine="tesseract", lang="eng+osd").key(b"x")  # the language models
+    monkeypatch.setattr(engines, "tesseract_version", lambda: "0.0.1")
+    assert base.key(b"x") != OcrCaptioner(None, engine="tesseract").key(b"x")  # the binary's version
+    monkeypatch.undo()
+    monkeypatch.setattr(engines, "_dist_version", lambda name: "0.0.1")
+    assert base.key(b"x") != OcrCaptioner(None, engine="tesseract").key(b"x")  # pytesseract's version
+    monkeypatch.undo()
+    assert base.key(b"x") == OcrCaptioner(None, engine="tesseract").key(b"x")
+
+
+# ------------------------------------------------------------------------------------------------ tesseract
+@needs_tesseract
+def test_tesseract_reads_a_rendered_word():
+    pytest.importorskip("pytesseract")
+    with OcrCaptioner(None, engine="tesseract") as ocr:
+        text = ocr.caption(_png("RETRIEVAL"), source="rendered.png")
+    assert "RETRIEVAL" in text.upper().split()
+    with OcrCaptioner(None, engine="tesseract") as ocr:
+        assert ocr.caption(_png(""), source="blank.png") == ""
+
+
+def test_tesseract_missing_language_model_is_named(monkeypatch, tmp_path):
+    monkeypatch.setattr(engines, "tessdata_dir", lambda: tmp_path)
+    engines.traineddata_hash.cache_clear()
+    try:
+        with pytest.raises(engines.MmirError, match="tesseract-ocr-xyz"):
+            engines.traineddata_hash("xyz")
+    finally:
+        engines.traineddata_hash.cache_clear()
+
+
+def test_cuda_asked_without_it_falls_back_to_cpu_with_a_message(monkeypatch, caplog):
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setattr(engines, "cuda_available", lambda: False)
+    with caplog.at_level("WARNING", logger="mmir.encoders.ocr_engines"):
+        assert engines.resolve_device("cuda") == "cpu"
+    assert "running RapidOCR on cpu" in caplog.text
+    assert engines.resolve_device(None) == "cpu" and engines.resolve_device("cpu") == "cpu"
+    monkeypatch.setattr(engines, "cuda_available", lambda: True)
+    assert engines.resolve_device(None) == "cuda" and engines.resolve_device("cpu") == "cpu"
+
+
+def test_tables_name_a_tesseract_captioner_and_leave_the_default_alone(tmp_path):
+    default = _config(tmp_path / "a", 4, 2)
+    notes = RULES["report"].job(default, {"task": "task2"}).params["notes"]
+    assert not any("Tesseract" in n for n in notes)
+    tess = _config(tmp_path / "b", 4, 2, engine="tesseract")
+    for rule, w, key in (("report", {"task": "task2"}, "notes"), ("report", {"task": "task1"}, "notes")):
+        lines = RULES[rule].job(tess, w).params[key]
+        assert "OCR captioner `ocr` reads images with Tesseract (lang eng), not RapidOCR: its image text differs." in lines
