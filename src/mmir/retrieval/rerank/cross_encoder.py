@@ -41,6 +41,31 @@ def _random_copy(cfg: CrossEncoderReranker, model: str, dest: Path) -> str:
     return str(dest)
 
 
+def _mxbai_v2():
+    """mxbai-rerank's ``MxbaiRerankV2`` with its pair inputs built without ``tokenizer.prepare_for_model``, which
+    transformers 5 tokenizers no longer have (mxbai-rerank 0.1.6 calls it). The ids are the package's: the query
+    (cut at 3/4 of ``max_length``), the separator and the document, the second part cut so the pair fits
+    ``max_length`` (``truncation="only_second"``), inside the package's chat template and task prompt."""
+    from mxbai_rerank import MxbaiRerankV2
+
+    class MxbaiV2(MxbaiRerankV2):
+        def prepare_inputs(self, queries, documents, *, instruction=None):
+            tok, head = self.tokenizer, (self.instruction_prompt.format(instruction=instruction) + self.sep if instruction else "")
+            items = []
+            for query, document in zip(queries, documents):
+                q = tok(head + self.query_prompt.format(query=query), add_special_tokens=False,
+                        max_length=self.max_length * 3 // 4, truncation=True)["input_ids"]
+                doc_max = min(self.model_max_length - len(q) - self.predefined_length, self.max_length)
+                d = tok(self.doc_prompt.format(document=document), add_special_tokens=False, max_length=doc_max,
+                        truncation=True)["input_ids"]
+                ids = self.concat_input_ids(q + (self.sep_inputs + d)[:max(0, self.max_length - len(q))])
+                items.append({"input_ids": ids, "attention_mask": [1] * len(ids)})
+            return tok.pad(items, padding="longest", max_length=self.max_length_padding, pad_to_multiple_of=8,
+                           return_tensors="pt")
+
+    return MxbaiV2
+
+
 class CrossEncoderScorer:
     """A loaded cross-encoder: ``scorer.score(query, texts) -> (n,) float32``; ``truncated`` counts cut pairs."""
 
@@ -60,9 +85,7 @@ class CrossEncoderScorer:
         local = {} if cfg.local_files_only is None else {"local_files_only": cfg.local_files_only}
         revision = None if cfg.random_init else cfg.revision
         if cfg.backend == "mxbai-rerank":
-            from mxbai_rerank import MxbaiRerankV2
-
-            self.model = MxbaiRerankV2(path, device=self.device, torch_dtype=torch.float16 if half else torch.float32,
+            self.model = _mxbai_v2()(path, device=self.device, torch_dtype=torch.float16 if half else torch.float32,
                                        max_length=cfg.max_length, revision=revision, trust_remote_code=cfg.trust_remote_code,
                                        tokenizer_kwargs={"revision": revision, **local}, **local)
             self.tokenizer = self.model.tokenizer
