@@ -51,7 +51,8 @@ def test_task1_and_task2_read_one_encoding_of_the_corpus(tmp_path):
     shard_stats = [json.loads(p.read_text()) for p in sorted(docs.glob("shard-*.stats.json"))]
     assert [s["rows"] for s in shard_stats] == [200, 200, 124]
     calls = sum(s["cache_model_calls"] for s in shard_stats)
-    assert calls == sum(-(-s["rows"] // 32) for s in shard_stats)  # one call per batch of 32, nothing twice
+    # token-budget batching (batch_tokens): one model call per written batch of batch_rows=64, nothing twice
+    assert calls == sum(-(-s["rows"] // 64) for s in shard_stats)
     for task in ("task1", "task2"):
         st = json.loads((wd / f"results/runs/{task}/openstax/minilm/statistics.stats.json").read_text())
         assert st["encode_documents_model_calls"] == calls and st["items"] == 524
