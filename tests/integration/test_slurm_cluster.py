@@ -33,7 +33,8 @@ TARGET = "results/metrics/task2/openstax/minilm/statistics.json"
 # score has no entry: resources.default
 RESOURCES = {"default": {"threads": 1, "mem_mb": 1000, "runtime": 5, "gpu": 0},
              "prepare": {"threads": 1, "mem_mb": 1500, "runtime": 10, "gpu": 0},
-             "caption": {"threads": 2, "mem_mb": 2500, "runtime": 15, "gpu": 0},
+             "ocr": {"threads": 2, "mem_mb": 2500, "runtime": 15, "gpu": 0},
+             "caption": {"threads": 1, "mem_mb": 1200, "runtime": 8, "gpu": 0},
              "encode": {"threads": 1, "mem_mb": 2000, "runtime": 20, "gpu": 0},
              "retrieve": {"threads": 2, "mem_mb": 1800, "runtime": 12, "gpu": 0}}
 SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+) \(log: \S*/rule_(\w+)/(\S+)/\d+\.log\)")
@@ -166,7 +167,7 @@ def test_slurm_runs_the_slice_with_each_rules_resources_and_a_cancelled_job_resu
     # the cancelled shard is submitted again as a new SLURM job
     assert first_jobs[cancelled] in rerun_jobs.values() and cancelled not in rerun_jobs
     jobs = {**first_jobs, **rerun_jobs}
-    assert {r for r, _ in jobs.values()} == {"prepare", "caption", "encode", "retrieve", "score"}, jobs
+    assert {r for r, _ in jobs.values()} == {"prepare", "ocr", "caption", "encode", "retrieve", "score"}, jobs
 
     # every job in the accounting database, asking for its rule's threads, mem_mb and runtime
     fields = "JobIDRaw,JobName%36,Partition,ReqCPUS,ReqMem,Timelimit,State,Elapsed"
@@ -186,7 +187,7 @@ def test_slurm_runs_the_slice_with_each_rules_resources_and_a_cancelled_job_resu
         assert state.startswith("CANCELLED") if job == cancelled else state == "COMPLETED", by_id[job]
     # what the first run finished (prepare, OCR, the first shard) is not submitted again
     done_first = {first_jobs[j] for j in first_jobs if by_id[j][6] == "COMPLETED"}
-    assert {"prepare", "caption"} <= {r for r, _ in done_first} and not done_first & set(rerun_jobs.values())
+    assert {"prepare", "ocr", "caption"} <= {r for r, _ in done_first} and not done_first & set(rerun_jobs.values())
 
     # the same bytes as the local run: OCR text, every vector shard, the run, the measures
     outputs = ["results/captions/openstax/statistics/ocr.parquet", "results/runs/task2/openstax/minilm/statistics.trec",
