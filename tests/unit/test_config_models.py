@@ -186,3 +186,14 @@ def test_a_params_slice_of_whole_sections_parses_back_to_the_same_filled_dicts()
     assert parse_slice({"mlflow": cfg["mlflow"]}).rag is None and set(ParamsSlice.model_fields) == set(Params.model_fields)
     with pytest.raises(ConfigError, match="rag.k"):
         parse_slice({"rag": {**cfg["rag"], "k": 0}})
+
+
+def test_a_rule_resource_given_in_part_keeps_the_rules_other_defaults():
+    """`resources: {encode: {threads: 1}}` changes the threads only: encode jobs still ask for their GPU and 16 GB;
+    null gives the rule's own value back (the hub overlays undo params.yaml's one-thread encode that way)."""
+    cfg = copy.deepcopy(BASE)
+    cfg["resources"] = {"encode": {"threads": 1}, "retrieve": {"threads": None, "mem_mb": 123}}
+    res = fill_config(cfg, "params.yaml")["resources"]
+    assert res["encode"] == {"threads": 1, "mem_mb": 16000, "runtime": 60, "gpu": 1}
+    assert res["retrieve"] == {"threads": 2, "mem_mb": 123, "runtime": 60, "gpu": 0}
+    assert res["rag"] == {"threads": 2, "mem_mb": 8000, "runtime": 120, "gpu": 0}

@@ -3,7 +3,9 @@ loads a model and used by cluster profiles (workflow/profiles/)."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, model_validator
 
 from mmir.config.models.base import Section, unset
 
@@ -39,3 +41,16 @@ class ResourcesConfig(Section):
     essentiality: JobResources = Field(_job(2, 8000, 120, 0), description="image essentiality labels")
     audit: JobResources = Field(_job(2, 8000, 120, 0), description="quality audit ratings of one domain")
     rerank: JobResources = Field(_job(2, 8000, 120, 0), description="rerank one first-stage run of one domain")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_rule_defaults(cls, data: Any) -> Any:
+        # `encode: {threads: 1}` changes the threads only: the rule's other defaults (a GPU, 16 GB) stay
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for name, given in data.items():
+            field = cls.model_fields.get(name)
+            if field is not None and isinstance(given, dict):
+                out[name] = {**field.default.model_dump(exclude_none=True), **{k: v for k, v in given.items() if v is not None}}
+        return out
