@@ -29,7 +29,7 @@ import numpy as np
 
 from mmir.core.io import atomic_path, write_json, write_text
 from mmir.encoders.sharded import MissingShardError, ShardedMatrix, ShardMismatchError, StoreError, _npy_header
-from mmir.encoders.store import DTYPES, EncoderKeyMismatchError, ShardFormat, sha256_file, shard_name
+from mmir.encoders.store import BatchedShardWriter, EncoderKeyMismatchError, ShardFormat, sha256_file, shard_name
 
 FORMAT = "mmir-multivector-store/1"
 MANIFEST = "manifest.json"
@@ -51,7 +51,7 @@ def _sync(fd: int) -> None:
     os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)
 
 
-class TokenShardWriter:
+class TokenShardWriter(BatchedShardWriter):
     """Writes one shard of a multi-vector store batch by batch, in item order, resumable after a kill.
 
     Args:
@@ -64,30 +64,14 @@ class TokenShardWriter:
 
     def __init__(self, store_dir: str | Path, shard: int, *, items: int, dim: int, encoder_key: str,
                  dtype: str = "float16", batch_size: int = 64, fsync: bool = True):
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-        if items < 0 or dim < 1 or batch_size < 1:
-            raise ValueError(f"items >= 0, dim >= 1 and batch_size >= 1 required (got {items}, {dim}, {batch_size})")
-        self.dir = Path(store_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.shard, self.items, self.dim, self.dtype = shard, items, dim, np.dtype(dtype)
-        self.batch_size, self.fsync = batch_size, fsync
-        stem = shard_name(shard)
-        self.npy = self.dir / f"{stem}.npy"
-        self.ids_path, self.lengths_path = self.dir / f"{stem}.ids.json", self.dir / f"{stem}.lengths.npy"
-        self.sealed_path, self.progress_path = self.dir / f"{stem}.sealed.json", self.dir / f"{stem}.progress"
-        self.n_batches = -(-items // batch_size)
+        super().__init__(store_dir, shard, unit="items", size=items, dim=dim, dtype=dtype, batch_size=batch_size, fsync=fsync)
+        self.items, self.lengths_path = items, self.dir / f"{shard_name(shard)}.lengths.npy"
         self._header = {"format": FORMAT, "encoder_key": encoder_key, "dtype": self.dtype.name, "dim": dim,
                         "items": items, "batch_size": batch_size}
         self.lengths: list[int] = []  # of the batches written, in order
-        self._fd: int | None = None
         self.sealed = self.sealed_path.exists()
         if self.sealed:
-            marker = json.loads(self.sealed_path.read_text())
-            for k in ("encoder_key", "dtype", "dim", "items"):
-                if marker.get(k) != self._header[k]:
-                    raise ShardMismatchError(self.sealed_path, f"sealed with {k}={marker.get(k)!r}, but this writer has "
-                                             f"{k}={self._header[k]!r}; delete the shard's files to rewrite it")
+            self._check_sealed(("encoder_key", "dtype", "dim", "items"))
             self.done = self.n_batches
         else:
             self._open()
@@ -95,22 +79,12 @@ class TokenShardWriter:
     def _open(self) -> None:
         self.done = 0
         if self.progress_path.exists() and self.npy.exists():
-            lines = self.progress_path.read_text().split("\n")
-            try:
-                header = json.loads(lines[0])
-            except ValueError:
-                header = None
-            if header != self._header:
-                raise ShardMismatchError(self.progress_path, f"a partial shard written with {header}, but this writer "
-                                         f"has {self._header}; delete the shard's files to rewrite it")
-            for line in lines[1:-1]:  # the last line may be cut short by a kill: only complete lines count
+            for line in self._progress_records():
                 rec = json.loads(line)
                 if rec["batch"] != self.done:
                     raise ShardMismatchError(self.progress_path, f"batch {rec['batch']} recorded after {self.done} batches")
                 self.lengths.extend(int(n) for n in rec["lengths"])
                 self.done += 1
-            with open(self.progress_path, "r+") as f:  # a torn last line: cut it
-                f.truncate(len("\n".join(lines[:-1]).encode()) + 1)
             self._fd = os.open(self.npy, os.O_RDWR)
             os.ftruncate(self._fd, self._end())  # drop the bytes of a batch written but not recorded
         else:
@@ -120,23 +94,6 @@ class TokenShardWriter:
 
     def _end(self) -> int:
         return HEADER_BYTES + sum(self.lengths) * self.dim * self.dtype.itemsize
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def batch_range(self, batch: int) -> tuple[int, int]:
-        """Item range ``[start, stop)`` (within the shard) of batch number ``batch``."""
-        if not 0 <= batch < self.n_batches:
-            raise IndexError(f"batch {batch} out of range 0..{self.n_batches - 1}")
-        return batch * self.batch_size, min((batch + 1) * self.batch_size, self.items)
 
     def write_batch(self, batch: int, vectors: Sequence[np.ndarray]) -> None:
         """Append batch ``batch`` (the next one): one ``(tokens_i, dim)`` float array per item, ``tokens_i >= 1``.
