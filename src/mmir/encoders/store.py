@@ -40,7 +40,8 @@ from mmir.encoders.sharded import (
 __all__ = [
     "BatchedShardWriter", "DimensionMismatchError", "EncoderKeyMismatchError", "MissingShardError", "ShardFormat",
     "ShardMismatchError", "ShardWriteStats", "ShardWriter", "ShardedMatrix", "StoreError", "VectorStore", "check_dimension",
-    "finalize_store", "open_store", "shard_name", "shard_ranges", "sha256_file", "write_shard",
+    "finalize_store", "open_store", "read_manifest", "read_shard_ids", "sealed_markers", "shard_name", "shard_ranges",
+    "sha256_file", "write_shard",
 ]
 
 FORMAT = "mmir-vector-store/1"
@@ -305,6 +306,36 @@ def write_shard(store_dir: str | Path, shard: int, ids: Sequence[str], compute: 
                            True, marker["sha256"])
 
 
+def sealed_markers(store_dir: Path, n_shards: int, encoder_key: str, fmt: str | None = None) -> list[dict]:
+    """The sealed markers of shards ``0..n_shards-1``, checked to be one encoder's, of one dtype and dim (and of format
+    ``fmt`` when given): what a manifest gathers.
+
+    Raises:
+        MissingShardError: a shard not sealed (saying when it is partly written), or no shard at all.
+        StoreError: another format. EncoderKeyMismatchError, ShardMismatchError (another dtype or dim than shard 0's).
+    """
+    markers: list[dict] = []
+    for s in range(n_shards):
+        path = store_dir / f"{shard_name(s)}.sealed.json"
+        if not path.exists():
+            partial = (store_dir / f"{shard_name(s)}.progress").exists()
+            raise MissingShardError(path, "shard not sealed" + (" (partly written: rerun its job)" if partial else ""))
+        m = json.loads(path.read_text())
+        if fmt is not None and m.get("format") != fmt:
+            raise StoreError(path, f"format {m.get('format')!r}, expected {fmt!r}")
+        if m["encoder_key"] != encoder_key:
+            raise EncoderKeyMismatchError(path, f"written by encoder {_short(m['encoder_key'])}, expected "
+                                          f"{_short(encoder_key)}")
+        first = markers[0] if markers else m
+        if (m["dtype"], m["dim"]) != (first["dtype"], first["dim"]):
+            raise ShardMismatchError(path, f"{m['dtype']} dim {m['dim']}, but shard 0 has {first['dtype']} "
+                                     f"dim {first['dim']}")
+        markers.append(m)
+    if not markers:
+        raise MissingShardError(store_dir, "no sealed shard")
+    return markers
+
+
 def finalize_store(store_dir: str | Path, encoder_key: str, n_shards: int | None = None) -> dict:
     """Gather the sealed shards ``0..n_shards-1`` (all present when None) into ``manifest.json`` (atomic); returns it.
 
@@ -316,24 +347,10 @@ def finalize_store(store_dir: str | Path, encoder_key: str, n_shards: int | None
         found = sorted(int(m.group(1)) for p in store_dir.glob("shard-*.sealed.json")
                        if (m := re.fullmatch(r"shard-(\d+)\.sealed\.json", p.name)))
         n_shards = (max(found) + 1) if found else 0
-    shards, first = [], None
-    for s in range(n_shards):
-        path = store_dir / f"{shard_name(s)}.sealed.json"
-        if not path.exists():
-            partial = (store_dir / f"{shard_name(s)}.progress").exists()
-            raise MissingShardError(path, "shard not sealed" + (" (partly written: rerun its job)" if partial else ""))
-        m = json.loads(path.read_text())
-        if m["encoder_key"] != encoder_key:
-            raise EncoderKeyMismatchError(path, f"written by encoder {_short(m['encoder_key'])}, expected "
-                                          f"{_short(encoder_key)}")
-        first = first or m
-        if (m["dtype"], m["dim"]) != (first["dtype"], first["dim"]):
-            raise ShardMismatchError(path, f"{m['dtype']} dim {m['dim']}, but shard 0 has {first['dtype']} "
-                                     f"dim {first['dim']}")
-        shards.append({"name": shard_name(s), "file": f"{shard_name(s)}.npy", "ids_file": f"{shard_name(s)}.ids.json",
-                       **{k: m[k] for k in ("rows", "bytes", "sha256", "ids_sha256")}})
-    if not shards:
-        raise MissingShardError(store_dir, "no sealed shard")
+    markers = sealed_markers(store_dir, n_shards, encoder_key)
+    shards = [{"name": shard_name(s), "file": f"{shard_name(s)}.npy", "ids_file": f"{shard_name(s)}.ids.json",
+               **{k: m[k] for k in ("rows", "bytes", "sha256", "ids_sha256")}} for s, m in enumerate(markers)]
+    first = markers[0]
     manifest = {"format": FORMAT, "encoder_key": encoder_key, "dtype": first["dtype"], "dim": first["dim"],
                 "total_rows": sum(s["rows"] for s in shards), "shards": shards}
     write_json(store_dir / MANIFEST, manifest)
@@ -347,6 +364,45 @@ def _short(key: str, n: int = 120) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # reading
 # ---------------------------------------------------------------------------------------------------------
+
+def read_manifest(store_dir: Path, fmt: str, encoder_key: str, verify: str, finalize: str) -> dict:
+    """The ``manifest.json`` of a store of format ``fmt`` written by ``encoder_key`` (``verify`` checked to be ``hash``
+    or ``size``; ``finalize`` names the function that writes the manifest, for the error).
+
+    Raises:
+        ValueError: another ``verify``. MissingShardError: no manifest. StoreError: another format.
+        EncoderKeyMismatchError: another encoder's store.
+    """
+    if verify not in ("hash", "size"):
+        raise ValueError(f"verify must be 'hash' or 'size', got {verify!r}")
+    mpath = store_dir / MANIFEST
+    if not mpath.exists():
+        raise MissingShardError(mpath, f"no manifest: the store was not finalised (run {finalize} after every shard)")
+    manifest = json.loads(mpath.read_text())
+    if manifest.get("format") != fmt:
+        raise StoreError(mpath, f"unknown format {manifest.get('format')!r}, expected {fmt!r}")
+    if manifest["encoder_key"] != encoder_key:
+        raise EncoderKeyMismatchError(mpath, f"written by encoder {_short(manifest['encoder_key'])}, but "
+                                      f"{_short(encoder_key)} was asked for")
+    return manifest
+
+
+def read_shard_ids(path: Path, sha256: str, count: int, unit: str) -> list[str]:
+    """A shard's ids file, checked against its manifest entry: the text's ``sha256`` and ``count`` ids (of ``unit``).
+
+    Raises:
+        MissingShardError: no file. ShardMismatchError: other bytes or another count.
+    """
+    if not path.exists():
+        raise MissingShardError(path, "id file missing")
+    text = path.read_text(encoding="utf-8")
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != sha256:
+        raise ShardMismatchError(path, "ids differ from the manifest (sha256)")
+    part = json.loads(text)
+    if len(part) != count:
+        raise ShardMismatchError(path, f"{len(part)} ids for {count} {unit}")
+    return part
+
 
 @dataclass
 class VectorStore:
@@ -373,16 +429,7 @@ class VectorStore:
         if not hasattr(self, "_ids"):
             ids: list[str] = []
             for sh in self.manifest["shards"]:
-                p = self.path / sh["ids_file"]
-                if not p.exists():
-                    raise MissingShardError(p, "id file missing")
-                text = p.read_text(encoding="utf-8")
-                if hashlib.sha256(text.encode("utf-8")).hexdigest() != sh["ids_sha256"]:
-                    raise ShardMismatchError(p, "ids differ from the manifest (sha256)")
-                part = json.loads(text)
-                if len(part) != sh["rows"]:
-                    raise ShardMismatchError(p, f"{len(part)} ids for {sh['rows']} rows")
-                ids.extend(part)
+                ids.extend(read_shard_ids(self.path / sh["ids_file"], sh["ids_sha256"], sh["rows"], "rows"))
             self._ids = ids
         return self._ids
 
@@ -414,18 +461,8 @@ def open_store(store_dir: str | Path, encoder_key: str, *, verify: str = "hash")
         EncoderKeyMismatchError: the manifest's encoder key differs from ``encoder_key``.
         ShardMismatchError: a shard's rows, dim, dtype, byte size or sha256 differ from the manifest.
     """
-    if verify not in ("hash", "size"):
-        raise ValueError(f"verify must be 'hash' or 'size', got {verify!r}")
     store_dir = Path(store_dir)
-    mpath = store_dir / MANIFEST
-    if not mpath.exists():
-        raise MissingShardError(mpath, "no manifest: the store was not finalised (run finalize_store after every shard)")
-    manifest = json.loads(mpath.read_text())
-    if manifest.get("format") != FORMAT:
-        raise StoreError(mpath, f"unknown format {manifest.get('format')!r}, expected {FORMAT!r}")
-    if manifest["encoder_key"] != encoder_key:
-        raise EncoderKeyMismatchError(mpath, f"written by encoder {_short(manifest['encoder_key'])}, but "
-                                      f"{_short(encoder_key)} was asked for")
+    manifest = read_manifest(store_dir, FORMAT, encoder_key, verify, finalize="finalize_store")
     paths = []
     for sh in manifest["shards"]:
         p = store_dir / sh["file"]

@@ -28,8 +28,16 @@ from pathlib import Path
 import numpy as np
 
 from mmir.core.io import atomic_path, write_json, write_text
-from mmir.encoders.sharded import MissingShardError, ShardedMatrix, ShardMismatchError, StoreError, _npy_header
-from mmir.encoders.store import BatchedShardWriter, EncoderKeyMismatchError, ShardFormat, sha256_file, shard_name
+from mmir.encoders.sharded import MissingShardError, ShardedMatrix, ShardMismatchError, _npy_header
+from mmir.encoders.store import (
+    BatchedShardWriter,
+    ShardFormat,
+    read_manifest,
+    read_shard_ids,
+    sealed_markers,
+    sha256_file,
+    shard_name,
+)
 
 FORMAT = "mmir-multivector-store/1"
 MANIFEST = "manifest.json"
@@ -189,25 +197,12 @@ def finalize_token_store(store_dir: str | Path, encoder_key: str, n_shards: int)
         MissingShardError, EncoderKeyMismatchError, ShardMismatchError (another dtype or dim).
     """
     store_dir = Path(store_dir)
-    shards, first = [], None
-    for s in range(n_shards):
-        path = store_dir / f"{shard_name(s)}.sealed.json"
-        if not path.exists():
-            partial = (store_dir / f"{shard_name(s)}.progress").exists()
-            raise MissingShardError(path, "shard not sealed" + (" (partly written: rerun its job)" if partial else ""))
-        m = json.loads(path.read_text())
-        if m.get("format") != FORMAT:
-            raise StoreError(path, f"format {m.get('format')!r}, expected {FORMAT!r}")
-        if m["encoder_key"] != encoder_key:
-            raise EncoderKeyMismatchError(path, "written by another encoder (its encoder key differs)")
-        first = first or m
-        if (m["dtype"], m["dim"]) != (first["dtype"], first["dim"]):
-            raise ShardMismatchError(path, f"{m['dtype']} dim {m['dim']}, but shard 0 has {first['dtype']} dim {first['dim']}")
-        name = shard_name(s)
-        shards.append({"name": name, "file": f"{name}.npy", "ids_file": f"{name}.ids.json", "lengths_file": f"{name}.lengths.npy",
-                       **{k: m[k] for k in ("items", "tokens", "bytes", "sha256", "ids_sha256", "lengths_sha256")}})
-    if not shards:
-        raise MissingShardError(store_dir, "no sealed shard")
+    markers = sealed_markers(store_dir, n_shards, encoder_key, FORMAT)
+    shards = [{"name": (name := shard_name(s)), "file": f"{name}.npy", "ids_file": f"{name}.ids.json",
+               "lengths_file": f"{name}.lengths.npy",
+               **{k: m[k] for k in ("items", "tokens", "bytes", "sha256", "ids_sha256", "lengths_sha256")}}
+              for s, m in enumerate(markers)]
+    first = markers[0]
     manifest = {"format": FORMAT, "encoder_key": encoder_key, "dtype": first["dtype"], "dim": first["dim"],
                 "total_items": sum(s["items"] for s in shards), "total_tokens": sum(s["tokens"] for s in shards),
                 "shards": shards}
@@ -254,17 +249,8 @@ def open_token_store(store_dir: str | Path, encoder_key: str, *, verify: str = "
         TokenCountMismatchError: a shard whose token rows, lengths or item count differ from the manifest (names
             the shard and both counts). ShardMismatchError: bytes, dim, dtype or sha256 differ.
     """
-    if verify not in ("hash", "size"):
-        raise ValueError(f"verify must be 'hash' or 'size', got {verify!r}")
     store_dir = Path(store_dir)
-    mpath = store_dir / MANIFEST
-    if not mpath.exists():
-        raise MissingShardError(mpath, "no manifest: the store was not finalised")
-    manifest = json.loads(mpath.read_text())
-    if manifest.get("format") != FORMAT:
-        raise StoreError(mpath, f"unknown format {manifest.get('format')!r}, expected {FORMAT!r}")
-    if manifest["encoder_key"] != encoder_key:
-        raise EncoderKeyMismatchError(mpath, "written by another encoder (its encoder key differs from the one asked for)")
+    manifest = read_manifest(store_dir, FORMAT, encoder_key, verify, finalize="finalize_token_store")
     paths, lengths, ids = [], [], []
     for sh in manifest["shards"]:
         p, lp, ip = store_dir / sh["file"], store_dir / sh["lengths_file"], store_dir / sh["ids_file"]
@@ -285,15 +271,9 @@ def open_token_store(store_dir: str | Path, encoder_key: str, *, verify: str = "
             for f, key in ((p, "sha256"), (lp, "lengths_sha256")):
                 if sha256_file(f) != sh[key]:
                     raise ShardMismatchError(f, f"sha256 differs from the manifest's {key}")
-        text = ip.read_text(encoding="utf-8")
-        if hashlib.sha256(text.encode("utf-8")).hexdigest() != sh["ids_sha256"]:
-            raise ShardMismatchError(ip, "ids differ from the manifest (sha256)")
-        part = json.loads(text)
-        if len(part) != sh["items"]:
-            raise ShardMismatchError(ip, f"{len(part)} ids for {sh['items']} items")
+        ids.extend(read_shard_ids(ip, sh["ids_sha256"], sh["items"], "items"))
         paths.append(p)
         lengths.append(lens.astype(np.int64))
-        ids.extend(part)
     tokens = ShardedMatrix(paths, source=store_dir, names=[sh["name"] for sh in manifest["shards"]])
     return TokenStore(store_dir, manifest, tokens, np.concatenate(lengths), ids)
 
