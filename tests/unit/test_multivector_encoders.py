@@ -19,7 +19,16 @@ from mmir.retrieval.maxsim import topk_maxsim
 pytest.importorskip("colpali_engine")
 pytest.importorskip("pylate")
 
-from tiny_multivector import COLBERT_DIM, DOCUMENT_LENGTH, QUERY_LENGTH, save_colqwen2_5, save_pylate_colbert  # noqa: E402
+from tiny_multivector import (  # noqa: E402
+    COLBERT_DIM,
+    COLPALI_IMAGE_TOKENS,
+    DOCUMENT_LENGTH,
+    QUERY_LENGTH,
+    save_colpali,
+    save_colpali_adapter,
+    save_colqwen2_5,
+    save_pylate_colbert,
+)
 
 QUERIES = ["the cat sat on the mat", "heart diagram labels", "mean of the sorted data ?"]
 DOCS = ["the dog sat .", "a graph of the heart labels , the mean", "slope of the tangent line", "light energy",
@@ -136,12 +145,89 @@ def test_colqwen2_5_loads_and_equals_colpali_engine_scoring(tmp_path):
     np.testing.assert_allclose(pair, np.concatenate([enc.encode_documents(DOCS[:1])[0], im[0]]), atol=1e-6)
 
 
-@pytest.mark.parametrize("preset", ["reason-moderncolbert", "gte-moderncolbert", "colqwen2.5"])
+@pytest.fixture(scope="module")
+def colpali(tmp_path_factory):
+    return save_colpali(tmp_path_factory.mktemp("colpali"))
+
+
+def openstax_images(n: int = 2) -> list[bytes]:
+    """The first ``n`` document images of the real openstax statistics domain (a JPEG and an RGBA PNG)."""
+    import pandas as pd
+    from conftest import shared
+
+    t = pd.read_parquet(shared("openstax/document_images/statistics.parquet"), columns=["path", "bytes"]).head(n)
+    return [bytes(b) for b in t["bytes"]]
+
+
+def colpali_system(path) -> dict:
+    return {"kind": "multivector", "backend": "colpali", "architecture": "colpali", "model": str(path), "device": "cpu",
+            "batch_size": 2}
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("kind", ["checkpoint", "adapter", "adapter-transformers4-keys"])
+def test_colpali_loads_from_a_checkpoint_or_an_adapter_and_equals_colpali_engine(kind, colpali, tmp_path):
+    """A full ColPali directory, and a peft LoRA adapter on it (vidore/colpali-v1.3's form: the base from the adapter's
+    config, then the adapter; also with the transformers 4 key names that adapter was saved with), through mmir's
+    encoder on 2 real openstax images and 2 queries, against colpali-engine's classes run directly (each input alone,
+    so no padding): ColPali.from_pretrained for the checkpoint, the in-memory peft model that saved the adapter."""
+    from colpali_engine.models import ColPali, ColPaliProcessor
+    from PIL import Image
+
+    pytest.importorskip("peft")
+    base_model = ColPali.from_pretrained(colpali).eval()  # its lm_head stays on the meta device: unused by forward on the CPU
+    if kind == "checkpoint":
+        path, ref_model = colpali, base_model
+    else:
+        path = tmp_path / "adapter"
+        ref_model = save_colpali_adapter(path, colpali, transformers4_keys=kind.endswith("keys"))
+    images = openstax_images()
+    enc = make_multivector_encoder(colpali_system(path))
+    assert enc.base == (None if kind == "checkpoint" else {"model": str(colpali), "revision": None})
+    q, im = enc.encode_queries(QUERIES[:2]), enc.encode_images(images)
+    proc = ColPaliProcessor.from_pretrained(path)
+    refs = [proc.process_queries([t]) for t in QUERIES[:2]] + [proc.process_images([Image.open(io.BytesIO(b))]) for b in images]
+    for got, batch in zip(q + im, refs):
+        want = ref_model(**batch)[0].numpy()
+        assert got.dtype == np.float32 and got.shape == (int(batch["attention_mask"].sum()), 128) and np.isfinite(got).all()
+        np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1, atol=1e-5)
+        np.testing.assert_allclose(got, want, atol=1e-5)
+        if kind != "checkpoint":  # the adapter's weights were applied: the base model gives other vectors
+            assert np.abs(got - base_model(**batch)[0].numpy()).max() > 1e-2
+    # an image: its 16 patch tokens, <bos>, "Describe the image." and the newline; a query: <bos>, its words, 10 <pad>s
+    assert all(x.shape[0] == COLPALI_IMAGE_TOKENS + 1 + 4 + 1 for x in im)
+    assert [x.shape[0] for x in q] == [1 + len(t.split()) + 10 for t in QUERIES[:2]]
+    spec = enc.cache_spec()
+    assert spec["model"] == str(path) and spec.get("base") == enc.base
+
+
+def test_colpali_adapter_errors_name_the_adapter(colpali, tmp_path, monkeypatch):
+    """An adapter whose weights fit no module of the model, and an adapter without peft installed: errors, not a model
+    that silently runs without its adapter."""
+    import transformers.utils
+    from safetensors.torch import load_file, save_file
+
+    from mmir.core.errors import MmirError
+
+    pytest.importorskip("peft")
+    path = tmp_path / "adapter"
+    save_colpali_adapter(path, colpali)
+    f = path / "adapter_model.safetensors"
+    save_file({k.replace("language_model", "text_tower"): v for k, v in load_file(f).items()}, f, metadata={"format": "pt"})
+    with pytest.raises(MmirError, match="does not fit"):
+        make_multivector_encoder(colpali_system(path))
+    monkeypatch.setattr(transformers.utils, "is_peft_available", lambda: False)
+    with pytest.raises(MmirError, match=r"is a PEFT adapter on .*install peft"):
+        make_multivector_encoder(colpali_system(path))
+
+
+@pytest.mark.parametrize("preset", ["reason-moderncolbert", "gte-moderncolbert", "colqwen2.5", "colpali"])
 def test_late_interaction_presets_load_through_the_same_path(preset, colbert, tmp_path):
     """Each preset with its hub id swapped for a tiny checkpoint of the same architecture (no hub here)."""
     from test_presets import system_of
 
-    path = colbert[0] if "colbert" in preset else save_colqwen2_5(tmp_path / "colqwen")
+    path = colbert[0] if "colbert" in preset else save_colqwen2_5(tmp_path / "colqwen") if preset == "colqwen2.5" else \
+        save_colpali(tmp_path / "colpali")
     s = system_of(preset, model=str(path), revision=None, device="cpu")
     enc = make_multivector_encoder(s)
     q, d = enc.encode_queries(QUERIES[:2]), enc.encode_documents(DOCS[:2])

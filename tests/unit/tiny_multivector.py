@@ -1,7 +1,9 @@
 """Tiny randomly initialised late-interaction checkpoints of the real architectures, saved in their real formats:
 a ModernBERT ColBERT in PyLate's save layout (as lightonai/GTE-ModernColBERT-v1 and Reason-ModernColBERT are
 published: modules.json with ``pylate.models.Dense.Dense``, [Q]/[D] prefixes and lengths in
-config_sentence_transformers.json) and a ColQwen2.5 (``colpali_engine.models.ColQwen2_5``) with its processor."""
+config_sentence_transformers.json), a ColQwen2.5 (``colpali_engine.models.ColQwen2_5``) with its processor, and a
+ColPali (PaliGemma: SigLIP vision tower + Gemma text model) with its processor, full and as a LoRA adapter saved by peft
+(vidore/colpali-v1.3 is such an adapter on vidore/colpaligemma-3b-pt-448-base)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from pathlib import Path
 
 import torch
 from tiny_models import WORDS, byte_level_vocab
+
+COLPALI_IMAGE_TOKENS = 16  # (32 px / 8 px patches)^2; the real ColPali: (448 / 14)^2 = 1,024
 
 COLBERT_DIM, QUERY_LENGTH, DOCUMENT_LENGTH = 16, 12, 20
 
@@ -84,3 +88,62 @@ def save_colqwen2_5(path: Path, seed: int = 0) -> Path:
     ColQwen2_5(cfg).save_pretrained(path)
     proc.save_pretrained(path)
     return path
+
+
+def save_colpali(path: Path, seed: int = 0) -> Path:
+    """A tiny ColPali (PaliGemma: a 1-layer SigLIP on 32-px images, a 2-layer Gemma, the 128-d projection) and its
+    ColPaliProcessor (a WordLevel tokenizer with Gemma's <bos>/<eos>/<pad>; the processor adds <image> and the
+    <locNNNN>/<segNNN> tokens as PaliGemma's)."""
+    from colpali_engine.models import ColPali, ColPaliProcessor
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PaliGemmaConfig, PreTrainedTokenizerFast, SiglipImageProcessor
+
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>"]
+    tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(specials + [w for w in WORDS if w not in specials])}, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>")
+    proc = ColPaliProcessor(image_processor=SiglipImageProcessor(size={"height": 32, "width": 32}, image_seq_length=COLPALI_IMAGE_TOKENS),
+                            tokenizer=tok)
+    torch.manual_seed(seed)
+    cfg = PaliGemmaConfig(
+        text_config=dict(model_type="gemma", vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, pad_token_id=0, eos_token_id=1, bos_token_id=2),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=32,
+                           patch_size=8, projection_dim=32),
+        image_token_index=proc.image_token_id, projection_dim=32, hidden_size=32, vocab_size=len(tok))
+    ColPali(cfg).save_pretrained(path)
+    proc.save_pretrained(path)
+    return path
+
+
+#: vidore/colpali-v1.3's LoRA targets: the text model's projections and the 128-d output projection
+COLPALI_LORA_TARGETS = "(.*(language_model).*(down_proj|gate_proj|up_proj|k_proj|q_proj|v_proj|o_proj).*$|.*(custom_text_proj).*$)"
+
+
+def save_colpali_adapter(path: Path, base: Path, seed: int = 1, transformers4_keys: bool = False):
+    """A LoRA adapter (rank 4) made by peft on the ColPali at ``base`` with random ``lora_B`` (peft starts it at zero,
+    which would leave the model unchanged), saved by ``save_pretrained`` (its adapter_config.json names ``base``), with
+    the processor beside it as on the hub. ``transformers4_keys``: its weights renamed to the module names of
+    transformers 4 (``model.language_model.model.layers...``), the names vidore/colpali-v1.3 was saved with.
+
+    Returns the in-memory peft model, the reference the loaded adapter must equal."""
+    from colpali_engine.models import ColPali, ColPaliProcessor
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file, save_file
+
+    model = get_peft_model(ColPali.from_pretrained(base), LoraConfig(r=4, lora_alpha=8, target_modules=COLPALI_LORA_TARGETS,
+                                                                     init_lora_weights="gaussian"))
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    model.save_pretrained(path)
+    ColPaliProcessor.from_pretrained(base).save_pretrained(path)
+    if transformers4_keys:
+        f = path / "adapter_model.safetensors"
+        old = "base_model.model.model.model.language_model."
+        sd = {k.replace(old, "base_model.model.model.language_model.model."): v for k, v in load_file(f).items()}
+        assert any(k.startswith("base_model.model.model.language_model.model.") for k in sd)
+        save_file(sd, f, metadata={"format": "pt"})
+    return model.eval()

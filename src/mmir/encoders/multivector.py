@@ -7,7 +7,8 @@
   tests and the benchmark.
 * :class:`ColPaliEncoder`: ColPali / ColQwen2 / ColQwen2.5 through colpali-engine: queries through
   ``process_queries``, document texts through ``process_texts`` (cut at ``document_length`` tokens), images
-  through ``process_images``; the tokens kept are those of the attention mask (the model zeroes padding).
+  through ``process_images``; the tokens kept are those of the attention mask (the model zeroes padding). A model is a
+  full checkpoint or a PEFT adapter repo (vidore/colpali-v1.3): :func:`load_colpali_model`.
 
 Each returns a list of float32 ``(tokens_i, dim)`` arrays, one per input, and has a ``cache_spec`` naming every
 setting that changes a vector (the embedding cache and store key).
@@ -16,6 +17,7 @@ setting that changes a vector (the embedding cache and store key).
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Sequence
 
 import numpy as np
@@ -83,6 +85,67 @@ class ColBERTEncoder:
         return self._encode(texts, "document")
 
 
+def _adapter_base(model: str, revision: str | None) -> dict | None:
+    """The base checkpoint ``{"model", "revision"}`` named by a PEFT adapter repo's ``adapter_config.json``, or None when
+    ``model`` is a full checkpoint."""
+    from transformers.utils import find_adapter_config_file
+
+    path = find_adapter_config_file(model, revision=revision)
+    if path is None:
+        return None
+    with open(path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    return {"model": cfg["base_model_name_or_path"], "revision": cfg.get("revision")}
+
+
+def _tie_lm_head(model) -> None:
+    """Tie a PaliGemma's ``lm_head`` to its input embeddings when loading left it on the meta device.
+
+    Gemma ties the two, so a checkpoint holds no ``lm_head``; colpali-engine's ``ColPali.tie_weights`` calls its Gemma
+    text model's, which has no ``lm_head``, so under transformers 5 it stays unloaded and ``.to(device)`` fails. The
+    inner ``PaliGemmaForConditionalGeneration`` ties it (its logits are not used: ColPali projects the hidden states).
+    """
+    inner = getattr(model, "model", None)
+    if any(p.is_meta for p in model.parameters()) and hasattr(inner, "lm_head"):
+        inner.tie_weights()
+
+
+def load_colpali_model(model_cls, model: str, revision: str | None, dtype):
+    """A colpali-engine model from a full checkpoint or from a PEFT adapter repo (as vidore/colpali-v1.3: its
+    ``adapter_config.json`` names the base, vidore/colpaligemma-3b-pt-448-base); returns ``(model, base)``, base
+    ``{"model", "revision"}`` of an adapter's base checkpoint, else None.
+
+    An adapter is loaded as ``from_pretrained(adapter)`` does (colpali-engine's README): the base from its own
+    revision (the adapter's ``revision`` is the adapter repo's), then ``load_adapter``, which maps the keys of adapters
+    saved under transformers 4 to this version's module names by the model's conversion mapping.
+
+    Raises:
+        MmirError: an adapter without peft installed, an adapter none of whose LoRA weights match the model, or
+            parameters left unloaded (on the meta device).
+    """
+    from mmir.core.errors import MmirError
+
+    base = _adapter_base(model, revision)
+    if base is None:
+        m = model_cls.from_pretrained(model, revision=revision, dtype=dtype)
+    else:
+        from transformers.utils import is_peft_available
+
+        if not is_peft_available():
+            raise MmirError(f"model {model!r} is a PEFT adapter on {base['model']!r}: install peft (pip install peft==0.20.0)")
+        m = model_cls.from_pretrained(base["model"], revision=base["revision"], dtype=dtype)
+    _tie_lm_head(m)
+    if base is not None:
+        info = m.load_adapter(model, adapter_kwargs={"revision": revision}, dtype=dtype)
+        if info.missing_keys or info.unexpected_keys:
+            raise MmirError(f"adapter {model!r} does not fit {base['model']!r}: {len(info.missing_keys)} of its model's "
+                            f"adapter weights missing (e.g. {sorted(info.missing_keys)[:2]}), {len(info.unexpected_keys)} "
+                            f"unexpected (e.g. {sorted(info.unexpected_keys)[:2]})")
+    if meta := [n for n, p in m.named_parameters() if p.is_meta]:
+        raise MmirError(f"model {model!r}: {len(meta)} parameters not loaded (on the meta device), e.g. {meta[:3]}")
+    return m, base
+
+
 class ColPaliEncoder:
     """A colpali-engine model and processor for a :class:`~mmir.config.models.ColPaliSystem`."""
 
@@ -92,7 +155,8 @@ class ColPaliEncoder:
         self.system, self.device = system, _device(system)
         self.dtype = _dtype(system, self.device, "bfloat16")
         model_cls, proc_cls = (getattr(cm, n) for n in COLPALI_CLASSES[system.architecture])
-        self.model = model_cls.from_pretrained(system.model, revision=system.revision, torch_dtype=self.dtype).to(self.device).eval()
+        self.model, self.base = load_colpali_model(model_cls, system.model, system.revision, self.dtype)
+        self.model = self.model.to(self.device).eval()
         extra = {"max_num_visual_tokens": system.max_num_visual_tokens} if system.max_num_visual_tokens else {}
         self.processor = proc_cls.from_pretrained(system.model, revision=system.revision, **extra)
         self.document_length = system.document_length or COLPALI_DOCUMENT_LENGTH
@@ -101,11 +165,18 @@ class ColPaliEncoder:
         s = self.system
         return {"encoder": "colpali", "architecture": s.architecture, "model": s.model, "revision": s.revision,
                 "dtype": str(self.dtype), "document_length": self.document_length,
-                "max_num_visual_tokens": s.max_num_visual_tokens, "query_prefix": getattr(self.processor, "query_prefix", None)}
+                "max_num_visual_tokens": s.max_num_visual_tokens, "query_prefix": getattr(self.processor, "query_prefix", None),
+                **({"base": self.base} if self.base else {})}
 
     def _run(self, batch) -> list[np.ndarray]:
         import torch
 
+        if self.system.architecture == "colpali" and "token_type_ids" not in batch:
+            # PaliGemma attends bidirectionally over its prompt (token type 0), as its processor marks a prompt and as
+            # transformers 4 ran ColPali. process_texts gives no token types, and transformers 5 then attends
+            # bidirectionally in an unpadded batch (SDPA without a mask) but causally in a padded one, so a query's
+            # vectors would depend on the batch it is in
+            batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
         with torch.inference_mode():
             batch = batch.to(self.device)
             out = self.model(**batch).float().cpu().numpy()  # (b, seq, dim); padding rows are zero

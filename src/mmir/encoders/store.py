@@ -38,9 +38,10 @@ from mmir.encoders.sharded import (
 )
 
 __all__ = [
-    "DimensionMismatchError", "EncoderKeyMismatchError", "MissingShardError", "ShardFormat", "ShardMismatchError", "ShardWriteStats",
-    "ShardWriter", "ShardedMatrix", "StoreError", "VectorStore", "check_dimension", "finalize_store", "open_store",
-    "shard_name", "shard_ranges", "sha256_file", "write_shard",
+    "BatchedShardWriter", "DimensionMismatchError", "EncoderKeyMismatchError", "MissingShardError", "ShardFormat",
+    "ShardMismatchError", "ShardWriteStats", "ShardWriter", "ShardedMatrix", "StoreError", "VectorStore", "check_dimension",
+    "finalize_store", "open_store", "read_manifest", "read_shard_ids", "sealed_markers", "shard_name", "shard_ranges",
+    "sha256_file", "write_shard",
 ]
 
 FORMAT = "mmir-vector-store/1"
@@ -98,7 +99,76 @@ class ShardWriteStats:
         return dict(self.__dict__)
 
 
-class ShardWriter:
+class BatchedShardWriter:
+    """What the shard writers share (this store's :class:`ShardWriter`, the multi-vector store's
+    :class:`~mmir.encoders.token_store.TokenShardWriter`): ``size`` units (rows, or items) cut into batches of
+    ``batch_size``, the shard file's descriptor (closed on exit), and the checks of a sealed marker and of a
+    ``.progress`` header against the writer's own ``_header``."""
+
+    _fd: int | None = None
+    _header: dict
+
+    def __init__(self, store_dir: str | Path, shard: int, *, unit: str, size: int, dim: int, dtype: str, batch_size: int,
+                 fsync: bool):
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        if size < 0 or dim < 1 or batch_size < 1:
+            raise ValueError(f"{unit} >= 0, dim >= 1 and batch_size >= 1 required (got {size}, {dim}, {batch_size})")
+        self.dir = Path(store_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.shard, self.dim, self.dtype, self.fsync = shard, dim, np.dtype(dtype), fsync
+        self._size, self.batch_size, self.n_batches = size, batch_size, -(-size // batch_size)
+        stem = shard_name(shard)
+        self.npy, self.ids_path = self.dir / f"{stem}.npy", self.dir / f"{stem}.ids.json"
+        self.sealed_path, self.progress_path = self.dir / f"{stem}.sealed.json", self.dir / f"{stem}.progress"
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def batch_range(self, batch: int) -> tuple[int, int]:
+        """Unit range ``[start, stop)`` (rows or items, within the shard) of batch number ``batch``."""
+        if not 0 <= batch < self.n_batches:
+            raise IndexError(f"batch {batch} out of range 0..{self.n_batches - 1}")
+        return batch * self.batch_size, min((batch + 1) * self.batch_size, self._size)
+
+    def _check_sealed(self, keys: Sequence[str]) -> None:
+        """Raise ShardMismatchError when the sealed marker differs from this writer in one of ``keys``."""
+        marker = json.loads(self.sealed_path.read_text())
+        for k in keys:
+            if marker.get(k) != self._header[k]:
+                raise ShardMismatchError(self.sealed_path, f"sealed with {k}={marker.get(k)!r}, but this writer has "
+                                         f"{k}={self._header[k]!r}; delete the shard's files to rewrite it")
+
+    def _progress_records(self) -> list[str]:
+        """The complete record lines of a partial shard's ``.progress`` after its header (a line torn by a kill is cut
+        from the file and left out).
+
+        Raises:
+            ShardMismatchError: a header other than this writer's.
+        """
+        lines = self.progress_path.read_text().split("\n")
+        try:
+            header = json.loads(lines[0])
+        except ValueError:
+            header = None
+        if header != self._header:
+            raise ShardMismatchError(self.progress_path, f"a partial shard written with {header}, but this writer "
+                                     f"has {self._header}; delete the shard's files to rewrite it")
+        if lines[-1]:  # a torn last line: cut it, so the next record starts on a line of its own
+            with open(self.progress_path, "r+") as f:
+                f.truncate(len("\n".join(lines[:-1]).encode()) + 1)
+        return lines[1:-1]
+
+
+class ShardWriter(BatchedShardWriter):
     """Writes one shard of a store batch by batch, resumable after a kill.
 
     Args:
@@ -114,61 +184,30 @@ class ShardWriter:
 
     def __init__(self, store_dir: str | Path, shard: int, *, rows: int, dim: int, encoder_key: str,
                  dtype: str = "float16", batch_size: int = 4096, fsync: bool = True):
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-        if rows < 0 or dim < 1 or batch_size < 1:
-            raise ValueError(f"rows >= 0, dim >= 1 and batch_size >= 1 required (got {rows}, {dim}, {batch_size})")
-        self.dir = Path(store_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.shard, self.rows, self.dim, self.dtype = shard, rows, dim, np.dtype(dtype)
-        self.encoder_key, self.batch_size, self.fsync = encoder_key, batch_size, fsync
-        stem = shard_name(shard)
-        self.npy = self.dir / f"{stem}.npy"
-        self.ids_path = self.dir / f"{stem}.ids.json"
-        self.sealed_path = self.dir / f"{stem}.sealed.json"
-        self.progress_path = self.dir / f"{stem}.progress"
-        self.n_batches = -(-rows // batch_size)
+        super().__init__(store_dir, shard, unit="rows", size=rows, dim=dim, dtype=dtype, batch_size=batch_size, fsync=fsync)
+        self.rows, self.encoder_key = rows, encoder_key
         self._header = {"format": FORMAT, "encoder_key": encoder_key, "dtype": self.dtype.name, "dim": dim,
                         "rows": rows, "batch_size": batch_size}
         self._done: set[int] = set()
-        self._fd: int | None = None
         self._offset = 0
         self.sealed = self.sealed_path.exists()
         if self.sealed:
-            self._check_sealed()
+            self._check_sealed(("encoder_key", "dtype", "dim", "rows"))
+            self._done = set(range(self.n_batches))
         else:
             self._open()
 
     # -- state ----------------------------------------------------------------------------------------------
-    def _check_sealed(self) -> None:
-        marker = json.loads(self.sealed_path.read_text())
-        for k in ("encoder_key", "dtype", "dim", "rows"):
-            if marker.get(k) != self._header[k]:
-                raise ShardMismatchError(self.sealed_path, f"sealed with {k}={marker.get(k)!r}, but this writer has "
-                                         f"{k}={self._header[k]!r}; delete the shard's files to rewrite it")
-        self._done = set(range(self.n_batches))
-
     def _open(self) -> None:
         if self.progress_path.exists() and self.npy.exists():
-            lines = self.progress_path.read_text().split("\n")
-            try:
-                header = json.loads(lines[0])
-            except ValueError:
-                header = None
-            if header != self._header:
-                raise ShardMismatchError(self.progress_path, f"a partial shard written with {header}, but this writer "
-                                         f"has {self._header}; delete the shard's files to rewrite it")
+            records = self._progress_records()
             shape, dtype, _, offset = _npy_header(self.npy)
             if shape != (self.rows, self.dim) or dtype != self.dtype:
                 raise ShardMismatchError(self.npy, f"holds {shape} {dtype}, expected ({self.rows}, {self.dim}) "
                                          f"{self.dtype}; delete the shard's files to rewrite it")
-            # the last line may be cut short by a kill: only complete lines count
-            for line in lines[1:-1]:
+            for line in records:
                 if line.strip().isdigit() and int(line) < self.n_batches:
                     self._done.add(int(line))
-            if lines[-1]:  # a torn last line: cut it, so the next record starts on a line of its own
-                with open(self.progress_path, "r+") as f:
-                    f.truncate(len("\n".join(lines[:-1]).encode()) + 1)
             self._offset = offset
         else:
             mm = np.lib.format.open_memmap(self.npy, mode="w+", dtype=self.dtype, shape=(self.rows, self.dim))
@@ -176,23 +215,6 @@ class ShardWriter:
             del mm  # the file is preallocated (sparse); batches are written with pwrite, not through a mapping
             self.progress_path.write_text(json.dumps(self._header, sort_keys=True) + "\n")
         self._fd = os.open(self.npy, os.O_RDWR)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def batch_range(self, batch: int) -> tuple[int, int]:
-        """Row range ``[start, stop)`` (within the shard) of batch number ``batch``."""
-        if not 0 <= batch < self.n_batches:
-            raise IndexError(f"batch {batch} out of range 0..{self.n_batches - 1}")
-        return batch * self.batch_size, min((batch + 1) * self.batch_size, self.rows)
 
     def pending(self) -> list[int]:
         """Batch numbers not written yet, ascending."""
@@ -284,6 +306,36 @@ def write_shard(store_dir: str | Path, shard: int, ids: Sequence[str], compute: 
                            True, marker["sha256"])
 
 
+def sealed_markers(store_dir: Path, n_shards: int, encoder_key: str, fmt: str | None = None) -> list[dict]:
+    """The sealed markers of shards ``0..n_shards-1``, checked to be one encoder's, of one dtype and dim (and of format
+    ``fmt`` when given): what a manifest gathers.
+
+    Raises:
+        MissingShardError: a shard not sealed (saying when it is partly written), or no shard at all.
+        StoreError: another format. EncoderKeyMismatchError, ShardMismatchError (another dtype or dim than shard 0's).
+    """
+    markers: list[dict] = []
+    for s in range(n_shards):
+        path = store_dir / f"{shard_name(s)}.sealed.json"
+        if not path.exists():
+            partial = (store_dir / f"{shard_name(s)}.progress").exists()
+            raise MissingShardError(path, "shard not sealed" + (" (partly written: rerun its job)" if partial else ""))
+        m = json.loads(path.read_text())
+        if fmt is not None and m.get("format") != fmt:
+            raise StoreError(path, f"format {m.get('format')!r}, expected {fmt!r}")
+        if m["encoder_key"] != encoder_key:
+            raise EncoderKeyMismatchError(path, f"written by encoder {_short(m['encoder_key'])}, expected "
+                                          f"{_short(encoder_key)}")
+        first = markers[0] if markers else m
+        if (m["dtype"], m["dim"]) != (first["dtype"], first["dim"]):
+            raise ShardMismatchError(path, f"{m['dtype']} dim {m['dim']}, but shard 0 has {first['dtype']} "
+                                     f"dim {first['dim']}")
+        markers.append(m)
+    if not markers:
+        raise MissingShardError(store_dir, "no sealed shard")
+    return markers
+
+
 def finalize_store(store_dir: str | Path, encoder_key: str, n_shards: int | None = None) -> dict:
     """Gather the sealed shards ``0..n_shards-1`` (all present when None) into ``manifest.json`` (atomic); returns it.
 
@@ -295,24 +347,10 @@ def finalize_store(store_dir: str | Path, encoder_key: str, n_shards: int | None
         found = sorted(int(m.group(1)) for p in store_dir.glob("shard-*.sealed.json")
                        if (m := re.fullmatch(r"shard-(\d+)\.sealed\.json", p.name)))
         n_shards = (max(found) + 1) if found else 0
-    shards, first = [], None
-    for s in range(n_shards):
-        path = store_dir / f"{shard_name(s)}.sealed.json"
-        if not path.exists():
-            partial = (store_dir / f"{shard_name(s)}.progress").exists()
-            raise MissingShardError(path, "shard not sealed" + (" (partly written: rerun its job)" if partial else ""))
-        m = json.loads(path.read_text())
-        if m["encoder_key"] != encoder_key:
-            raise EncoderKeyMismatchError(path, f"written by encoder {_short(m['encoder_key'])}, expected "
-                                          f"{_short(encoder_key)}")
-        first = first or m
-        if (m["dtype"], m["dim"]) != (first["dtype"], first["dim"]):
-            raise ShardMismatchError(path, f"{m['dtype']} dim {m['dim']}, but shard 0 has {first['dtype']} "
-                                     f"dim {first['dim']}")
-        shards.append({"name": shard_name(s), "file": f"{shard_name(s)}.npy", "ids_file": f"{shard_name(s)}.ids.json",
-                       **{k: m[k] for k in ("rows", "bytes", "sha256", "ids_sha256")}})
-    if not shards:
-        raise MissingShardError(store_dir, "no sealed shard")
+    markers = sealed_markers(store_dir, n_shards, encoder_key)
+    shards = [{"name": shard_name(s), "file": f"{shard_name(s)}.npy", "ids_file": f"{shard_name(s)}.ids.json",
+               **{k: m[k] for k in ("rows", "bytes", "sha256", "ids_sha256")}} for s, m in enumerate(markers)]
+    first = markers[0]
     manifest = {"format": FORMAT, "encoder_key": encoder_key, "dtype": first["dtype"], "dim": first["dim"],
                 "total_rows": sum(s["rows"] for s in shards), "shards": shards}
     write_json(store_dir / MANIFEST, manifest)
@@ -326,6 +364,45 @@ def _short(key: str, n: int = 120) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # reading
 # ---------------------------------------------------------------------------------------------------------
+
+def read_manifest(store_dir: Path, fmt: str, encoder_key: str, verify: str, finalize: str) -> dict:
+    """The ``manifest.json`` of a store of format ``fmt`` written by ``encoder_key`` (``verify`` checked to be ``hash``
+    or ``size``; ``finalize`` names the function that writes the manifest, for the error).
+
+    Raises:
+        ValueError: another ``verify``. MissingShardError: no manifest. StoreError: another format.
+        EncoderKeyMismatchError: another encoder's store.
+    """
+    if verify not in ("hash", "size"):
+        raise ValueError(f"verify must be 'hash' or 'size', got {verify!r}")
+    mpath = store_dir / MANIFEST
+    if not mpath.exists():
+        raise MissingShardError(mpath, f"no manifest: the store was not finalised (run {finalize} after every shard)")
+    manifest = json.loads(mpath.read_text())
+    if manifest.get("format") != fmt:
+        raise StoreError(mpath, f"unknown format {manifest.get('format')!r}, expected {fmt!r}")
+    if manifest["encoder_key"] != encoder_key:
+        raise EncoderKeyMismatchError(mpath, f"written by encoder {_short(manifest['encoder_key'])}, but "
+                                      f"{_short(encoder_key)} was asked for")
+    return manifest
+
+
+def read_shard_ids(path: Path, sha256: str, count: int, unit: str) -> list[str]:
+    """A shard's ids file, checked against its manifest entry: the text's ``sha256`` and ``count`` ids (of ``unit``).
+
+    Raises:
+        MissingShardError: no file. ShardMismatchError: other bytes or another count.
+    """
+    if not path.exists():
+        raise MissingShardError(path, "id file missing")
+    text = path.read_text(encoding="utf-8")
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != sha256:
+        raise ShardMismatchError(path, "ids differ from the manifest (sha256)")
+    part = json.loads(text)
+    if len(part) != count:
+        raise ShardMismatchError(path, f"{len(part)} ids for {count} {unit}")
+    return part
+
 
 @dataclass
 class VectorStore:
@@ -352,16 +429,7 @@ class VectorStore:
         if not hasattr(self, "_ids"):
             ids: list[str] = []
             for sh in self.manifest["shards"]:
-                p = self.path / sh["ids_file"]
-                if not p.exists():
-                    raise MissingShardError(p, "id file missing")
-                text = p.read_text(encoding="utf-8")
-                if hashlib.sha256(text.encode("utf-8")).hexdigest() != sh["ids_sha256"]:
-                    raise ShardMismatchError(p, "ids differ from the manifest (sha256)")
-                part = json.loads(text)
-                if len(part) != sh["rows"]:
-                    raise ShardMismatchError(p, f"{len(part)} ids for {sh['rows']} rows")
-                ids.extend(part)
+                ids.extend(read_shard_ids(self.path / sh["ids_file"], sh["ids_sha256"], sh["rows"], "rows"))
             self._ids = ids
         return self._ids
 
@@ -393,18 +461,8 @@ def open_store(store_dir: str | Path, encoder_key: str, *, verify: str = "hash")
         EncoderKeyMismatchError: the manifest's encoder key differs from ``encoder_key``.
         ShardMismatchError: a shard's rows, dim, dtype, byte size or sha256 differ from the manifest.
     """
-    if verify not in ("hash", "size"):
-        raise ValueError(f"verify must be 'hash' or 'size', got {verify!r}")
     store_dir = Path(store_dir)
-    mpath = store_dir / MANIFEST
-    if not mpath.exists():
-        raise MissingShardError(mpath, "no manifest: the store was not finalised (run finalize_store after every shard)")
-    manifest = json.loads(mpath.read_text())
-    if manifest.get("format") != FORMAT:
-        raise StoreError(mpath, f"unknown format {manifest.get('format')!r}, expected {FORMAT!r}")
-    if manifest["encoder_key"] != encoder_key:
-        raise EncoderKeyMismatchError(mpath, f"written by encoder {_short(manifest['encoder_key'])}, but "
-                                      f"{_short(encoder_key)} was asked for")
+    manifest = read_manifest(store_dir, FORMAT, encoder_key, verify, finalize="finalize_store")
     paths = []
     for sh in manifest["shards"]:
         p = store_dir / sh["file"]

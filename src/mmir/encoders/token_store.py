@@ -28,8 +28,16 @@ from pathlib import Path
 import numpy as np
 
 from mmir.core.io import atomic_path, write_json, write_text
-from mmir.encoders.sharded import MissingShardError, ShardedMatrix, ShardMismatchError, StoreError, _npy_header
-from mmir.encoders.store import DTYPES, EncoderKeyMismatchError, ShardFormat, sha256_file, shard_name
+from mmir.encoders.sharded import MissingShardError, ShardedMatrix, ShardMismatchError, _npy_header
+from mmir.encoders.store import (
+    BatchedShardWriter,
+    ShardFormat,
+    read_manifest,
+    read_shard_ids,
+    sealed_markers,
+    sha256_file,
+    shard_name,
+)
 
 FORMAT = "mmir-multivector-store/1"
 MANIFEST = "manifest.json"
@@ -51,7 +59,7 @@ def _sync(fd: int) -> None:
     os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)
 
 
-class TokenShardWriter:
+class TokenShardWriter(BatchedShardWriter):
     """Writes one shard of a multi-vector store batch by batch, in item order, resumable after a kill.
 
     Args:
@@ -64,30 +72,14 @@ class TokenShardWriter:
 
     def __init__(self, store_dir: str | Path, shard: int, *, items: int, dim: int, encoder_key: str,
                  dtype: str = "float16", batch_size: int = 64, fsync: bool = True):
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-        if items < 0 or dim < 1 or batch_size < 1:
-            raise ValueError(f"items >= 0, dim >= 1 and batch_size >= 1 required (got {items}, {dim}, {batch_size})")
-        self.dir = Path(store_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.shard, self.items, self.dim, self.dtype = shard, items, dim, np.dtype(dtype)
-        self.batch_size, self.fsync = batch_size, fsync
-        stem = shard_name(shard)
-        self.npy = self.dir / f"{stem}.npy"
-        self.ids_path, self.lengths_path = self.dir / f"{stem}.ids.json", self.dir / f"{stem}.lengths.npy"
-        self.sealed_path, self.progress_path = self.dir / f"{stem}.sealed.json", self.dir / f"{stem}.progress"
-        self.n_batches = -(-items // batch_size)
+        super().__init__(store_dir, shard, unit="items", size=items, dim=dim, dtype=dtype, batch_size=batch_size, fsync=fsync)
+        self.items, self.lengths_path = items, self.dir / f"{shard_name(shard)}.lengths.npy"
         self._header = {"format": FORMAT, "encoder_key": encoder_key, "dtype": self.dtype.name, "dim": dim,
                         "items": items, "batch_size": batch_size}
         self.lengths: list[int] = []  # of the batches written, in order
-        self._fd: int | None = None
         self.sealed = self.sealed_path.exists()
         if self.sealed:
-            marker = json.loads(self.sealed_path.read_text())
-            for k in ("encoder_key", "dtype", "dim", "items"):
-                if marker.get(k) != self._header[k]:
-                    raise ShardMismatchError(self.sealed_path, f"sealed with {k}={marker.get(k)!r}, but this writer has "
-                                             f"{k}={self._header[k]!r}; delete the shard's files to rewrite it")
+            self._check_sealed(("encoder_key", "dtype", "dim", "items"))
             self.done = self.n_batches
         else:
             self._open()
@@ -95,22 +87,12 @@ class TokenShardWriter:
     def _open(self) -> None:
         self.done = 0
         if self.progress_path.exists() and self.npy.exists():
-            lines = self.progress_path.read_text().split("\n")
-            try:
-                header = json.loads(lines[0])
-            except ValueError:
-                header = None
-            if header != self._header:
-                raise ShardMismatchError(self.progress_path, f"a partial shard written with {header}, but this writer "
-                                         f"has {self._header}; delete the shard's files to rewrite it")
-            for line in lines[1:-1]:  # the last line may be cut short by a kill: only complete lines count
+            for line in self._progress_records():
                 rec = json.loads(line)
                 if rec["batch"] != self.done:
                     raise ShardMismatchError(self.progress_path, f"batch {rec['batch']} recorded after {self.done} batches")
                 self.lengths.extend(int(n) for n in rec["lengths"])
                 self.done += 1
-            with open(self.progress_path, "r+") as f:  # a torn last line: cut it
-                f.truncate(len("\n".join(lines[:-1]).encode()) + 1)
             self._fd = os.open(self.npy, os.O_RDWR)
             os.ftruncate(self._fd, self._end())  # drop the bytes of a batch written but not recorded
         else:
@@ -120,23 +102,6 @@ class TokenShardWriter:
 
     def _end(self) -> int:
         return HEADER_BYTES + sum(self.lengths) * self.dim * self.dtype.itemsize
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def batch_range(self, batch: int) -> tuple[int, int]:
-        """Item range ``[start, stop)`` (within the shard) of batch number ``batch``."""
-        if not 0 <= batch < self.n_batches:
-            raise IndexError(f"batch {batch} out of range 0..{self.n_batches - 1}")
-        return batch * self.batch_size, min((batch + 1) * self.batch_size, self.items)
 
     def write_batch(self, batch: int, vectors: Sequence[np.ndarray]) -> None:
         """Append batch ``batch`` (the next one): one ``(tokens_i, dim)`` float array per item, ``tokens_i >= 1``.
@@ -232,25 +197,12 @@ def finalize_token_store(store_dir: str | Path, encoder_key: str, n_shards: int)
         MissingShardError, EncoderKeyMismatchError, ShardMismatchError (another dtype or dim).
     """
     store_dir = Path(store_dir)
-    shards, first = [], None
-    for s in range(n_shards):
-        path = store_dir / f"{shard_name(s)}.sealed.json"
-        if not path.exists():
-            partial = (store_dir / f"{shard_name(s)}.progress").exists()
-            raise MissingShardError(path, "shard not sealed" + (" (partly written: rerun its job)" if partial else ""))
-        m = json.loads(path.read_text())
-        if m.get("format") != FORMAT:
-            raise StoreError(path, f"format {m.get('format')!r}, expected {FORMAT!r}")
-        if m["encoder_key"] != encoder_key:
-            raise EncoderKeyMismatchError(path, "written by another encoder (its encoder key differs)")
-        first = first or m
-        if (m["dtype"], m["dim"]) != (first["dtype"], first["dim"]):
-            raise ShardMismatchError(path, f"{m['dtype']} dim {m['dim']}, but shard 0 has {first['dtype']} dim {first['dim']}")
-        name = shard_name(s)
-        shards.append({"name": name, "file": f"{name}.npy", "ids_file": f"{name}.ids.json", "lengths_file": f"{name}.lengths.npy",
-                       **{k: m[k] for k in ("items", "tokens", "bytes", "sha256", "ids_sha256", "lengths_sha256")}})
-    if not shards:
-        raise MissingShardError(store_dir, "no sealed shard")
+    markers = sealed_markers(store_dir, n_shards, encoder_key, FORMAT)
+    shards = [{"name": (name := shard_name(s)), "file": f"{name}.npy", "ids_file": f"{name}.ids.json",
+               "lengths_file": f"{name}.lengths.npy",
+               **{k: m[k] for k in ("items", "tokens", "bytes", "sha256", "ids_sha256", "lengths_sha256")}}
+              for s, m in enumerate(markers)]
+    first = markers[0]
     manifest = {"format": FORMAT, "encoder_key": encoder_key, "dtype": first["dtype"], "dim": first["dim"],
                 "total_items": sum(s["items"] for s in shards), "total_tokens": sum(s["tokens"] for s in shards),
                 "shards": shards}
@@ -297,17 +249,8 @@ def open_token_store(store_dir: str | Path, encoder_key: str, *, verify: str = "
         TokenCountMismatchError: a shard whose token rows, lengths or item count differ from the manifest (names
             the shard and both counts). ShardMismatchError: bytes, dim, dtype or sha256 differ.
     """
-    if verify not in ("hash", "size"):
-        raise ValueError(f"verify must be 'hash' or 'size', got {verify!r}")
     store_dir = Path(store_dir)
-    mpath = store_dir / MANIFEST
-    if not mpath.exists():
-        raise MissingShardError(mpath, "no manifest: the store was not finalised")
-    manifest = json.loads(mpath.read_text())
-    if manifest.get("format") != FORMAT:
-        raise StoreError(mpath, f"unknown format {manifest.get('format')!r}, expected {FORMAT!r}")
-    if manifest["encoder_key"] != encoder_key:
-        raise EncoderKeyMismatchError(mpath, "written by another encoder (its encoder key differs from the one asked for)")
+    manifest = read_manifest(store_dir, FORMAT, encoder_key, verify, finalize="finalize_token_store")
     paths, lengths, ids = [], [], []
     for sh in manifest["shards"]:
         p, lp, ip = store_dir / sh["file"], store_dir / sh["lengths_file"], store_dir / sh["ids_file"]
@@ -328,15 +271,9 @@ def open_token_store(store_dir: str | Path, encoder_key: str, *, verify: str = "
             for f, key in ((p, "sha256"), (lp, "lengths_sha256")):
                 if sha256_file(f) != sh[key]:
                     raise ShardMismatchError(f, f"sha256 differs from the manifest's {key}")
-        text = ip.read_text(encoding="utf-8")
-        if hashlib.sha256(text.encode("utf-8")).hexdigest() != sh["ids_sha256"]:
-            raise ShardMismatchError(ip, "ids differ from the manifest (sha256)")
-        part = json.loads(text)
-        if len(part) != sh["items"]:
-            raise ShardMismatchError(ip, f"{len(part)} ids for {sh['items']} items")
+        ids.extend(read_shard_ids(ip, sh["ids_sha256"], sh["items"], "items"))
         paths.append(p)
         lengths.append(lens.astype(np.int64))
-        ids.extend(part)
     tokens = ShardedMatrix(paths, source=store_dir, names=[sh["name"] for sh in manifest["shards"]])
     return TokenStore(store_dir, manifest, tokens, np.concatenate(lengths), ids)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmir.encoders.sharded import ShardedMatrix, check_dimension
-from mmir.retrieval.topk import PAD_INDEX
+from mmir.retrieval.topk import empty_topk
 
 KINDS = ("flat", "hnsw", "ivf")
 
@@ -122,16 +122,11 @@ class FaissIndex:
             check_dimension(queries.shape, self._sharded)
         if queries.ndim != 2 or queries.shape[1] != self.d:
             raise ValueError(f"dimension mismatch: queries {queries.shape}, index has d={self.d}")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
         q = queries.shape[0]
-        if exclude is not None and len(exclude) != q:
-            raise ValueError(f"exclude has {len(exclude)} entries for {q} queries")
-        kk = min(k, self.n)
+        out_s, out_i = empty_topk(q, self.n, k, exclude)
+        kk = out_s.shape[1]
         extra = max((len(e) for e in exclude), default=0) if exclude is not None else 0
         ks = min(self.n, kk + extra)
-        out_s = np.full((q, kk), -np.inf, dtype=np.float32)
-        out_i = np.full((q, kk), PAD_INDEX, dtype=np.int64)
         if q == 0 or kk == 0:
             return out_s, out_i
         s, i = self.index.search(queries, ks)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmir.encoders.sharded import ShardedMatrix
-from mmir.retrieval.topk import PAD_INDEX, _chunk_topk, _merge
+from mmir.retrieval.topk import PAD_INDEX, _chunk_topk, _merge, empty_topk, sorted_exclusions
 
 #: token rows of the store scored per step (64k x 128 float32 = 32 MiB per chunk copy)
 CHUNK_TOKENS = 65_536
@@ -94,17 +94,12 @@ def topk_maxsim(queries: Sequence[np.ndarray], tokens, lengths: np.ndarray, k: i
     for i, x in enumerate(qs):
         if x.ndim != 2 or x.shape[1] != d or x.shape[0] < 1:
             raise ValueError(f"query {i}: token matrix of shape {x.shape}, the store's tokens have dim {d}")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    if exclude is not None and len(exclude) != q:
-        raise ValueError(f"exclude has {len(exclude)} entries for {q} queries")
-    kk = min(k, n)
-    out_s = np.full((q, kk), -np.inf, dtype=np.float32)
-    out_i = np.full((q, kk), PAD_INDEX, dtype=np.int64)
+    out_s, out_i = empty_topk(q, n, k, exclude)
+    kk = out_s.shape[1]
     if q == 0 or kk == 0:
         return out_s, out_i
     p = plan(lengths, [x.shape[0] for x in qs], chunk_tokens, query_tokens)
-    ex = None if exclude is None else [np.unique(np.fromiter((int(x) for x in e), dtype=np.int64)) for e in exclude]
+    ex = sorted_exclusions(exclude)
     blocks = []
     for b0, b1 in p.query_blocks:  # one (block tokens, d) matrix and each query's first row in it
         qlen = np.array([qs[j].shape[0] for j in range(b0, b1)])

@@ -18,6 +18,28 @@ from mmir.encoders.sharded import ShardedMatrix, check_dimension
 PAD_INDEX = -1
 
 
+def empty_topk(q: int, n: int, k: int, exclude: Sequence | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(scores, indices)`` arrays a top-k search of ``q`` queries over ``n`` items fills, after the checks every
+    such search makes: float32 ``-inf`` and int64 :data:`PAD_INDEX`, ``(q, min(k, n))``.
+
+    Raises:
+        ValueError: ``k < 1``, or an ``exclude`` without one entry per query.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if exclude is not None and len(exclude) != q:
+        raise ValueError(f"exclude has {len(exclude)} entries for {q} queries")
+    kk = min(k, n)
+    return np.full((q, kk), -np.inf, dtype=np.float32), np.full((q, kk), PAD_INDEX, dtype=np.int64)
+
+
+def sorted_exclusions(exclude: Sequence | None) -> list[np.ndarray] | None:
+    """Per query its excluded indices as a sorted unique int64 array (a chunk picks its slice with searchsorted)."""
+    if exclude is None:
+        return None
+    return [np.unique(np.fromiter((int(x) for x in e), dtype=np.int64)) for e in exclude]
+
+
 def _chunk_topk(scores: np.ndarray, kk: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
     """Top ``kk`` columns of each row of ``scores`` (q, m), ordered by (score desc, index asc).
 
@@ -98,19 +120,13 @@ def topk_inner_product(
         raise ValueError(f"dimension mismatch: queries have d={d}, corpus has d={corpus.shape[1]}")
     if k < 1 or chunk_size < 1 or query_block < 1:
         raise ValueError(f"k, chunk_size and query_block must be >= 1 (got {k}, {chunk_size}, {query_block})")
-    if exclude is not None and len(exclude) != q:
-        raise ValueError(f"exclude has {len(exclude)} entries for {q} queries")
-    kk = min(k, n)
-    out_s = np.full((q, kk), -np.inf, dtype=np.float32)
-    out_i = np.full((q, kk), PAD_INDEX, dtype=np.int64)
+    out_s, out_i = empty_topk(q, n, k, exclude)
+    kk = out_s.shape[1]
     if q == 0 or kk == 0:
         return out_s, out_i
 
     qf = np.ascontiguousarray(queries, dtype=np.float32)
-    # exclusions as sorted arrays, so each chunk picks its slice with searchsorted
-    ex_arrays: list[np.ndarray] | None = None
-    if exclude is not None:
-        ex_arrays = [np.unique(np.fromiter((int(x) for x in e), dtype=np.int64)) for e in exclude]
+    ex_arrays = sorted_exclusions(exclude)
 
     best_s = [np.empty((min(query_block, q - b), 0), np.float32) for b in range(0, q, query_block)]
     best_i = [np.empty((min(query_block, q - b), 0), np.int64) for b in range(0, q, query_block)]
