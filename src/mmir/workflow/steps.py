@@ -378,21 +378,65 @@ def _rerank_tests(task: str, metric_files: list[str], perquery_files: list[str],
 
 
 def ablation_report(grid: str, metric_files: list[str], measure: str, derived: dict, out_md, out_csv, out_png,
-                    out_plot_csv) -> None:
-    """The caption or reformulation grid (:mod:`mmir.reporting.ablation`)."""
+                    out_plot_csv, perquery_files: list[str] | None = None, reranked: dict[str, str] | None = None,
+                    significance: dict | None = None) -> None:
+    """The caption or reformulation grid (:mod:`mmir.reporting.ablation`). ``reranked`` (``{<ablation system>+rr:<reranker>:
+    its first stage}``, their metric and per-query files among the others): each gets its own row under the grid, with
+    its interval and its paired test against its first stage (:func:`mmir.reporting.rerank.ablation_rows`), also in the
+    CSV."""
     from mmir.reporting.ablation import ablation_frame, write_ablation
 
+    reranked = reranked or {}
+    systems = [json.loads(Path(f).read_text(encoding="utf-8"))["system"] for f in metric_files]
+    grid_files = [f for f, s in zip(metric_files, systems) if s not in reranked]
     llm = {}
-    for f in metric_files:  # the query stage's llm_calls / llm_failures, where it has a stats JSON
+    for f in grid_files:  # the query stage's llm_calls / llm_failures, where it has a stats JSON
         m = json.loads(Path(f).read_text(encoding="utf-8"))
         d = derived.get(m["system"])
         stats = Path(paths.QUERIES_STATS.format(dataset=m["dataset"], domain=m["domain"], variant=d["variant"])) if d else None
         if stats is not None and stats.exists():
             llm[(m["dataset"], m["domain"], m["system"])] = json.loads(stats.read_text(encoding="utf-8"))
-    frame = ablation_frame(metric_files, measure, derived, llm)
+    frame = ablation_frame(grid_files, measure, derived, llm)
     write_ablation(grid, frame, measure, out_md, out_csv, out_png, out_plot_csv)
-    log.info("read %d metric files; wrote %s, %s, %s, %s (%d cells)", len(metric_files), out_md, out_csv, out_png,
-             out_plot_csv, len(frame))
+    if reranked:
+        _ablation_rerank_rows(metric_files, perquery_files, systems, measure, derived, reranked, significance, frame, out_md, out_csv)
+    log.info("read %d metric files; wrote %s, %s, %s, %s (%d cells, %d reranked systems)", len(metric_files), out_md, out_csv,
+             out_png, out_plot_csv, len(frame), len(reranked))
+
+
+def _ablation_rerank_rows(metric_files: list[str], perquery_files: list[str] | None, systems: list[str], measure: str,
+                          derived: dict, reranked: dict[str, str], significance: dict | None, frame, out_md, out_csv) -> None:
+    """Append the reranked rows (and their tests against their first stages) to an ablation grid's markdown and CSV."""
+    import pandas as pd
+
+    from mmir.core.io import write_text
+    from mmir.evaluation.significance import Settings
+    from mmir.reporting import rerank as rr
+    from mmir.reporting.tables import collect_perquery
+
+    if perquery_files is None:
+        raise ValueError("reranked ablation rows need the per-query files of the grid's metric files")
+    keep = [i for i, s in enumerate(systems) if s in reranked or s in set(reranked.values())]
+    settings = Settings.from_config(significance)
+    tests = rr.first_stage_tests(collect_perquery([metric_files[i] for i in keep], [perquery_files[i] for i in keep], measure),
+                                 reranked, settings, "ablation")
+    stats = {s: [] for s in reranked}
+    for i in keep:
+        m = json.loads(Path(metric_files[i]).read_text(encoding="utf-8"))
+        if m["system"] in reranked:
+            stats[m["system"]].append(paths.RUN_STATS.format(task=m.get("task", "ablation"), dataset=m["dataset"],
+                                                             system=m["system"], domain=m["domain"]))
+    fails = rr.failures(stats)
+    plain = {(d, s): v for d, s, v in zip(frame["dataset"], frame["system"], frame["plain"])}
+    lines, rows = [], []
+    for ds, t in tests.items():
+        r = rr.ablation_rows(t, derived, plain, fails, ds)
+        rows.append(r)
+        lines += [f"## {ds}: reranked query variants", "", *rr.ablation_markdown(r, settings, measure)]
+    if rows:
+        md = Path(out_md)
+        write_text(md, md.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n".join(lines))
+        write_text(out_csv, pd.concat([frame, *rows], ignore_index=True).round(4).to_csv(index=False))
 
 
 def _significance_metrics(significance_file: str | Path | None) -> tuple[dict, dict]:
@@ -446,8 +490,8 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
     for u in units:
         fmt = dict(task=u.get("task", task), dataset=u["dataset"], domain=u["domain"], system=u["system"])
         prep = json.loads(Path(paths.prepared(u["dataset"], u["domain"], "prepare.json")).read_text(encoding="utf-8"))
-        d = derived.get(u["system"])
         r = (reranked or {}).get(u["system"])
+        d = derived.get(r["base"] if r else u["system"])  # a reranked ablation system: its first stage's query variant
         base = d["base"] if d else (r["base"] if r else u["system"])
         system = c.systems[base]
         params = config_slice(c, dataset=u["dataset"], system=base)
@@ -467,7 +511,11 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
             reranker = c.rerankers[r["reranker"]]
             params["rerank"] = {"first_stage": r["base"], "depth": r["depth"], "reranker": {"name": r["reranker"], **fill(reranker)}}
             if getattr(reranker, "generator", None):
-                params["generator"] = fill(c.generators[reranker.generator])
+                gen = fill(c.generators[reranker.generator])
+                if "generator" in params:  # the first stage's reformulator has one: the reranker's goes under rerank
+                    params["rerank"]["generator"] = gen
+                else:
+                    params["generator"] = gen
         entries.append({
             **u,
             "metrics_json": paths.METRICS.format(**fmt),
