@@ -55,6 +55,10 @@ def check_rerank(params: Params, file: str | None = None) -> None:
         gen = getattr(r, "generator", None)
         if gen is not None and gen not in params.generators:
             raise ConfigError(f"rerankers.{name}.generator", f"{gen!r} is not a key of generators", file)
+        if r.kind == "llm-pointwise" and r.score == "logprobs" and not backend_class(params.generators[gen]).supports_logprobs:
+            raise ConfigError(f"rerankers.{name}.score", f"score: logprobs needs token log-probabilities, which generator "
+                              f"{gen!r} (backend {params.generators[gen].backend}) does not give: use score: reply or a "
+                              "llama_cpp / openai generator", file)
     seen = set()
     for i, run in enumerate(params.rerank.runs):
         key = f"rerank.runs.{i}"

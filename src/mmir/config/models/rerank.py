@@ -60,6 +60,11 @@ class PointwiseReranker(_LLMReranker):
 
     kind: Literal["llm-pointwise"] = Field(description="llm-pointwise = one scored call per candidate")
     prompt: str = Field("rerank_pointwise_v1", description="versioned prompt file in src/mmir/retrieval/rerank/prompts")
+    score: Literal["reply", "logprobs"] = Field("reply", description="reply = the grade written in the reply; logprobs = the "
+                                                "expected grade sum_g g*p(g) from the grade tokens' probabilities where the "
+                                                "grade is written (backends llama_cpp, openai)")
+    top_logprobs: int = Field(20, ge=5, le=20, description="alternatives asked for at each reply token (score: logprobs); "
+                              "a grade outside them counts as probability 0")
 
 
 class ListwiseReranker(_LLMReranker, _Windows):
