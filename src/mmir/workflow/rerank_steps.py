@@ -101,6 +101,8 @@ def rerank(job: RerankJob, *, scorer=None, backend=None) -> dict:
         counts = {k: int(rr.counts.get(k, 0)) for k in ("unscored", "windows", "windows_kept", "windows_partial",
                                                          "candidates_cut", "queries_cut", "query_images_cut")}
         stats |= counts | llm | {f"cache_{k}": after[k] - before[k] for k in after} | {"model": be.model_id}
+        if cfg.kind == "llm-pointwise":
+            stats["score"] = cfg.score  # reply: the written grade; logprobs: the expected grade
     n = write_run(job.out_run, out, tag=job.system)
     stats |= {"run_lines": n, "seconds": round(time.perf_counter() - t0, 3)}
     write_text(job.out_calls, audit.to_jsonl() if audit is not None else "")
