@@ -155,3 +155,45 @@ def ablation_markdown(rows: pd.DataFrame, settings: Settings, measure: str, digi
                   + "; ".join(f"{s} ({v}): {f} of {c}" for s, v, f, c in zip(bad["system"], bad["variant"], bad["llm_failures"],
                                                                                bad["llm_calls"])) + ". A plain rerun retries them."]
     return [*lines, ""]
+
+
+def append_ablation_rows(metric_files: list[str], perquery_files: list[str] | None, measure: str,
+                         derived: Mapping[str, Mapping[str, str]], reranked: Mapping[str, str], significance: dict | None,
+                         frame: pd.DataFrame, out_md: str | Path, out_csv: str | Path) -> None:
+    """Append the reranked rows of an ablation grid (:func:`ablation_rows`, with their failed-call marks from their run
+    stats files) to its markdown (a section per dataset, :func:`ablation_markdown`) and CSV (``frame``: the grid's rows).
+
+    Args:
+        metric_files, perquery_files: the grid's files, parallel (the reranked systems' and their first stages' among them).
+        reranked: ``{<ablation system>+rr:<reranker>: its first stage}``.
+        significance: the ``significance`` config section (test, correction, interval).
+
+    Raises:
+        ValueError: no per-query files.
+    """
+    from mmir.core import paths
+    from mmir.core.io import write_text
+    from mmir.reporting.tables import collect_perquery
+
+    if perquery_files is None:
+        raise ValueError("reranked ablation rows need the per-query files of the grid's metric files")
+    settings = Settings.from_config(significance)
+    metas = [json.loads(Path(f).read_text(encoding="utf-8")) for f in metric_files]
+    keep = [i for i, m in enumerate(metas) if m["system"] in reranked or m["system"] in set(reranked.values())]
+    tests = first_stage_tests(collect_perquery([metric_files[i] for i in keep], [perquery_files[i] for i in keep], measure),
+                              dict(reranked), settings, "ablation")
+    stats: dict[str, list[str]] = {s: [] for s in reranked}
+    for m in (metas[i] for i in keep if metas[i]["system"] in reranked):
+        stats[m["system"]].append(paths.RUN_STATS.format(task=m["task"], dataset=m["dataset"], system=m["system"],
+                                                         domain=m["domain"]))
+    fails = failures(stats)
+    plain = {(d, s): v for d, s, v in zip(frame["dataset"], frame["system"], frame["plain"])}
+    lines, rows = [], []
+    for ds, t in tests.items():
+        r = ablation_rows(t, derived, plain, fails, ds)
+        rows.append(r)
+        lines += [f"## {ds}: reranked query variants", "", *ablation_markdown(r, settings, measure)]
+    if rows:
+        md = Path(out_md)
+        write_text(md, md.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n".join(lines))
+        write_text(out_csv, pd.concat([frame, *rows], ignore_index=True).round(4).to_csv(index=False))

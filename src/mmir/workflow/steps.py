@@ -387,8 +387,7 @@ def ablation_report(grid: str, metric_files: list[str], measure: str, derived: d
     from mmir.reporting.ablation import ablation_frame, write_ablation
 
     reranked = reranked or {}
-    systems = [json.loads(Path(f).read_text(encoding="utf-8"))["system"] for f in metric_files]
-    grid_files = [f for f, s in zip(metric_files, systems) if s not in reranked]
+    grid_files = [f for f in metric_files if json.loads(Path(f).read_text(encoding="utf-8"))["system"] not in reranked]
     llm = {}
     for f in grid_files:  # the query stage's llm_calls / llm_failures, where it has a stats JSON
         m = json.loads(Path(f).read_text(encoding="utf-8"))
@@ -399,44 +398,11 @@ def ablation_report(grid: str, metric_files: list[str], measure: str, derived: d
     frame = ablation_frame(grid_files, measure, derived, llm)
     write_ablation(grid, frame, measure, out_md, out_csv, out_png, out_plot_csv)
     if reranked:
-        _ablation_rerank_rows(metric_files, perquery_files, systems, measure, derived, reranked, significance, frame, out_md, out_csv)
+        from mmir.reporting.rerank import append_ablation_rows
+
+        append_ablation_rows(metric_files, perquery_files, measure, derived, reranked, significance, frame, out_md, out_csv)
     log.info("read %d metric files; wrote %s, %s, %s, %s (%d cells, %d reranked systems)", len(metric_files), out_md, out_csv,
              out_png, out_plot_csv, len(frame), len(reranked))
-
-
-def _ablation_rerank_rows(metric_files: list[str], perquery_files: list[str] | None, systems: list[str], measure: str,
-                          derived: dict, reranked: dict[str, str], significance: dict | None, frame, out_md, out_csv) -> None:
-    """Append the reranked rows (and their tests against their first stages) to an ablation grid's markdown and CSV."""
-    import pandas as pd
-
-    from mmir.core.io import write_text
-    from mmir.evaluation.significance import Settings
-    from mmir.reporting import rerank as rr
-    from mmir.reporting.tables import collect_perquery
-
-    if perquery_files is None:
-        raise ValueError("reranked ablation rows need the per-query files of the grid's metric files")
-    keep = [i for i, s in enumerate(systems) if s in reranked or s in set(reranked.values())]
-    settings = Settings.from_config(significance)
-    tests = rr.first_stage_tests(collect_perquery([metric_files[i] for i in keep], [perquery_files[i] for i in keep], measure),
-                                 reranked, settings, "ablation")
-    stats = {s: [] for s in reranked}
-    for i in keep:
-        m = json.loads(Path(metric_files[i]).read_text(encoding="utf-8"))
-        if m["system"] in reranked:
-            stats[m["system"]].append(paths.RUN_STATS.format(task=m.get("task", "ablation"), dataset=m["dataset"],
-                                                             system=m["system"], domain=m["domain"]))
-    fails = rr.failures(stats)
-    plain = {(d, s): v for d, s, v in zip(frame["dataset"], frame["system"], frame["plain"])}
-    lines, rows = [], []
-    for ds, t in tests.items():
-        r = rr.ablation_rows(t, derived, plain, fails, ds)
-        rows.append(r)
-        lines += [f"## {ds}: reranked query variants", "", *rr.ablation_markdown(r, settings, measure)]
-    if rows:
-        md = Path(out_md)
-        write_text(md, md.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n".join(lines))
-        write_text(out_csv, pd.concat([frame, *rows], ignore_index=True).round(4).to_csv(index=False))
 
 
 def _significance_metrics(significance_file: str | Path | None) -> tuple[dict, dict]:
