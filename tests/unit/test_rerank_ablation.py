@@ -70,7 +70,7 @@ def test_reranked_ablation_systems_join_their_grid_not_the_task_tables(monkeypat
     assert job.input["queries"] == "results/queries/t/d/cap-ocr.parquet"  # the text the first stage searched with
     assert job.params["depth"] == 20
     rep = RULES["ablation_report"].job(cfg, {"grid": "caption"})
-    assert rep.params["reranked"] == {"bm25+cap:ocr+rr:ce": "bm25+cap:ocr"}
+    assert rep.params["reranked"] == {"bm25+cap:ocr+rr:ce": "bm25+cap:ocr"} and rep.params["untrained"] == []
     assert "results/metrics/ablation/t/bm25+cap:ocr+rr:ce/d.perquery.tsv" in rep.input["perquery"]
     assert "reranked" not in RULES["ablation_report"].job(cfg, {"grid": "reformulation"}).params  # unchanged without one
 
@@ -153,7 +153,8 @@ def test_ablation_table_shows_the_reranked_row_with_interval_and_exact_test_agai
     derived = {"bm25+cap:ocr": {"base": "bm25", "variant": "cap-ocr", "grid": "caption", "source": "ocr"}}
     out = [tmp_path / n for n in ("a.md", "a.csv", "a.png", "p.csv")]
     ablation_report("caption", [m for m, _ in files], "nDCG@10", derived, *out, perquery_files=[p for _, p in files],
-                    reranked={"bm25+cap:ocr+rr:ce": "bm25+cap:ocr"}, significance={"resamples": 2000})
+                    reranked={"bm25+cap:ocr+rr:ce": "bm25+cap:ocr"}, significance={"resamples": 2000},
+                    untrained=["bm25+cap:ocr+rr:ce"])
     csv = pd.read_csv(out[1])
     grid = csv[csv["system"] == "bm25"].iloc[0]
     assert (grid["variant"], grid["value"]) == ("ocr", pytest.approx(np.mean(cap) * 100, abs=1e-4))  # the grid as before
@@ -161,7 +162,8 @@ def test_ablation_table_shows_the_reranked_row_with_interval_and_exact_test_agai
     d = np.array(rr) - np.array(cap)
     flips = [abs(np.mean(d * np.array(s))) for s in itertools.product([1, -1], repeat=len(d))]
     p_exact = np.mean([f >= abs(d.mean()) - 1e-12 for f in flips])  # all 256 sign patterns
-    assert row["variant"] == "ocr" and row["first_stage"] == "bm25+cap:ocr"
+    assert row["variant"] == "ocr" and row["first_stage"] == "bm25+cap:ocr" and row["reranked_system"] == "bm25+cap:ocr+rr:ce"
+    assert row["untrained"]
     assert row["value"] == pytest.approx(np.mean(rr) * 100, abs=1e-4)
     assert row["first_stage_value"] == pytest.approx(np.mean(cap) * 100, abs=1e-4)
     assert row["rerank_diff"] == pytest.approx(d.mean() * 100, abs=1e-4)
@@ -171,7 +173,7 @@ def test_ablation_table_shows_the_reranked_row_with_interval_and_exact_test_agai
     assert min(rr) * 100 <= row["ci_low"] and row["ci_high"] <= max(rr) * 100
     md = out[0].read_text()
     assert "## ds: reranked query variants" in md
-    assert (f"| bm25+rr:ce | ocr | {np.mean(rr) * 100:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}] | bm25+cap:ocr | "
+    assert (f"| bm25+rr:ce (untrained) | ocr | {np.mean(rr) * 100:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}] | bm25+cap:ocr | "
             f"{np.mean(cap) * 100:.1f} | +{d.mean() * 100:.1f} | {p_exact:.4f} |") in md
 
 

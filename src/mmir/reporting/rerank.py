@@ -10,7 +10,7 @@ each column (``significance.family: table``: over all of them), with the table's
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -109,7 +109,8 @@ def ablation_rows(tests: pd.DataFrame, derived: Mapping[str, Mapping[str, str]],
     """The reranked rows of an ablation grid's CSV (×100): ``dataset, system`` (``<retriever>+rr:<reranker>``),
     ``variant`` (the first stage's captioner / reformulator / reasoning model), ``value`` (Avg.), ``plain`` and
     ``delta`` (against the retriever's plain query, as the grid's cells), ``llm_calls, llm_failures`` (the reranker's),
-    ``first_stage, first_stage_value, rerank_diff, ci_low, ci_high, p, p_adj, significant``.
+    ``reranked_system`` (its full name), ``first_stage, first_stage_value, rerank_diff, ci_low, ci_high, p, p_adj,
+    significant``.
 
     Args:
         tests: :func:`first_stage_tests` of one dataset (its Avg. rows are used).
@@ -123,6 +124,7 @@ def ablation_rows(tests: pd.DataFrame, derived: Mapping[str, Mapping[str, str]],
         base = plain.get((dataset, d["base"]))
         f = fails.get(r.system, {})
         rows.append({"dataset": dataset, "system": r.system.replace(r.first_stage, d["base"], 1), "variant": d["source"],
+                     "reranked_system": r.system, "untrained": False,
                      "value": value, "plain": base, "delta": None if base is None else value - base,
                      "llm_calls": int(f.get("llm_calls", 0)), "llm_failures": int(f.get("llm_failures", 0)),
                      "first_stage": r.first_stage, "first_stage_value": float(r.first_stage_mean) * 100,
@@ -143,7 +145,7 @@ def ablation_markdown(rows: pd.DataFrame, settings: Settings, measure: str, digi
              f"| system | query variant | {measure} [CI] | first stage | first stage {measure} | Δ | p | p ({corr}) |",
              "|---|---|---:|---|---:|---:|---:|---:|"]
     for r in rows.itertuples():
-        fail = f" {FAILED_MARK}" if r.llm_failures else ""
+        fail = (" (untrained)" if r.untrained else "") + (f" {FAILED_MARK}" if r.llm_failures else "")
         diff = "–" if pd.isna(r.rerank_diff) else f"{round(r.rerank_diff, digits) + 0.0:+.{digits}f}"
         p = "–" if pd.isna(r.p) else f"{r.p:.4f}"
         pa = "–" if pd.isna(r.p_adj) else f"{r.p_adj:.4f}{MARK if r.significant else ''}"
@@ -159,7 +161,7 @@ def ablation_markdown(rows: pd.DataFrame, settings: Settings, measure: str, digi
 
 def append_ablation_rows(metric_files: list[str], perquery_files: list[str] | None, measure: str,
                          derived: Mapping[str, Mapping[str, str]], reranked: Mapping[str, str], significance: dict | None,
-                         frame: pd.DataFrame, out_md: str | Path, out_csv: str | Path) -> None:
+                         frame: pd.DataFrame, out_md: str | Path, out_csv: str | Path, untrained: Sequence[str] = ()) -> None:
     """Append the reranked rows of an ablation grid (:func:`ablation_rows`, with their failed-call marks from their run
     stats files) to its markdown (a section per dataset, :func:`ablation_markdown`) and CSV (``frame``: the grid's rows).
 
@@ -167,6 +169,7 @@ def append_ablation_rows(metric_files: list[str], perquery_files: list[str] | No
         metric_files, perquery_files: the grid's files, parallel (the reranked systems' and their first stages' among them).
         reranked: ``{<ablation system>+rr:<reranker>: its first stage}``.
         significance: the ``significance`` config section (test, correction, interval).
+        untrained: reranked systems with random weights somewhere (labelled ``(untrained)``; CSV column ``untrained``).
 
     Raises:
         ValueError: no per-query files.
@@ -191,6 +194,7 @@ def append_ablation_rows(metric_files: list[str], perquery_files: list[str] | No
     lines, rows = [], []
     for ds, t in tests.items():
         r = ablation_rows(t, derived, plain, fails, ds)
+        r["untrained"] = r["reranked_system"].isin(list(untrained))
         rows.append(r)
         lines += [f"## {ds}: reranked query variants", "", *ablation_markdown(r, settings, measure)]
     if rows:

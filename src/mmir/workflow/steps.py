@@ -379,11 +379,11 @@ def _rerank_tests(task: str, metric_files: list[str], perquery_files: list[str],
 
 def ablation_report(grid: str, metric_files: list[str], measure: str, derived: dict, out_md, out_csv, out_png,
                     out_plot_csv, perquery_files: list[str] | None = None, reranked: dict[str, str] | None = None,
-                    significance: dict | None = None) -> None:
+                    significance: dict | None = None, untrained: list[str] = ()) -> None:
     """The caption or reformulation grid (:mod:`mmir.reporting.ablation`). ``reranked`` (``{<ablation system>+rr:<reranker>:
     its first stage}``, their metric and per-query files among the others): each gets its own row under the grid, with
     its interval and its paired test against its first stage (:func:`mmir.reporting.rerank.ablation_rows`), also in the
-    CSV."""
+    CSV; those in ``untrained`` (random weights) are labelled so."""
     from mmir.reporting.ablation import ablation_frame, write_ablation
 
     reranked = reranked or {}
@@ -400,7 +400,8 @@ def ablation_report(grid: str, metric_files: list[str], measure: str, derived: d
     if reranked:
         from mmir.reporting.rerank import append_ablation_rows
 
-        append_ablation_rows(metric_files, perquery_files, measure, derived, reranked, significance, frame, out_md, out_csv)
+        append_ablation_rows(metric_files, perquery_files, measure, derived, reranked, significance, frame, out_md, out_csv,
+                             untrained)
     log.info("read %d metric files; wrote %s, %s, %s, %s (%d cells, %d reranked systems)", len(metric_files), out_md, out_csv,
              out_png, out_plot_csv, len(frame), len(reranked))
 

@@ -17,6 +17,7 @@ from mmir.workflow.rules.common import (
     tracked_reranked,
     tracked_slice,
     tracking_output,
+    untrained,
     without,
 )
 
@@ -85,7 +86,7 @@ def _ablation_report(job: Job):
     o, p = job.output, job.params
     return steps.ablation_report(job.wildcards["grid"], list(job.input["metrics"]), p["measure"], p["derived"], o["md"],
                                  o["csv"], o["plot"], o["plot_data"], list(job.input.get("perquery", [])) or None,
-                                 p.get("reranked"), p.get("significance"))
+                                 p.get("reranked"), p.get("significance"), p.get("untrained", []))
 
 
 def _ablation_report_inputs(config: dict, w: W) -> dict:
@@ -102,7 +103,8 @@ def _ablation_report_params(config: dict, w: W) -> dict:
            "samples": sample_notes(config, U.ablation_units(config, w["grid"]))}
     reranked = U.ablation_reranked(config, w["grid"])
     if reranked:  # only then, so a grid without reranked rows keeps its params (and its table is not rebuilt)
-        out |= {"reranked": {s: r["base"] for s, r in reranked.items()}, "significance": config["significance"]}
+        out |= {"reranked": {s: r["base"] for s, r in reranked.items()}, "significance": config["significance"],
+                "untrained": [s for s in reranked if untrained(config, s)]}
     return out
 
 
