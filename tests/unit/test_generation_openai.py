@@ -117,6 +117,8 @@ class FaultServer:
                     self._send(200, b'{"id": "x", "object": "chat.completion", "choices": [')
                 elif behaviour == "empty":
                     self._send(200, _completion("", prompt))
+                elif behaviour == "grade-logprobs":  # "Score: 3" with the top_logprobs asked for at each token
+                    self._send(200, _grade_completion(body.get("top_logprobs")))
                 else:
                     if server.ok_delay_s:
                         time.sleep(server.ok_delay_s)
@@ -161,6 +163,23 @@ def _completion(text: str, prompt: str, n: int = 1) -> bytes:
             },
         }
     ).encode()
+
+
+#: the scripted probabilities of the grade position of "Score: 3" (renormalised over 0-4 by the reranker)
+GRADE_P = {"3": 0.5, "2": 0.2, " 4": 0.1, "Score": 0.15}
+
+
+def _grade_completion(top_logprobs: int | None) -> bytes:
+    import math
+
+    def tok(t, top):
+        return {"token": t, "logprob": math.log(top.get(t, 0.9)), "bytes": None,
+                "top_logprobs": [{"token": k, "logprob": math.log(v), "bytes": None} for k, v in list(top.items())[:top_logprobs]]}
+
+    content = [tok("Score", {"Score": 0.9}), tok(":", {":": 0.9}), tok(" ", {" ": 0.9}), tok("3", GRADE_P)]
+    return json.dumps({"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "fault-model",
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": "Score: 3"}, "finish_reason": "stop",
+                                    "logprobs": {"content": content, "refusal": None}}]}).encode()
 
 
 @pytest.fixture(scope="module")
@@ -466,3 +485,30 @@ def test_killed_stage_rerun_repeats_no_finished_call(fault, tmp_path):
     finished = {f"item {i}" for i in range(stored)}
     assert not finished & set(rerun), "a finished generation was requested again"
     assert sorted(rerun) == sorted(f"item {i}" for i in range(stored, n))
+
+
+def test_pointwise_logprobs_through_the_endpoint(fault):
+    """score: logprobs sends logprobs/top_logprobs; the expected grade is computed from the returned alternatives; an
+    endpoint that ignores them fails the call (counted), never a silent fall back to the reply's grade."""
+    from mmir.config.models import PointwiseReranker
+    from mmir.llm.client import LLMClient
+    from mmir.retrieval.rerank import RERANK_PROMPTS
+    from mmir.retrieval.rerank.candidates import Candidate, RerankQuery
+    from mmir.retrieval.rerank.llm import LLMReranker
+
+    cfg = PointwiseReranker(kind="llm-pointwise", generator="g", score="logprobs", top_logprobs=5)
+    fault.default = "grade-logprobs"
+    client = LLMClient(_backend(fault))
+    q, cands = RerankQuery("q", "what is a mean?"), [Candidate("a", "first text"), Candidate("b", "second text")]
+    LLMReranker(client, cfg, RERANK_PROMPTS.get("rerank_pointwise_v1")).rerank(q, cands)
+    assert all(r["body"]["logprobs"] is True and r["body"]["top_logprobs"] == 5 for r in fault.requests)
+    grades = {3: GRADE_P["3"], 2: GRADE_P["2"], 4: GRADE_P[" 4"]}  # "Score" is no grade
+    want = sum(g * p for g, p in grades.items()) / sum(grades.values())
+    assert [r.value for r in client.audit.records] == [pytest.approx(want, abs=1e-9)] * 2
+    fault.reset()
+    fault.default = "ok"  # answers without logprobs
+    client = LLMClient(_backend(fault, max_retries=0))
+    rr = LLMReranker(client, cfg, RERANK_PROMPTS.get("rerank_pointwise_v1"))
+    rr.rerank(q, cands)
+    assert [r.status for r in client.audit.records] == ["failed", "failed"] and rr.counts["unscored"] == 2
+    assert "without token log-probabilities" in client.audit.records[0].error

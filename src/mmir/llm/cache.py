@@ -2,7 +2,8 @@
 
 Key: ``sha256`` of canonical JSON of the backend identity (kind, model, revision or file sha256), the prompt
 template (id, text sha256), the rendered input (:func:`~mmir.llm.messages.messages_sha256`) and the sampling
-(``temperature``, ``max_tokens``, ``n``, ``seed``). Failed calls and rejected replies
+(``temperature``, ``max_tokens``, ``n``, ``seed``), and ``logprobs`` (the ``top_logprobs`` asked for) only when token
+log-probabilities are asked for. Failed calls and rejected replies
 (:meth:`GenerationCache.reject`) are stored as failure records, never hits, so the next run retries them.
 The key fields (:func:`generation_key_fields`) are frozen (pinned by a test) so old caches keep hitting.
 """
@@ -45,8 +46,10 @@ def generation_key_fields(
     max_tokens: int = 256,
     n: int = 1,
     seed: int | None = None,
+    top_logprobs: int | None = None,
 ) -> dict[str, Any]:
-    """The dict that :func:`generation_key` hashes (see the module docstring)."""
+    """The dict that :func:`generation_key` hashes (see the module docstring); ``logprobs`` is added only with
+    ``top_logprobs``, so the keys of plain generations stay as they were."""
     return {
         "v": KEY_VERSION,
         **backend.cache_identity(),
@@ -55,6 +58,7 @@ def generation_key_fields(
         "input_sha256": messages_sha256(messages),
         "sampling": {"temperature": float(temperature), "max_tokens": int(max_tokens), "n": int(n)},
         "seed": seed,
+        **({"logprobs": int(top_logprobs)} if top_logprobs is not None else {}),
     }
 
 
@@ -185,9 +189,11 @@ class GenerationCache:
         max_tokens: int = 256,
         seed: int | None = None,
         n: int = 1,
+        top_logprobs: int | None = None,
         raise_on_failure: bool = False,
     ) -> dict[str, Any]:
-        """The cached generation for this request, or a new one from ``backend`` (stored at once).
+        """The cached generation for this request, or a new one from ``backend`` (stored at once); ``top_logprobs``:
+        also the reply tokens' log-probabilities (record key ``logprobs``, :class:`~mmir.llm.backends.base.Generation`).
 
         Returns:
             The record: ``key``, ``status``, ``cached``, ``attempts``, the key fields and either the
@@ -198,7 +204,8 @@ class GenerationCache:
             UnsupportedInputError: malformed messages, or input the backend cannot take (not stored).
         """
         sampling = {"temperature": temperature, "max_tokens": max_tokens, "n": n, "seed": seed}
-        fields = generation_key_fields(backend, messages, template_id, template_text, **sampling)
+        lp = {} if top_logprobs is None else {"top_logprobs": top_logprobs}
+        fields = generation_key_fields(backend, messages, template_id, template_text, **sampling, **lp)
         key = hashlib.sha256(_canon(fields).encode()).hexdigest()
         prev = self.get(key)
         if prev is not None and prev.get("status") == "ok":
@@ -212,7 +219,7 @@ class GenerationCache:
         base = {"key": key, **fields, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         attempts = (prev or {}).get("attempts", 0) + 1
         try:
-            gen = backend.generate(messages, temperature=temperature, max_tokens=max_tokens, seed=seed, n=n)
+            gen = backend.generate(messages, temperature=temperature, max_tokens=max_tokens, seed=seed, n=n, **lp)
         except GenerationFailure as f:
             with self._lock:
                 self.failures += 1

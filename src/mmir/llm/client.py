@@ -62,12 +62,13 @@ class LLMClient:
     # ------------------------------------------------------------------------------------------- calls
     def call(self, messages: Sequence[Message], prompt: PromptTemplate, *, label: str, parser: ReplyParser | None = None,
              context: Mapping[str, Any] | None = None, temperature: Any = _UNSET, max_tokens: Any = _UNSET,
-             seed: Any = _UNSET) -> CallRecord:
+             seed: Any = _UNSET, top_logprobs: int | None = None) -> CallRecord:
         """One cached call; the reply parsed by ``parser`` (none: any text is accepted) into ``record.value``.
 
         Args:
             prompt: the template (its id and text enter the cache key).
             label: what the call is for (the audit groups by it).
+            top_logprobs: also ask for the reply tokens' log-probabilities (``record.logprobs``; part of the cache key).
 
         Returns:
             The :class:`CallRecord` (also appended to :attr:`audit`); status ``ok``, ``failed`` or ``rejected``.
@@ -77,9 +78,12 @@ class LLMClient:
         """
         s = self.sampling.override(temperature, max_tokens, seed)
         t0 = time.monotonic()
+        lp = {} if top_logprobs is None else {"top_logprobs": top_logprobs}
         rec = self.cache.cached_generate(self.backend, messages, prompt.id, prompt.text, temperature=s.temperature,
-                                         max_tokens=s.max_tokens, seed=s.seed, n=1)
+                                         max_tokens=s.max_tokens, seed=s.seed, n=1, **lp)
         record = self._record(rec, prompt, label, s, context)
+        if record.status == "ok" and rec.get("logprobs"):
+            record.logprobs = rec["logprobs"][0]
         record.latency_s = time.monotonic() - t0
         if record.status == "ok" and parser is not None:
             p = parser(record.text)

@@ -23,6 +23,8 @@ class CallRecord:
         missing_fields, invalid_fields: fields the benchmark expected but found absent / unusable.
         fallback_used, fallback_reason: the benchmark's fixed fallback replaced the reply.
         value: the parsed value (in memory only, not serialised).
+        logprobs: the reply's token log-probabilities when they were asked for
+            (:attr:`mmir.llm.backends.base.Generation.logprobs` of the first completion; in memory only).
     """
 
     label: str
@@ -52,6 +54,7 @@ class CallRecord:
     fallback_used: bool = False
     fallback_reason: str | None = None
     value: Any = field(default=None, repr=False, compare=False)
+    logprobs: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -72,13 +75,14 @@ class CallRecord:
         self.fallback_used, self.fallback_reason = True, reason
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form (every field but ``value``)."""
+        """JSON-serialisable form (every field but ``value`` and ``logprobs``)."""
         d = asdict(self)
         d.pop("value")
+        d.pop("logprobs")
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CallRecord:
         """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
-        names = {f.name for f in fields(cls)} - {"value"}
+        names = {f.name for f in fields(cls)} - {"value", "logprobs"}
         return cls(**{k: v for k, v in d.items() if k in names})

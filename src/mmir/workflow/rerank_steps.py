@@ -19,7 +19,8 @@ log = logging.getLogger("mmir.workflow.rerank")
 class RerankJob:
     """One rerank job. ``reranker``: the ``rerankers.<name>`` entry (``generator``: its generator's entry, LLM kinds);
     ``captions``: the image text of the domain (tasks that rank images or pairs); ``out_calls``: the audit (JSON lines,
-    empty for a cross-encoder)."""
+    empty for a cross-encoder); ``queries``: the query variants (``qid, query`` parquet) of an ablation first stage,
+    whose text replaces each topic's, as in the first stage's search."""
 
     task: str
     prep: str | Path
@@ -35,6 +36,7 @@ class RerankJob:
     generation_cache: str | Path | None = None
     captions: str | Path | None = None
     alt_text: bool = False
+    queries: str | Path | None = None
 
 
 def reranker_prompt(cfg: Any):
@@ -61,12 +63,12 @@ def rerank(job: RerankJob, *, scorer=None, backend=None) -> dict:
     t0 = time.perf_counter()
     cfg = parse(Reranker, job.reranker, f"rerankers.{job.reranker_name}")
     image_text = ImageText.load(job.captions, job.prep, job.alt_text) if job.captions else None
-    cands = TaskCandidates(job.task, job.prep, image_text, with_images=cfg.kind == "vlm")
+    cands = TaskCandidates(job.task, job.prep, image_text, with_images=cfg.kind == "vlm", variants=job.queries)
     run = read_run(job.first_stage)
     longest = check_run(run, cands.queries.qids, job.depth, str(job.first_stage), items_known=cands.item_ids)
     stats: dict[str, Any] = {"task": job.task, "system": job.system, "reranker": job.reranker_name, "kind": cfg.kind,
                              "depth": job.depth, "first_stage": str(job.first_stage), "queries": len(run),
-                             "first_stage_depth": longest}
+                             "first_stage_depth": longest, **({"queries_file": str(job.queries)} if job.queries else {})}
     audit = None
     if cfg.kind == "cross-encoder":
         from mmir.retrieval.rerank.cross_encoder import CrossEncoderScorer
@@ -99,6 +101,8 @@ def rerank(job: RerankJob, *, scorer=None, backend=None) -> dict:
         counts = {k: int(rr.counts.get(k, 0)) for k in ("unscored", "windows", "windows_kept", "windows_partial",
                                                          "candidates_cut", "queries_cut", "query_images_cut")}
         stats |= counts | llm | {f"cache_{k}": after[k] - before[k] for k in after} | {"model": be.model_id}
+        if cfg.kind == "llm-pointwise":
+            stats["score"] = cfg.score  # reply: the written grade; logprobs: the expected grade
     n = write_run(job.out_run, out, tag=job.system)
     stats |= {"run_lines": n, "seconds": round(time.perf_counter() - t0, 3)}
     write_text(job.out_calls, audit.to_jsonl() if audit is not None else "")

@@ -378,21 +378,32 @@ def _rerank_tests(task: str, metric_files: list[str], perquery_files: list[str],
 
 
 def ablation_report(grid: str, metric_files: list[str], measure: str, derived: dict, out_md, out_csv, out_png,
-                    out_plot_csv) -> None:
-    """The caption or reformulation grid (:mod:`mmir.reporting.ablation`)."""
+                    out_plot_csv, perquery_files: list[str] | None = None, reranked: dict[str, str] | None = None,
+                    significance: dict | None = None, untrained: list[str] = ()) -> None:
+    """The caption or reformulation grid (:mod:`mmir.reporting.ablation`). ``reranked`` (``{<ablation system>+rr:<reranker>:
+    its first stage}``, their metric and per-query files among the others): each gets its own row under the grid, with
+    its interval and its paired test against its first stage (:func:`mmir.reporting.rerank.ablation_rows`), also in the
+    CSV; those in ``untrained`` (random weights) are labelled so."""
     from mmir.reporting.ablation import ablation_frame, write_ablation
 
+    reranked = reranked or {}
+    grid_files = [f for f in metric_files if json.loads(Path(f).read_text(encoding="utf-8"))["system"] not in reranked]
     llm = {}
-    for f in metric_files:  # the query stage's llm_calls / llm_failures, where it has a stats JSON
+    for f in grid_files:  # the query stage's llm_calls / llm_failures, where it has a stats JSON
         m = json.loads(Path(f).read_text(encoding="utf-8"))
         d = derived.get(m["system"])
         stats = Path(paths.QUERIES_STATS.format(dataset=m["dataset"], domain=m["domain"], variant=d["variant"])) if d else None
         if stats is not None and stats.exists():
             llm[(m["dataset"], m["domain"], m["system"])] = json.loads(stats.read_text(encoding="utf-8"))
-    frame = ablation_frame(metric_files, measure, derived, llm)
+    frame = ablation_frame(grid_files, measure, derived, llm)
     write_ablation(grid, frame, measure, out_md, out_csv, out_png, out_plot_csv)
-    log.info("read %d metric files; wrote %s, %s, %s, %s (%d cells)", len(metric_files), out_md, out_csv, out_png,
-             out_plot_csv, len(frame))
+    if reranked:
+        from mmir.reporting.rerank import append_ablation_rows
+
+        append_ablation_rows(metric_files, perquery_files, measure, derived, reranked, significance, frame, out_md, out_csv,
+                             untrained)
+    log.info("read %d metric files; wrote %s, %s, %s, %s (%d cells, %d reranked systems)", len(metric_files), out_md, out_csv,
+             out_png, out_plot_csv, len(frame), len(reranked))
 
 
 def _significance_metrics(significance_file: str | Path | None) -> tuple[dict, dict]:
@@ -446,8 +457,8 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
     for u in units:
         fmt = dict(task=u.get("task", task), dataset=u["dataset"], domain=u["domain"], system=u["system"])
         prep = json.loads(Path(paths.prepared(u["dataset"], u["domain"], "prepare.json")).read_text(encoding="utf-8"))
-        d = derived.get(u["system"])
         r = (reranked or {}).get(u["system"])
+        d = derived.get(r["base"] if r else u["system"])  # a reranked ablation system: its first stage's query variant
         base = d["base"] if d else (r["base"] if r else u["system"])
         system = c.systems[base]
         params = config_slice(c, dataset=u["dataset"], system=base)
@@ -467,7 +478,11 @@ def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_
             reranker = c.rerankers[r["reranker"]]
             params["rerank"] = {"first_stage": r["base"], "depth": r["depth"], "reranker": {"name": r["reranker"], **fill(reranker)}}
             if getattr(reranker, "generator", None):
-                params["generator"] = fill(c.generators[reranker.generator])
+                gen = fill(c.generators[reranker.generator])
+                if "generator" in params:  # the first stage's reformulator has one: the reranker's goes under rerank
+                    params["rerank"]["generator"] = gen
+                else:
+                    params["generator"] = gen
         entries.append({
             **u,
             "metrics_json": paths.METRICS.format(**fmt),

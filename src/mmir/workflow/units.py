@@ -212,13 +212,24 @@ def ablation_units(config: dict | Params, grid: str) -> list[dict]:
     p = typed(config)
     derived = {n: d for n, d in ablation_systems(p).items() if d["grid"] == grid}
     bases = list(dict.fromkeys(d["base"] for d in derived.values()))
+    reranked = ablation_reranked(p, grid)
     out = []
     for name, dom in units(p):
         ds = p.datasets[name]
         if derived and (ds.source == "bright" if grid == "reasoning" else has_query_images(ds, dom)):
             out += [{"task": ABLATION_BASE, "dataset": name, "domain": dom, "system": s} for s in bases]
             out += [{"task": ABLATION_TASK, "dataset": name, "domain": dom, "system": s} for s in derived]
+            out += [{"task": ABLATION_TASK, "dataset": name, "domain": dom, "system": s} for s, r in reranked.items()
+                    if r["datasets"] is None or name in r["datasets"]]
     return out
+
+
+def ablation_reranked(config: dict | Params, grid: str) -> dict[str, dict]:
+    """The reranked systems of ``rerank.runs`` whose first stage is an ablation system of ``grid``
+    (``{"bm25+cap:ocr+rr:ce": {"base": "bm25+cap:ocr", ...}}``, as :func:`rerank_systems`); they run on the grid's
+    domains (``ablation`` task: the variant's queries, Task 1 qrels)."""
+    derived = {n for n, d in ablation_systems(config).items() if d["grid"] == grid}
+    return {s: r for s, r in rerank_systems(config).items() if r["base"] in derived}
 
 
 def config_slice(config: Params | ParamsSlice, *, dataset: str | None = None, system: str | None = None) -> dict[str, Any]:

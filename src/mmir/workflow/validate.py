@@ -40,24 +40,36 @@ def validate_config(config: dict, file: str | None = None) -> dict:
 
 
 def check_rerank(params: Params, file: str | None = None) -> None:
-    """``rerank.runs``: each names a system of ``systems`` and a key of ``rerankers`` whose LLM reranker's generator
-    exists, each (system, reranker) once, tasks in ``tasks``; the made name is no system's.
+    """``rerank.runs``: each names a system of ``systems`` or an ablation system (``bm25+cap:ocr``, which takes no
+    ``tasks``: it runs on its grid's Task 1 queries) and a key of ``rerankers`` whose LLM reranker's generator exists,
+    each (system, reranker) once, tasks in ``tasks``; the made name is no system's.
 
     Raises:
         ConfigError: naming ``rerank.runs.<i>.<key>`` or ``rerankers.<name>.generator``.
     """
-    from mmir.workflow.units import RERANK_SEP
+    from mmir.workflow.units import RERANK_SEP, ablation_systems
+
+    ablation = ablation_systems(params)
 
     for name, r in params.rerankers.items():
         gen = getattr(r, "generator", None)
         if gen is not None and gen not in params.generators:
             raise ConfigError(f"rerankers.{name}.generator", f"{gen!r} is not a key of generators", file)
+        if r.kind == "llm-pointwise" and r.score == "logprobs" and not backend_class(params.generators[gen]).supports_logprobs:
+            raise ConfigError(f"rerankers.{name}.score", f"score: logprobs needs token log-probabilities, which generator "
+                              f"{gen!r} (backend {params.generators[gen].backend}) does not give: use score: reply or a "
+                              "llama_cpp / openai generator", file)
     seen = set()
     for i, run in enumerate(params.rerank.runs):
         key = f"rerank.runs.{i}"
-        if run.system not in params.systems:
-            hint = " (reranking an ablation or reranked system is not supported yet)" if "+" in run.system else ""
-            raise ConfigError(f"{key}.system", f"{run.system!r} is not a key of systems{hint}", file)
+        if run.system not in params.systems and run.system not in ablation:
+            hint = " (reranking a reranked system is not supported)" if RERANK_SEP in run.system else ""
+            known = ", ".join([*params.systems, *ablation]) or "none"
+            raise ConfigError(f"{key}.system", f"{run.system!r} is neither a key of systems nor an ablation system "
+                              f"({known}){hint}", file)
+        if run.system in ablation and run.tasks is not None:
+            raise ConfigError(f"{key}.tasks", f"{run.system!r} is an ablation system: it runs on its grid's Task 1 "
+                              "queries only, so give no tasks", file)
         if run.reranker not in params.rerankers:
             raise ConfigError(f"{key}.reranker", f"{run.reranker!r} is not a key of rerankers ({', '.join(params.rerankers) or 'none'})",
                               file)

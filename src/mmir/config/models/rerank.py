@@ -60,6 +60,11 @@ class PointwiseReranker(_LLMReranker):
 
     kind: Literal["llm-pointwise"] = Field(description="llm-pointwise = one scored call per candidate")
     prompt: str = Field("rerank_pointwise_v1", description="versioned prompt file in src/mmir/retrieval/rerank/prompts")
+    score: Literal["reply", "logprobs"] = Field("reply", description="reply = the grade written in the reply; logprobs = the "
+                                                "expected grade sum_g g*p(g) from the grade tokens' probabilities where the "
+                                                "grade is written (backends llama_cpp, openai)")
+    top_logprobs: int = Field(20, ge=5, le=20, description="alternatives asked for at each reply token (score: logprobs); "
+                              "a grade outside them counts as probability 0")
 
 
 class ListwiseReranker(_LLMReranker, _Windows):
@@ -95,7 +100,8 @@ class RerankRun(Section):
     system: SystemName = Field(description="the first-stage system (a key of systems, or an ablation system)")
     reranker: Name = Field(description="a key of rerankers")
     depth: int = Field(100, ge=1, description="items of each query's first-stage ranking reranked (the rest keep their order)")
-    tasks: list[TaskName] | None = Field(None, description="tasks reranked; null = every task the system runs")
+    tasks: list[TaskName] | None = Field(None, description="tasks reranked; null = every task the system runs (an "
+                                         "ablation system takes none: it runs on its grid's Task 1 queries)")
     datasets: list[Name] | None = Field(None, description="datasets reranked; null = every dataset the system runs on")
 
 

@@ -1,11 +1,14 @@
-"""The backend interface: ``Backend.generate(messages, *, temperature=0.0, max_tokens=256, seed=None, n=1) ->
-Generation``. A call that does not produce usable text raises :class:`~mmir.llm.errors.GenerationFailure`; it
-is never turned into an empty string. Messages: :mod:`mmir.llm.messages`."""
+"""The backend interface: ``Backend.generate(messages, *, temperature=0.0, max_tokens=256, seed=None, n=1,
+top_logprobs=None) -> Generation``. A call that does not produce usable text raises
+:class:`~mmir.llm.errors.GenerationFailure`; it is never turned into an empty string. ``top_logprobs`` (backends with
+``supports_logprobs``) adds each reply token's log-probability and its ``top_logprobs`` alternatives
+(:attr:`Generation.logprobs`). Messages: :mod:`mmir.llm.messages`."""
 
 from __future__ import annotations
 
 import abc
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -29,6 +32,9 @@ class Generation:
         prompt_tokens, completion_tokens: as reported (completion summed over ``n``; ``None`` if unreported).
         latency_s: wall time of the call, retries and back-off included.
         retry_reasons: why each retry happened (``"timeout"``, ``"http 429"``, ...), in order.
+        logprobs: with ``top_logprobs``: per completion, its tokens in order, each ``{"token": str, "logprob": float
+            (natural log), "top": [[token, logprob], ...]}`` (the most probable tokens at that position, the backend's
+            order); ``None`` when not asked for.
     """
 
     texts: list[str]
@@ -39,10 +45,14 @@ class Generation:
     finish_reasons: list[str | None] = field(default_factory=list)
     retry_reasons: list[str] = field(default_factory=list)
     model: str | None = None
+    logprobs: list[list[dict[str, Any]]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable dict of every field."""
-        return asdict(self)
+        """JSON-serialisable dict of every field (``logprobs`` only when present)."""
+        d = asdict(self)
+        if d["logprobs"] is None:
+            del d["logprobs"]
+        return d
 
 
 
@@ -71,12 +81,32 @@ def is_empty_text(text: Any) -> bool:
     return not isinstance(text, str) or not text.strip()
 
 
+def token_logprobs(content: Any, i: int, t0: float) -> list[dict[str, Any]]:
+    """An OpenAI-style ``choices[i].logprobs.content`` list (dicts or SDK objects with ``token``, ``logprob``,
+    ``top_logprobs``) as :attr:`Generation.logprobs` entries.
+
+    Raises:
+        GenerationFailure: (``malformed_response``) no token log-probabilities in the reply.
+    """
+    def get(o: Any, k: str) -> Any:
+        return o.get(k) if isinstance(o, Mapping) else getattr(o, k, None)
+
+    if not content:
+        raise GenerationFailure("malformed_response", f"completion {i} came back without token log-probabilities",
+                                latency_s=time.monotonic() - t0, history=["malformed_response"])
+    return [{"token": str(get(t, "token")), "logprob": float(get(t, "logprob")),
+             "top": [[str(get(a, "token")), float(get(a, "logprob"))] for a in (get(t, "top_logprobs") or [])]}
+            for t in content]
+
+
 # ------------------------------------------------------------------------------------------------- base
 class Backend(abc.ABC):
     """One text generator: subclasses implement :meth:`_generate`; ``name`` is the backend kind."""
 
     name: str = "backend"
     max_concurrency: int = 1
+    #: the backend returns token log-probabilities (``generate(..., top_logprobs=k)``)
+    supports_logprobs: bool = False
 
     def __init__(self) -> None:
         self.usage = Usage()
@@ -108,20 +138,30 @@ class Backend(abc.ABC):
         max_tokens: int = 256,
         seed: int | None = None,
         n: int = 1,
+        top_logprobs: int | None = None,
     ) -> Generation:
-        """Generate ``n`` completions for ``messages`` (``temperature`` 0 = greedy).
+        """Generate ``n`` completions for ``messages`` (``temperature`` 0 = greedy); with ``top_logprobs`` also each
+        reply token's log-probability and the ``top_logprobs`` most probable tokens at its position.
 
         Returns:
-            A :class:`Generation` with ``len(texts) == n``, every text non-empty.
+            A :class:`Generation` with ``len(texts) == n``, every text non-empty (``logprobs`` set when asked for).
 
         Raises:
-            UnsupportedInputError: malformed messages or sampling arguments, or input the backend cannot take.
+            UnsupportedInputError: malformed messages or sampling arguments, input the backend cannot take, or
+                ``top_logprobs`` on a backend without ``supports_logprobs``.
             GenerationFailure: the backend produced no usable output (after retries where they apply).
         """
         validate_messages(messages)
         check_sampling(temperature, max_tokens, n)
+        extra: dict[str, Any] = {}
+        if top_logprobs is not None:
+            if not self.supports_logprobs:
+                raise UnsupportedInputError(f"backend {self.name} gives no log-probabilities (top_logprobs={top_logprobs})")
+            if not (isinstance(top_logprobs, int) and top_logprobs >= 1):
+                raise UnsupportedInputError(f"top_logprobs must be an int >= 1, got {top_logprobs!r}")
+            extra["top_logprobs"] = top_logprobs
         try:
-            gen = self._generate(messages, temperature=float(temperature), max_tokens=max_tokens, seed=seed, n=n)
+            gen = self._generate(messages, temperature=float(temperature), max_tokens=max_tokens, seed=seed, n=n, **extra)
         except GenerationFailure as f:
             f.backend, f.model = self.name, self.model_id
             self.usage.add_failure(f)

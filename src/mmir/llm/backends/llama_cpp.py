@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from mmir.config.models import LlamaCppGenerator
 from mmir.core.errors import ConfigError, MmirError
-from mmir.llm.backends.base import Backend, Generation, is_empty_text, with_defaults
+from mmir.llm.backends.base import Backend, Generation, is_empty_text, token_logprobs, with_defaults
 from mmir.llm.errors import GenerationFailure
 from mmir.llm.messages import text_only_messages
 
@@ -36,9 +36,15 @@ class LlamaCppBackend(Backend):
 
     The model loads lazily on the first call, so a run served entirely from a cache never loads it. Calls
     are serialised (a ``Llama`` object is not thread-safe); sample ``i`` of ``n`` uses ``seed + i``.
+
+    Log-probabilities (``generate(..., top_logprobs=k)``): llama-cpp-python's ``create_chat_completion(logprobs=True,
+    top_logprobs=k)``, the log-softmax of the raw logits at each reply position (before temperature). It needs the
+    model loaded with ``logits_all=True`` (logits kept for every position: ``n_ctx x n_vocab`` floats), so the model
+    is (re)loaded that way on the first such call.
     """
 
     name = "llama_cpp"
+    supports_logprobs = True
 
     #: The value of each setting a generator entry leaves out.
     DEFAULTS: ClassVar[Mapping[str, Any]] = {
@@ -73,6 +79,7 @@ class LlamaCppBackend(Backend):
         self._model_id = model_id
         self._revision: str | None = None
         self._llm = None
+        self._logits_all = False
         self._lock = threading.Lock()
 
     @property
@@ -101,13 +108,17 @@ class LlamaCppBackend(Backend):
             self._revision = file_sha256(path)
         return self._revision
 
-    def _load(self):
+    def _load(self, logits_all: bool = False):
+        if self._llm is not None and logits_all and not self._logits_all:
+            self._llm.close()  # reloaded below with logits kept for every position (log-probabilities)
+            self._llm = None
         if self._llm is None:
             try:
                 import llama_cpp
             except ImportError as e:
                 raise MmirError("the llama_cpp backend needs llama-cpp-python: pip install 'llama-cpp-python[server]'") from e
-            kw = dict(n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers, verbose=self.verbose)
+            kw = dict(n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers, verbose=self.verbose, logits_all=logits_all)
+            self._logits_all = logits_all
             if self.n_threads is not None:
                 kw["n_threads"] = self.n_threads
             if self.chat_format is not None:
@@ -118,16 +129,18 @@ class LlamaCppBackend(Backend):
                 self._llm = llama_cpp.Llama(model_path=str(self.model_path), **kw)
         return self._llm
 
-    def _generate(self, messages, *, temperature, max_tokens, seed, n) -> Generation:
+    def _generate(self, messages, *, temperature, max_tokens, seed, n, top_logprobs: int | None = None) -> Generation:
         chat = text_only_messages(messages, self.name)
         t0 = time.monotonic()
-        texts, reasons, prompt_tokens, completion_tokens = [], [], 0, 0
+        texts, reasons, prompt_tokens, completion_tokens, logprobs = [], [], 0, 0, []
         with self._lock:
-            llm = self._load()
+            llm = self._load(logits_all=top_logprobs is not None)
             for i in range(n):
                 kw: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
                 if seed is not None:
                     kw["seed"] = seed + i
+                if top_logprobs is not None:
+                    kw |= {"logprobs": True, "top_logprobs": top_logprobs}
                 try:
                     out = llm.create_chat_completion(messages=chat, **kw)
                 except ValueError as e:  # e.g. prompt longer than n_ctx
@@ -146,8 +159,11 @@ class LlamaCppBackend(Backend):
                 completion_tokens += int(usage.get("completion_tokens", 0))
                 texts.append(text)
                 reasons.append(choice.get("finish_reason"))
+                if top_logprobs is not None:
+                    logprobs.append(token_logprobs((choice.get("logprobs") or {}).get("content"), i, t0))
         return Generation(
             texts=texts, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
             latency_s=time.monotonic() - t0, retries=0, finish_reasons=reasons, model=self._model_id,
+            logprobs=logprobs if top_logprobs is not None else None,
         )
 

@@ -18,7 +18,7 @@ from mmir.core.errors import ConfigError
 from mmir.core.http import parse_retry_after as _parse_retry_after
 from mmir.core.secrets import Secret as _Secret
 from mmir.core.secrets import scrub as _scrub_secret
-from mmir.llm.backends.base import Backend, Generation, is_empty_text, with_defaults
+from mmir.llm.backends.base import Backend, Generation, is_empty_text, token_logprobs, with_defaults
 from mmir.llm.errors import GenerationFailure
 from mmir.llm.messages import Message, image_to_bytes, message_parts
 
@@ -53,6 +53,7 @@ class OpenAIBackend(Backend):
     """
 
     name = "openai"
+    supports_logprobs = True  # chat completions' logprobs / top_logprobs (an endpoint that ignores them fails the call)
     _RETRY_STATUS = (408, 409, 429)
     #: The value of each setting a generator entry leaves out.
     DEFAULTS: ClassVar[Mapping[str, Any]] = {
@@ -156,7 +157,7 @@ class OpenAIBackend(Backend):
             return "malformed_response", False, None, None
         return "backend_error", False, None, None
 
-    def _generate(self, messages, *, temperature, max_tokens, seed, n) -> Generation:
+    def _generate(self, messages, *, temperature, max_tokens, seed, n, top_logprobs: int | None = None) -> Generation:
         api_messages = self._to_api_messages(messages)
         kwargs: dict[str, Any] = {
             "model": self._model,
@@ -168,6 +169,8 @@ class OpenAIBackend(Backend):
             kwargs["n"] = n
         if seed is not None:
             kwargs["seed"] = seed
+        if top_logprobs is not None:
+            kwargs |= {"logprobs": True, "top_logprobs": top_logprobs}
         if self.extra_body:
             kwargs["extra_body"] = self.extra_body
         history: list[str] = []
@@ -208,9 +211,11 @@ class OpenAIBackend(Backend):
                     attempt += 1
                     continue
                 break
-        return self._parse(resp, n=n, retries=attempt, history=history, latency_s=time.monotonic() - t0)
+        return self._parse(resp, n=n, retries=attempt, history=history, latency_s=time.monotonic() - t0,
+                           logprobs=top_logprobs is not None)
 
-    def _parse(self, resp: Any, *, n: int, retries: int, history: list[str], latency_s: float) -> Generation:
+    def _parse(self, resp: Any, *, n: int, retries: int, history: list[str], latency_s: float,
+               logprobs: bool = False) -> Generation:
         def fail(kind: str, detail: str) -> GenerationFailure:
             history.append(kind)
             return GenerationFailure(kind, detail, status_code=200, retries=retries, latency_s=latency_s, history=history)
@@ -234,6 +239,14 @@ class OpenAIBackend(Backend):
             reasons.append(getattr(ch, "finish_reason", None))
         if len(texts) != n:
             raise fail("n_mismatch", f"asked for n={n} completions, endpoint returned {len(texts)}")
+        lps = None
+        if logprobs:
+            content = [getattr(getattr(ch, "logprobs", None), "content", None) for ch in choices]
+            bad = next((i for i, c in enumerate(content) if not c), None)
+            if bad is not None:
+                raise fail("malformed_response", f"choice {bad} came back without token log-probabilities (logprobs=true "
+                           "was sent; does the endpoint support it?)")
+            lps = [token_logprobs(c, i, 0.0) for i, c in enumerate(content)]
         usage = getattr(resp, "usage", None)
         return Generation(
             texts=texts,
@@ -244,5 +257,6 @@ class OpenAIBackend(Backend):
             finish_reasons=reasons,
             retry_reasons=list(history),
             model=getattr(resp, "model", None),
+            logprobs=lps,
         )
 

@@ -35,13 +35,16 @@ class TaskCandidates:
     Args:
         image_text: text standing for images (the captioner's), needed when the task ranks images or pairs.
         with_images: read image bytes (a VLM reranker).
+        variants: a ``qid, query`` parquet whose text replaces each topic's (the query variants of a Task 1 ablation
+            system: the reranker sees the text its first stage searched with).
     """
 
-    def __init__(self, task: str, prep: str | Path, image_text: ImageText | None = None, with_images: bool = False):
+    def __init__(self, task: str, prep: str | Path, image_text: ImageText | None = None, with_images: bool = False,
+                 variants: str | Path | None = None):
         self.task, self.prep = task, Path(prep)
         self.items: Items = task_items(task, prep)
         self._index = {item: i for i, item in enumerate(self.items.ids)}
-        self.queries = task_queries(task, prep)
+        self.queries = task_queries(task, prep, variants)
         self.image_text = image_text
         self.with_images = with_images
         self._corpus: dict[str, str] = {}

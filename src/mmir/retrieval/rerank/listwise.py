@@ -84,14 +84,15 @@ def permutation_parser(n: int) -> ReplyParser:
     return ReplyParser(f"permutation_{n}", "RankGPT clean_response (Sun et al. 2023, §3.2)", lambda t: parse_permutation(t, n))
 
 
-_SCORE = re.compile(r"score\W{0,3}(\d+(?:\.\d+)?)", re.IGNORECASE)
+#: the grade of a pointwise reply: "Score: n" (any case, up to 3 non-word characters between)
+SCORE_MARKER = re.compile(r"score\W{0,3}(\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
 def parse_score(text: str, lo: float = 0, hi: float = 4) -> Parsed:
     """The pointwise relevance of a reply: the last ``Score: n``, else a reply that is only a number; in ``[lo, hi]``.
 
     A number outside the scale is rejected, never clipped (a counted failure)."""
-    m = _SCORE.findall(text)
+    m = SCORE_MARKER.findall(text)
     if m:
         value, method = float(m[-1]), "marker"
     elif re.fullmatch(r"\s*\d+(?:\.\d+)?\s*\.?\s*", text):

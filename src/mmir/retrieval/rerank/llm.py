@@ -2,15 +2,17 @@
 
 - pointwise: one call per (query, candidate) with the ``rerank_pointwise_v1`` rubric (0-4, a relevance rubric in the
   spirit of BRIGHT's reasoning rerank prompt: identify the essential problem, then judge usefulness); the score is
-  parsed from the reply (the backends expose no log-probabilities). Candidates sort by score, ties and unscored
-  candidates (failed or rejected calls, counted) in first-stage order, unscored ones after every scored one.
+  parsed from the reply (``score: reply``) or is the expected grade from the grade tokens' log-probabilities
+  (``score: logprobs``, :mod:`.grades`). Candidates sort by score, ties and unscored candidates (failed or rejected
+  calls, counted) in first-stage order, unscored ones after every scored one.
 - listwise: RankGPT sliding windows (:mod:`.listwise`); a window whose reply holds no permutation keeps its order
   (counted).
 - vlm: either prompt, with the query's images after the prompt and each candidate's image (Tasks 3-4) labelled with
   its identifier, as image parts of one user message.
 
 The cache key of every call holds the messages (query, candidate texts and images, in window order), the prompt's id
-and text, the backend's model identity and the sampling (:func:`mmir.llm.cache.generation_key_fields`).
+and text, the backend's model identity and the sampling (:func:`mmir.llm.cache.generation_key_fields`), and with
+``score: logprobs`` the ``top_logprobs`` asked for.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from mmir.core.errors import ConfigError
 from mmir.llm.client import LLMClient
 from mmir.llm.messages import ImagePart, Segment, user_messages
 from mmir.llm.prompts import PromptTemplate
 from mmir.retrieval.rerank.candidates import Candidate, RerankQuery
+from mmir.retrieval.rerank.grades import expected_grade
 from mmir.retrieval.rerank.listwise import SCORE_0_4, permutation_parser, sliding_windows
 from mmir.retrieval.rerank.order import order_by_scores
 
@@ -46,12 +50,19 @@ class LLMReranker:
         prompt: the loaded prompt template.
         images: send images (a VLM reranker): up to ``cfg.query_images`` query images, and candidates' images when
             ``cfg.candidate_images``.
+
+    Raises:
+        ConfigError: ``score: logprobs`` with a backend that gives no log-probabilities.
     """
 
     def __init__(self, client: LLMClient, cfg: Any, prompt: PromptTemplate, *, images: bool = False):
         self.client, self.cfg, self.prompt, self.images = client, cfg, prompt, images
         mode = getattr(cfg, "mode", None)
         self.listwise = cfg.kind == "llm-listwise" or mode == "listwise"
+        self.logprobs = cfg.kind == "llm-pointwise" and cfg.score == "logprobs"
+        if self.logprobs and not getattr(client.backend, "supports_logprobs", False):
+            raise ConfigError("score", f"score: logprobs needs token log-probabilities, which backend "
+                              f"{getattr(client.backend, 'name', type(client.backend).__name__)} does not give: use score: reply")
         self.counts: Counter = Counter()
 
     # ------------------------------------------------------------------------------------------------ prompt
@@ -111,8 +122,16 @@ class LLMReranker:
     def _pointwise(self, q: RerankQuery, cands: Sequence[Candidate]) -> list[int]:
         msgs = [self.pointwise_messages(q, c) for c in cands]
         ctx = [{"qid": q.qid, "candidate": c.id} for c in cands]
+        lp = {"top_logprobs": self.cfg.top_logprobs} if self.logprobs else {}
         recs = self.client.call_many(msgs, self.prompt, label="rerank_pointwise", parser=SCORE_0_4, contexts=ctx,
-                                     **self._sampling())
+                                     **self._sampling(), **lp)
+        if self.logprobs:  # the reply's grade read, now its expectation over the grades (a reply without one is rejected)
+            for r in (r for r in recs if r.status == "ok"):
+                e = expected_grade(r.text, r.logprobs)
+                if e.ok:
+                    r.value, r.parse_method = e.value, e.method
+                else:
+                    self.client.reject(r, f"expected grade: {e.error}")
         scores = [r.value if r.status == "ok" else float("nan") for r in recs]
         self.counts["unscored"] += sum(r.status != "ok" for r in recs)
         return order_by_scores(scores)

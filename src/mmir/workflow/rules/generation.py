@@ -14,8 +14,10 @@ from mmir.workflow.rules.common import (
     captioned,
     sample_notes,
     tracked_derived,
+    tracked_reranked,
     tracked_slice,
     tracking_output,
+    untrained,
     without,
 )
 
@@ -81,19 +83,29 @@ def ablation_metric_files(config: dict, grid: str) -> list[str]:
 def _ablation_report(job: Job):
     from mmir.workflow import steps
 
-    o = job.output
-    return steps.ablation_report(job.wildcards["grid"], list(job.input["metrics"]), job.params["measure"],
-                                 job.params["derived"], o["md"], o["csv"], o["plot"], o["plot_data"])
+    o, p = job.output, job.params
+    return steps.ablation_report(job.wildcards["grid"], list(job.input["metrics"]), p["measure"], p["derived"], o["md"],
+                                 o["csv"], o["plot"], o["plot_data"], list(job.input.get("perquery", [])) or None,
+                                 p.get("reranked"), p.get("significance"), p.get("untrained", []))
 
 
 def _ablation_report_inputs(config: dict, w: W) -> dict:
-    return {"metrics": ablation_metric_files(config, w["grid"])}
+    """The grid's metric files; with reranked ablation systems also every per-query file (their tests)."""
+    out = {"metrics": ablation_metric_files(config, w["grid"])}
+    if U.ablation_reranked(config, w["grid"]):
+        out["perquery"] = [paths.PERQUERY.format(**u) for u in U.ablation_units(config, w["grid"])]
+    return out
 
 
 def _ablation_report_params(config: dict, w: W) -> dict:
     derived = {n: d for n, d in U.ablation_systems(config).items() if d["grid"] == w["grid"]}
-    return {"measure": config["evaluation"]["primary_measure"], "derived": derived,
-            "samples": sample_notes(config, U.ablation_units(config, w["grid"]))}
+    out = {"measure": config["evaluation"]["primary_measure"], "derived": derived,
+           "samples": sample_notes(config, U.ablation_units(config, w["grid"]))}
+    reranked = U.ablation_reranked(config, w["grid"])
+    if reranked:  # only then, so a grid without reranked rows keeps its params (and its table is not rebuilt)
+        out |= {"reranked": {s: r["base"] for s, r in reranked.items()}, "significance": config["significance"],
+                "untrained": [s for s in reranked if untrained(config, s)]}
+    return out
 
 
 def _track_ablation(job: Job):
@@ -101,7 +113,7 @@ def _track_ablation(job: Job):
 
     p = job.params
     return steps.track(p["config"], ABLATION_BASE, p["units"], job.output["tracking"],
-                       run_name=f"{job.wildcards['grid']}_ablation", derived=p["derived"])
+                       run_name=f"{job.wildcards['grid']}_ablation", derived=p["derived"], reranked=p.get("reranked"))
 
 
 def _track_ablation_inputs(config: dict, w: W) -> dict:
@@ -110,7 +122,9 @@ def _track_ablation_inputs(config: dict, w: W) -> dict:
 
 def _track_ablation_params(config: dict, w: W) -> dict:
     units = U.ablation_units(config, w["grid"])
-    return {"config": tracked_slice(config, units), "units": units, "derived": tracked_derived(config, units)}
+    reranked = tracked_reranked(config, units)
+    return {"config": tracked_slice(config, units), "units": units, "derived": tracked_derived(config, units),
+            **({"reranked": reranked} if reranked else {})}
 
 
 RULES = (

@@ -17,12 +17,14 @@ def _rerank(job: Job):
     w, p, i, o = job.wildcards, job.params, job.input, job.output
     return rerank_steps.rerank(rerank_steps.RerankJob(
         w["task"], prepared_dir(w), w["system"], p["reranker_name"], p["reranker"], p["depth"], i["first_stage"], o["run"],
-        o["stats"], o["calls"], p.get("generator"), p.get("generation_cache"), i.get("captions"), p.get("alt_text", False)))
+        o["stats"], o["calls"], p.get("generator"), p.get("generation_cache"), i.get("captions"), p.get("alt_text", False),
+        i.get("queries")))
 
 
 def _rerank_inputs(config: dict, w: W) -> dict:
     """The first-stage run, the prepared files the task's candidates and queries come from, the image text of a task
-    with images (text rerankers read images as text)."""
+    with images (text rerankers read images as text), and for an ablation first stage (``bm25+cap:ocr``) its query
+    variants: the reranker sees the query text the first stage searched with."""
     r = U.rerank_systems(config)[w["system"]]
     spec = task_spec(w["task"])
     reranker = config["rerankers"][r["reranker"]]
@@ -33,6 +35,9 @@ def _rerank_inputs(config: dict, w: W) -> dict:
     files |= {n.replace(".", "_"): paths.prepared(w["dataset"], w["domain"], n) for n in names}
     if spec.multimodal:
         files["captions"] = image_text_captions(config, w)
+    derived = U.ablation_systems(config)
+    if r["base"] in derived:
+        files["queries"] = paths.QUERIES.format(dataset=w["dataset"], domain=w["domain"], variant=derived[r["base"]]["variant"])
     return files
 
 
