@@ -319,6 +319,11 @@ def test_config_checks_name_the_key():
         check([], rerankers={"lw": {"kind": "llm-listwise", "generator": "g", "window": 4, "step": 5}})
     with pytest.raises(ConfigError, match="kind"):
         check([], rerankers={"x": {"kind": "colbert", "model": "m"}})
+    check([{"system": "bm25", "reranker": "pw", "depth": 1000}])  # evaluation.top_k's default
+    with pytest.raises(ConfigError, match=r"rerank\.runs\.0\.depth.*1001 is larger than evaluation\.top_k \(1000\)"):
+        check([{"system": "bm25", "reranker": "pw", "depth": 1001}])
+    with pytest.raises(ConfigError, match=r"rerank\.runs\.0\.depth.*30 is larger than evaluation\.top_k \(20\)"):
+        check([{"system": "bm25", "reranker": "pw", "depth": 30}], evaluation={"top_k": 20})
 
 
 def test_reranked_systems_join_their_first_stage_units():

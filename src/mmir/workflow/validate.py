@@ -41,7 +41,8 @@ def validate_config(config: dict, file: str | None = None) -> dict:
 
 def check_rerank(params: Params, file: str | None = None) -> None:
     """``rerank.runs``: each names a system of ``systems`` and a key of ``rerankers`` whose LLM reranker's generator
-    exists, each (system, reranker) once, tasks in ``tasks``; the made name is no system's.
+    exists, each (system, reranker) once, a depth within ``evaluation.top_k``, tasks in ``tasks``; the made name is no
+    system's.
 
     Raises:
         ConfigError: naming ``rerank.runs.<i>.<key>`` or ``rerankers.<name>.generator``.
@@ -67,6 +68,9 @@ def check_rerank(params: Params, file: str | None = None) -> None:
         if name in params.systems:
             raise ConfigError(f"{key}.reranker", f"{name} is already a key of systems", file)
         seen.add(name)
+        if run.depth > params.evaluation.top_k:
+            raise ConfigError(f"{key}.depth", f"{run.depth} is larger than evaluation.top_k ({params.evaluation.top_k}), the "
+                              "length of every first-stage run: no ranking could fill it", file)
         for j, d in enumerate(run.datasets or []):
             if d not in params.datasets:
                 raise ConfigError(f"{key}.datasets.{j}", f"{d!r} is not a key of datasets", file)
