@@ -226,3 +226,19 @@ def test_fetch_step_of_hub_sources_offline_stops_with_the_local_copy_recipe(tmp_
     with pytest.raises(DataError, match="cannot reach the Hugging Face hub") as exc:
         steps.fetch("x", ds, "biology", tmp_path / "marker.json")
     assert ds.get("repo_id", "xlangai/BRIGHT") in str(exc.value) and not (tmp_path / "marker.json").exists()
+
+
+def test_the_bright_first_run_config_as_an_overlay_of_params_yaml_is_the_same_config():
+    """snakemake always merges a --configfile into params.yaml: bright-hub.yaml's nulls drop the offline datasets, systems
+    and stages, so its documented snakemake command plans BRIGHT alone (it used to stop on essentiality.task)."""
+    from conftest import PROJECT
+
+    from mmir.workflow.units import task_units
+    from mmir.workflow.validate import load_config
+
+    alone = load_config(str(PROJECT / "workflow/configs/bright-hub.yaml"))
+    merged = load_config(str(PROJECT / "params.yaml"), [str(PROJECT / "workflow/configs/bright-hub.yaml")])
+    for key in ("datasets", "systems", "tasks", "rag", "m2rag", "mmdr", "essentiality", "audit"):
+        assert (key in merged, merged.get(key)) == (key in alone, alone.get(key)), key
+    assert list(merged["datasets"]) == ["bright"] and list(merged["systems"]) == ["bm25"]
+    assert task_units(merged, "task1") == task_units(alone, "task1")
