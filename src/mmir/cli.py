@@ -49,6 +49,16 @@ def _wildcards(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def _unknown_wildcard(rule: str, wildcards: dict[str, str], key) -> str:
+    """The message for a ``KeyError`` raised while a rule plans its job from ``wildcards``."""
+    given = " ".join(f"{k}={v}" for k, v in wildcards.items()) or "none"
+    named = [k for k, v in wildcards.items() if v == key]
+    if named:
+        return (f"rule {rule}: {named[0]}={key} is not in this config (an overlay missing from --configfile? "
+                f"`mmir validate` lists the units)")
+    return f"rule {rule}: wildcard or config key {key!r} missing (given: {given})"
+
+
 def cmd_run(config, args) -> int:
     from mmir.workflow.rules import RULES, run_job
 
@@ -58,7 +68,11 @@ def cmd_run(config, args) -> int:
 
     from mmir.workflow.rules import job_resources
 
-    job = RULES[args.rule].job(config, _wildcards(args.wildcards))
+    wildcards = _wildcards(args.wildcards)
+    try:
+        job = RULES[args.rule].job(config, wildcards)
+    except KeyError as exc:  # a wildcard value the config does not have, or a wildcard not given
+        raise ConfigError("<wildcards>", _unknown_wildcard(args.rule, wildcards, exc.args[0] if exc.args else None)) from exc
     job = replace(job, threads=job_resources(config, args.rule, job.wildcards.get("system"))["threads"] or 1)
     missing = [p for v in job.input.values() for p in ([v] if isinstance(v, str) else v) if not Path(p).exists()]
     if missing:

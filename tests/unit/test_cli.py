@@ -49,3 +49,14 @@ def test_a_missing_overlay_is_an_error_line_not_a_traceback(tmp_path, capsys):
     assert cli.main(["--params", str(tmp_path / "p.yaml"), "validate"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("mmir: error:") and "p.yaml" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("rule, wildcards, expected", [
+    ("rerank", ["domain=statistics", "system=bm25+rr:nope"], "rule rerank: system=bm25+rr:nope is not in this config"),
+    ("retrieve", ["system=bm25"], "rule retrieve: wildcard or config key 'domain' missing"),
+])
+def test_run_with_a_wildcard_the_config_lacks_is_an_error_line_naming_it(rule, wildcards, expected, capsys):
+    """params.yaml has no reranked system (rerank.yaml does) and every retrieve job has a domain."""
+    assert cli.main(["run", rule, "task=task1", "dataset=openstax", *wildcards]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mmir: error:") and expected in err and "Traceback" not in err

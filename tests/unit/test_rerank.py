@@ -319,6 +319,17 @@ def test_config_checks_name_the_key():
         check([], rerankers={"lw": {"kind": "llm-listwise", "generator": "g", "window": 4, "step": 5}})
     with pytest.raises(ConfigError, match="kind"):
         check([], rerankers={"x": {"kind": "colbert", "model": "m"}})
+    check([{"system": "bm25", "reranker": "pw", "depth": 1000}])  # evaluation.top_k's default
+    with pytest.raises(ConfigError, match=r"rerank\.runs\.0\.depth.*1001 is larger than evaluation\.top_k \(1000\)"):
+        check([{"system": "bm25", "reranker": "pw", "depth": 1001}])
+    with pytest.raises(ConfigError, match=r"rerank\.runs\.0\.depth.*30 is larger than evaluation\.top_k \(20\)"):
+        check([{"system": "bm25", "reranker": "pw", "depth": 30}], evaluation={"top_k": 20})
+    # a first stage that runs on none of the run's tasks: an error, not a run that silently makes nothing
+    mm = {"bm25": {"kind": "bm25"}, "clip": {"kind": "mm", "encoder": "open_clip:ViT-B-32", "random_init": True}}
+    with pytest.raises(ConfigError, match=r"rerank\.runs\.0'.*clip runs on none of this run's tasks \(task1\)"):
+        check([{"system": "clip", "reranker": "pw", "depth": 5, "tasks": ["task1"]}], systems=mm)
+    with pytest.raises(ConfigError, match=r"rerank\.runs\.0'.*bm25 runs on none.*\(task2\)"):
+        check([{"system": "bm25", "reranker": "pw", "depth": 5, "tasks": ["task2"]}], tasks=["task1", "task2"])  # t: no images
 
 
 def test_reranked_systems_join_their_first_stage_units():

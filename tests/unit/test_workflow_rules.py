@@ -100,6 +100,21 @@ def test_dvc_stages_track_exactly_the_family_outputs():
         assert body["cmd"].startswith(f"python -m mmir snakemake {family}")
 
 
+def test_dvc_params_exist_in_params_yaml_and_the_task_stage_tracks_reranking():
+    """DVC stops with MissingParamsError when a stage lists a section params.yaml lacks; the task stages make the
+    reranked systems (<system>+rr:<reranker>), so a changed reranker must rerun them."""
+    dvc = yaml.safe_load((PROJECT / "dvc.yaml").read_text())["stages"]
+    params = yaml.safe_load((PROJECT / "params.yaml").read_text())
+    for family, stage in dvc.items():
+        for p in stage.get("do", stage).get("params", []):
+            for key in ([p] if isinstance(p, str) else [k for v in p.values() for k in v]):
+                node = params
+                for part in key.split("."):  # ${key}: a foreach over that section, every key of it
+                    assert isinstance(node, dict) and (part in node or part == "${key}" and node), (family, key)
+                    node = next(iter(node.values())) if part == "${key}" else node[part]
+    assert {"rerankers", "rerank", "generators"} <= set(dvc["task"]["do"]["params"])
+
+
 def test_targets_and_empty_families(root, tmp_path, monkeypatch):
     cfg = _config(root)
     assert family_targets(cfg, "prepare") == ["data/prepared/x/d/prepare.json"]

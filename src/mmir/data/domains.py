@@ -65,10 +65,11 @@ def dataset_domains(name: str, ds: Dataset | Mapping) -> list[str]:
 
 
 def check_dataset(name: str, ds: Dataset | Mapping, file: str | None = None) -> None:
-    """Check a dataset entry before any job: a ``local``/``trec`` root exists, and each listed domain is in the data.
+    """Check a dataset entry before any job: a ``local``/``trec`` root exists, an ``ir_datasets`` id is registered, and
+    each listed domain is in the data.
 
     Raises:
-        ConfigError: naming ``datasets.<name>.root`` or ``datasets.<name>.domains.<i>``.
+        ConfigError: naming ``datasets.<name>.root``, ``.dataset_id``, ``.register_module`` or ``.domains.<i>``.
     """
     ds = parse_dataset(ds, f"datasets.{name}", file)
     if ds.source in ("local", "trec") or (ds.source in ("beir", "bright") and ds.root is not None):
@@ -78,6 +79,8 @@ def check_dataset(name: str, ds: Dataset | Mapping, file: str | None = None) -> 
         if ds.source == "local" and not (root / "documents").is_dir():
             raise ConfigError(f"datasets.{name}.root", f"no documents/ directory under {root} (the MM-BRIGHT layout "
                               "is <root>/<config>/<domain>.parquet)", file)
+    if ds.source == "ir_datasets":
+        _check_irds_id(name, ds, file)
     if ds.domains == "all" or ds.source in ("trec", "beir", "ir_datasets"):
         return
     if ds.source == "bright":
@@ -102,6 +105,17 @@ def check_dataset(name: str, ds: Dataset | Mapping, file: str | None = None) -> 
         if dom not in available:
             raise ConfigError(f"datasets.{name}.domains.{i}",
                               f"{dom!r} is not a domain of {where} (has: {', '.join(available) or 'none'})", file)
+
+
+def _check_irds_id(name: str, ds, file: str | None) -> None:
+    from mmir.data.irds import unknown_id
+
+    try:
+        why = unknown_id(ds)
+    except ImportError as exc:
+        raise ConfigError(f"datasets.{name}.register_module", f"cannot import {ds.register_module!r}: {exc}", file) from exc
+    if why:
+        raise ConfigError(f"datasets.{name}.dataset_id", f"{ds.dataset_id!r} is {why}", file)
 
 
 def has_multimodal(ds: Dataset | Mapping, domain: str) -> bool:

@@ -19,12 +19,13 @@ from mmir.data.frames import SourceFrames, docs_frame, examples_frame, split_qre
 from mmir.data.parquet import as_text, norm_ref
 
 
-def load(ds: IrDatasetsDataset):
-    """The ir_datasets dataset object of ``ds``: sets ``IR_DATASETS_HOME`` to ``cache_dir`` before the first import,
-    imports ``register_module`` (local datasets), then looks the id up in ``ir_datasets.registry``.
+def unknown_id(ds: IrDatasetsDataset) -> str | None:
+    """Why ``ds.dataset_id`` is not in ``ir_datasets.registry`` (None when it is): sets ``IR_DATASETS_HOME`` to
+    ``cache_dir`` before the first import and imports ``register_module`` (local datasets) first. Offline: the
+    registry is the installed package's catalogue, nothing is downloaded.
 
     Raises:
-        DataError: an unknown id, or a dataset without documents, queries or qrels.
+        ImportError: ``register_module`` cannot be imported.
     """
     if ds.cache_dir:
         os.environ["IR_DATASETS_HOME"] = str(resolve_path(ds.cache_dir))
@@ -32,10 +33,23 @@ def load(ds: IrDatasetsDataset):
 
     if ds.register_module:
         importlib.import_module(ds.register_module)
+    if ds.dataset_id in ir_datasets.registry:
+        return None
+    return f"not an ir_datasets id (ir_datasets {ir_datasets.__version__}; a local dataset must be registered by register_module)"
+
+
+def load(ds: IrDatasetsDataset):
+    """The ir_datasets dataset object of ``ds``, after :func:`unknown_id`'s set-up and check.
+
+    Raises:
+        DataError: an unknown id, or a dataset without documents, queries or qrels.
+    """
     where = f"irds://{ds.dataset_id}"
-    if ds.dataset_id not in ir_datasets.registry:
-        raise DataError(where, f"not an ir_datasets id (ir_datasets {ir_datasets.__version__}; a local dataset must be "
-                               "registered by register_module)")
+    why = unknown_id(ds)
+    if why:
+        raise DataError(where, why)
+    import ir_datasets
+
     dataset = ir_datasets.load(ds.dataset_id)
     for part in ("docs", "queries", "qrels"):
         if not getattr(dataset, f"has_{part}")():

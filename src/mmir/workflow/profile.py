@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,7 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", default=".", help="project root holding benchmarks/ (default: .)")
     ap.add_argument("--rules", default="workflow/rules", help="the .smk files' directory (default: workflow/rules)")
     args = ap.parse_args(argv)
-    print(markdown(rule_times(args.root, benchmark_patterns(args.rules))))
+    df = rule_times(args.root, benchmark_patterns(args.rules))
+    if df.empty:
+        print(f"no benchmark files under {Path(args.root) / 'benchmarks'}: run the workflow first (from that root)", file=sys.stderr)
+        return 1
+    print(markdown(df))
     return 0
 
 

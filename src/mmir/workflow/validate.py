@@ -42,7 +42,8 @@ def validate_config(config: dict, file: str | None = None) -> dict:
 def check_rerank(params: Params, file: str | None = None) -> None:
     """``rerank.runs``: each names a system of ``systems`` or an ablation system (``bm25+cap:ocr``, which takes no
     ``tasks``: it runs on its grid's Task 1 queries) and a key of ``rerankers`` whose LLM reranker's generator exists,
-    each (system, reranker) once, tasks in ``tasks``; the made name is no system's.
+    each (system, reranker) once, a depth within ``evaluation.top_k``, tasks in ``tasks``; the made name is no system's,
+    and a run of a system of ``systems`` has at least one unit.
 
     Raises:
         ConfigError: naming ``rerank.runs.<i>.<key>`` or ``rerankers.<name>.generator``.
@@ -79,12 +80,24 @@ def check_rerank(params: Params, file: str | None = None) -> None:
         if name in params.systems:
             raise ConfigError(f"{key}.reranker", f"{name} is already a key of systems", file)
         seen.add(name)
+        if run.depth > params.evaluation.top_k:
+            raise ConfigError(f"{key}.depth", f"{run.depth} is larger than evaluation.top_k ({params.evaluation.top_k}), the "
+                              "length of every first-stage run: no ranking could fill it", file)
         for j, d in enumerate(run.datasets or []):
             if d not in params.datasets:
                 raise ConfigError(f"{key}.datasets.{j}", f"{d!r} is not a key of datasets", file)
         for j, t in enumerate(run.tasks or []):
             if t not in params.tasks:
                 raise ConfigError(f"{key}.tasks.{j}", f"{t!r} is not in tasks ({', '.join(params.tasks)})", file)
+    if params.rerank.runs:  # a run whose first stage runs on none of its tasks and datasets would vanish silently
+        from mmir.workflow.units import task_units
+
+        made = {u["system"] for t in params.tasks for u in task_units(params, t)}
+        for i, run in enumerate(params.rerank.runs):
+            if run.system not in ablation and f"{run.system}{RERANK_SEP}{run.reranker}" not in made:
+                raise ConfigError(f"rerank.runs.{i}", f"{run.system} runs on none of this run's tasks "
+                                  f"({', '.join(run.tasks or params.tasks)}) and datasets ({', '.join(run.datasets or params.datasets)}): "
+                                  "nothing to rerank (Task 1 has no kind: mm system; Tasks 2-4 need a dataset with images)", file)
 
 
 def check_reporting(params: Params, file: str | None = None) -> None:

@@ -97,9 +97,10 @@ Reranker = Annotated[
 class RerankRun(Section):
     """One second stage: ``reranker`` over the top ``depth`` of ``system``'s runs."""
 
-    system: SystemName = Field(description="the first-stage system (a key of systems, or an ablation system)")
+    system: SystemName = Field(description="the first-stage system (a key of systems, or an ablation system; a reranked one is refused)")
     reranker: Name = Field(description="a key of rerankers")
-    depth: int = Field(100, ge=1, description="items of each query's first-stage ranking reranked (the rest keep their order)")
+    depth: int = Field(100, ge=1, description="items of each query's first-stage ranking reranked, at most evaluation.top_k (the rest keep "
+                       "their order)")
     tasks: list[TaskName] | None = Field(None, description="tasks reranked; null = every task the system runs (an "
                                          "ablation system takes none: it runs on its grid's Task 1 queries)")
     datasets: list[Name] | None = Field(None, description="datasets reranked; null = every dataset the system runs on")

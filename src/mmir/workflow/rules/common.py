@@ -169,15 +169,14 @@ IMAGE_MODE_LABELS = {"first": "first (the first image, MM-BRIGHT section 4.1)", 
 
 
 def image_mode_notes(config: dict, units: Iterable[Mapping[str, Any]]) -> list[str]:
-    """One line naming the query image mode of every multimodal system among a table's ``units`` (none without one);
-    a reranked row (``<system>+rr:<reranker>``) has its first stage's mode."""
-    base = {name: r["base"] for name, r in U.rerank_systems(config).items()}
-    systems = sorted({u["system"] for u in units if config["systems"][base.get(u["system"], u["system"])].get("kind") == "mm"})
+    """One line naming the query image mode of every multimodal system among a table's ``units`` (none without one); a
+    reranked or ablation system (``clip+rr:qwen``) has its first stage's mode."""
+    systems = sorted({u["system"] for u in units if system_config(config, u["system"]).get("kind") == "mm"})
     if not systems:
         return []
     parts = []
     for s in systems:
-        system = config["systems"][base.get(s, s)]
+        system = system_config(config, s)
         label = IMAGE_MODE_LABELS.get(system["image_mode"]) or (f"all (every image, at most {system['max_query_images']}, "
                                                                 "in order, in one input)")
         parts.append(f"`{s}` {label}")
