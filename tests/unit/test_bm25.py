@@ -155,10 +155,12 @@ def test_batched_topk_equals_the_per_query_path_on_a_vaswani_slice(monkeypatch):
         vectors = list(index.iter_scores(queries))  # bm25s's get_scores_from_ids, query by query
         seen_zero_term |= method == "robertson" and not vectors[len(topics) + 1].any()  # "the of and": all 0
         for k in (1, 10, 1000, 3000, 5000):
-            # several blocks: 7 queries, then few enough postings that a block holds one or two queries
-            for max_block, block_bytes in ((7, bm25_module.BLOCK_BYTES), (64, 48 * 2000)):
+            # several blocks: 7 queries, one np.add.at per block; then few enough postings that a block holds one
+            # or two queries, one np.add.at per term (as for long posting lists)
+            for max_block, block_bytes, long in ((7, bm25_module.BLOCK_BYTES, 10**9), (64, 48 * 2000, 0)):
                 monkeypatch.setattr(bm25_module, "MAX_BLOCK", max_block)
                 monkeypatch.setattr(bm25_module, "BLOCK_BYTES", block_bytes)
+                monkeypatch.setattr(bm25_module, "LONG_POSTINGS", long)
                 for ex in (None, exclude):
                     got_s, got_i = index.topk(queries, k, ex)
                     kk = min(k, len(docs))

@@ -21,11 +21,13 @@ from mmir.retrieval.topk import PAD_INDEX, topk_scores
 
 #: documents tokenised per step by the bm25s backend (bounds the Python token lists alive at once)
 CHUNK_DOCS = 2048
-#: working memory of :meth:`BM25.topk`: half for a block of queries x documents (the float32 scores, a partitioned
-#: copy, a mask and the candidates' keys: at most 20 bytes each), half for the postings of its terms (about 24 bytes each)
+#: working memory of :meth:`BM25.topk`: half for a block of queries x documents (the float32 scores, a mask, the
+#: positive scores' positions and values: at most 20 bytes each), half for the postings of its terms (24 bytes each)
 BLOCK_BYTES = 256 << 20
 #: queries per block of :meth:`BM25.topk` at most (a block that fits the CPU caches scatters faster)
 MAX_BLOCK = 32
+#: mean postings per query term from which :meth:`BM25.topk` adds each term's postings by its own ``np.add.at``
+LONG_POSTINGS = 1024
 # keyword defaults = the bm25 system defaults of the config (one definition: BM25System)
 _SYSTEM = BM25System(kind="bm25").model_dump()
 
@@ -204,13 +206,13 @@ class BM25:
 
         Returns ``(scores float64 (q, kk), indices int64 (q, kk))``. ``progress(m)`` is called after each m queries.
 
-        Why batched: bm25s scores a query with one ``np.add.at`` per term; here the postings of all terms of a block of
-        queries go into one ``np.add.at`` on a dense ``(block, n)`` float32 array, in the same order (query, term,
-        document), so every score is the same sum of the same float32 values in the same order. The top-k of a
-        row with at least kk positive scores is its kk smallest keys ``(~float32 bits << 32 | document)``
-        (positive float32 bits order as the values: score descending, ties by document); any other row
-        (fewer positives: zeros or negative scores enter) goes through :func:`bm25_topk` (:func:`_block_topk`). bm25l and bm25+ (a
-        non-occurrence term added to every document) and the rank_bm25 backend score query by query.
+        Why batched: bm25s scores a query with one ``np.add.at`` per term; here a block of queries is scored into a
+        dense ``(block, n)`` float32 array by the same ``np.add.at`` of the same postings in the same order (query,
+        term, document), so every score is the same float32 sum (:meth:`_block_scores`), and the rows' top-k are
+        ranked together (:func:`_block_topk`): a row with at least kk positive scores by the key
+        ``(~float32 bits << 32 | document)`` (positive float32 bits order as the values: score descending, ties by
+        document), any other row (zeros enter) by :func:`bm25_topk`. bm25l and bm25+ (a non-occurrence term added
+        to every document) and the rank_bm25 backend score query by query.
         Memory: :data:`BLOCK_BYTES`, or one query's postings if more.
         """
         q = len(queries)
@@ -243,7 +245,7 @@ class BM25:
             b1 = min(b0 + rows_by_memory, q)
             b1 = max(b0 + 1, min(b1, int(np.searchsorted(post_ptr, post_ptr[b0] + max_postings, side="right")) - 1))
             block = buf[: (b1 - b0) * n].reshape(b1 - b0, n)
-            self._block_scores(terms[term_ptr[b0]: term_ptr[b1]], n_terms[b0:b1], block)  # negated
+            self._block_scores(terms[term_ptr[b0]: term_ptr[b1]], n_terms[b0:b1], block)
             ex = [None] * (b1 - b0)
             if exclude:
                 for r in range(b0, b1):
@@ -259,17 +261,20 @@ class BM25:
         return out_s, out_i
 
     def _block_scores(self, terms: np.ndarray, n_terms: np.ndarray, block: np.ndarray) -> None:
-        """Add the negated BM25 scores of ``len(n_terms)`` queries (their ``terms`` concatenated, query by query) to
-        the zeroed float32 ``block`` (queries, n): bm25s's ``np.add.at`` of each term's postings, in one call and the
-        same order. Negated because rounding to nearest is symmetric (each sum is exactly minus bm25s's, and an
-        exact zero is +0.0 in both) and the top-k are then the k smallest, which ``np.partition`` finds fast."""
+        """Add the BM25 scores of ``len(n_terms)`` queries (their ``terms`` concatenated, query by query) to the zeroed
+        float32 ``block`` (queries, n): bm25s's ``np.add.at`` of each term's postings in the same order, so each
+        score is the same float32 sum. Short posting lists (Vaswani) go into one ``np.add.at`` for the block; long
+        ones (a physics-sized domain), where a call costs little against its list, one call per term into its row."""
         s = self._index.scores
         indptr, indices, data = s["indptr"], s["indices"], s["data"]
         lo, hi = indptr[terms].tolist(), indptr[terms + 1].tolist()
+        if sum(hi) - sum(lo) >= LONG_POSTINGS * len(lo):
+            for r, a, b in zip(np.repeat(np.arange(len(n_terms)), n_terms).tolist(), lo, hi):
+                np.add.at(block[r], indices[a:b], data[a:b])
+            return
         lens = np.asarray(hi, dtype=np.int64) - np.asarray(lo, dtype=np.int64)
         docs = np.concatenate([indices[a:b] for a, b in zip(lo, hi)] or [np.zeros(0, np.int32)])
         values = np.concatenate([data[a:b] for a, b in zip(lo, hi)] or [np.zeros(0, np.float32)])
-        np.negative(values, out=values)
         offset = np.repeat(np.arange(0, block.size, block.shape[1], dtype=np.int64), n_terms)  # each term's row
         np.add.at(block.reshape(-1), docs + np.repeat(offset, lens), values)
 
@@ -319,34 +324,53 @@ def bm25_topk(scores: np.ndarray, k: int, exclude: Collection[int] = ()) -> tupl
     return np.concatenate([top_s, s[zero].astype(np.float64)]), np.concatenate([top_i, zero])
 
 
-def _block_topk(neg: np.ndarray, kk: int, exclude: list, out_s: np.ndarray, out_i: np.ndarray) -> None:
-    """Write :func:`bm25_topk` of each row of the negated float32 scores ``neg`` (queries, n) into ``out_s``/``out_i``
-    (queries, kk), ``exclude[r]`` (an int array in range, or None) left out and already zeroed in ``neg``.
+def _block_topk(block: np.ndarray, kk: int, exclude: list, out_s: np.ndarray, out_i: np.ndarray) -> None:
+    """Write :func:`bm25_topk` of each row of the float32 scores ``block`` (queries, n) into ``out_s``/``out_i``
+    (queries, kk), ``exclude[r]`` (an int array in range, or None) left out and already zeroed in ``block``.
 
-    A row with at least kk positive scores (negative entries): the kk smallest keys ``(~float32 bits of the score
-    << 32 | position)`` of its positive scores by ``np.partition``, sorted (positive float32 bits order as the values
-    and positions as documents: score descending, ties by document; keys are distinct, so no tie needs care).
-    Any other row: :func:`bm25_topk` of ``0 - row`` (the scores, zeros as +0.0).
+    A row with at least kk positive scores: the kk-th largest by ``np.partition``, then the ones that reach it (ties
+    included) sorted by the key ``(~float32 bits << 32 | position)`` (positive float32 bits order as the values and
+    positions as documents: score descending, ties by document), the keys of all rows at once; the first kk are the
+    top-k. Any other row (zeros enter): :func:`bm25_topk`.
     """
-    rows, n = neg.shape
-    flat = neg.reshape(-1)
-    hit = np.flatnonzero(flat < 0)  # the positive scores, row by row, documents ascending
+    rows, n = block.shape
+    flat = block.reshape(-1)
+    hit = np.flatnonzero(flat > 0)  # the positive scores, row by row, documents ascending
     ends = np.searchsorted(hit, np.arange(1, rows + 1) * n).tolist()
     starts = [0] + ends[:-1]
-    # negative float32 bits are 0x80000000 | bits of the score, so (bits ^ 0x7FFFFFFF) = 0xFFFFFFFF - bits of the score
-    key = (flat[hit].view(np.uint32) ^ np.uint32(0x7FFFFFFF)).astype(np.uint64) << np.uint64(32) | hit.astype(np.uint64)
-    fast = [r for r in range(rows) if ends[r] - starts[r] >= kk]
+    values = flat[hit]
+    fast, picks = [], []
+    for r in range(rows):
+        a, b = starts[r], ends[r]
+        if b - a > kk:
+            seg = values[a:b]
+            pick = np.flatnonzero(seg >= np.partition(seg, b - a - kk)[b - a - kk])
+            pick += a
+        elif b - a == kk:
+            pick = np.arange(a, b)
+        else:
+            continue
+        fast.append(r)
+        picks.append(pick)
     if fast:
-        top = np.empty((len(fast), kk), dtype=np.uint64)
-        for j, r in enumerate(fast):
-            seg = key[starts[r]: ends[r]]
-            top[j] = np.partition(seg, kk - 1)[:kk] if seg.size > kk else seg
-        top.sort(axis=1)
+        n_pick = np.fromiter(map(len, picks), dtype=np.int64, count=len(picks))
+        pick = np.concatenate(picks)
+        key = (~values[pick].view(np.uint32)).astype(np.uint64)
+        key <<= np.uint64(32)
+        key |= hit[pick].astype(np.uint64)
+        if (n_pick == kk).all():
+            keys = key.reshape(-1, kk)
+        else:  # ties across the kk-th value: rows padded with the largest key
+            keys = np.full((len(fast), int(n_pick.max())), np.iinfo(np.uint64).max, dtype=np.uint64)
+            for j, (a, b) in enumerate(zip((np.cumsum(n_pick) - n_pick).tolist(), np.cumsum(n_pick).tolist())):
+                keys[j, : b - a] = key[a:b]
+        keys.sort(axis=1)
+        top = keys[:, :kk]
         fast = np.asarray(fast)
         out_i[fast] = (top & np.uint64(0xFFFFFFFF)).astype(np.int64) - (fast * n)[:, None]
         out_s[fast] = (~(top >> np.uint64(32)).astype(np.uint32)).view(np.float32)
     for r in range(rows):
         if ends[r] - starts[r] < kk:
-            s, i = bm25_topk(np.float32(0) - neg[r], kk, () if exclude[r] is None else exclude[r])
+            s, i = bm25_topk(block[r], kk, () if exclude[r] is None else exclude[r])
             out_s[r, : len(s)], out_i[r, : len(i)] = s, i
             out_s[r, len(s):], out_i[r, len(i):] = -np.inf, PAD_INDEX
