@@ -131,3 +131,48 @@ def test_bm25_topk_equals_topk_scores_element_for_element():
                 got_s, got_i = bm25_topk(s, k, exclude)
                 assert got_s.dtype == want_s.dtype == np.float64 and got_i.dtype == want_i.dtype == np.int64
                 assert got_i.tolist() == want_i.tolist() and got_s.tobytes() == want_s.tobytes(), (s, k, exclude)
+
+
+def test_batched_topk_equals_the_per_query_path_on_a_vaswani_slice(monkeypatch):
+    """BM25.topk (a block of queries at once, the retrieve path) returns byte for byte what the per-query path returns
+    and what ranking bm25s's whole score vector returns: real abstracts with tied scores, exclusions, k above the
+    documents with a term (zeros by index), terms that score 0 (robertson's idf is floored at 0 for a term in over
+    half the documents: "the" without stopwords), bm25+ (query by query), several blocks."""
+    import mmir.retrieval.bm25 as bm25_module
+    from mmir.data.trec import read_trec_documents, read_trec_topics
+    from tests.conftest import shared
+
+    root = shared("vaswani") / "trec"
+    docs = [t for _, t in read_trec_documents(root / "corpus")][:3000]
+    topics = [t for _, t in read_trec_topics(root / "query-text.trec")]
+    queries = topics + ["", "the of and", "zzzunknown", "cell cell cell", "the measurement of the field"]
+    rng = np.random.default_rng(0)
+    exclude = [set(rng.integers(-3, 3005, size=rng.integers(0, 400)).tolist()) if r % 4 == 1 else set()
+               for r in range(len(queries))]
+    seen_ties = seen_short = seen_zero_term = False
+    for stopwords, method in (("en", "lucene"), (None, "robertson"), ("en", "bm25+")):
+        index = BM25(docs, method=method, stopwords=stopwords)
+        vectors = list(index.iter_scores(queries))  # bm25s's get_scores_from_ids, query by query
+        seen_zero_term |= method == "robertson" and not vectors[len(topics) + 1].any()  # "the of and": all 0
+        for k in (1, 10, 1000, 3000, 5000):
+            # several blocks: 7 queries, one np.add.at per block; then few enough postings that a block holds one
+            # or two queries, one np.add.at per term (as for long posting lists)
+            for max_block, block_bytes, long in ((7, bm25_module.BLOCK_BYTES, 10**9), (64, 48 * 2000, 0)):
+                monkeypatch.setattr(bm25_module, "MAX_BLOCK", max_block)
+                monkeypatch.setattr(bm25_module, "BLOCK_BYTES", block_bytes)
+                monkeypatch.setattr(bm25_module, "LONG_POSTINGS", long)
+                for ex in (None, exclude):
+                    got_s, got_i = index.topk(queries, k, ex)
+                    kk = min(k, len(docs))
+                    assert got_s.shape == got_i.shape == (len(queries), kk)
+                    assert got_s.dtype == np.float64 and got_i.dtype == np.int64
+                    for r, v in enumerate(vectors):
+                        want_s, want_i = topk_scores(v, kk, ex[r] if ex else ())  # the whole vector ranked
+                        assert bm25_topk(v, kk, ex[r] if ex else ())[1].tolist() == want_i.tolist()
+                        m = len(want_i)
+                        assert got_s[r, :m].tobytes() == want_s.tobytes(), (method, k, r)
+                        assert got_i[r, :m].tolist() == want_i.tolist(), (method, k, r)
+                        assert np.isneginf(got_s[r, m:]).all() and (got_i[r, m:] == -1).all()
+                        seen_ties |= bool((np.diff(want_s[(want_s > 0)]) == 0).any())
+                        seen_short |= bool(m and want_s[-1] <= 0)
+    assert seen_ties and seen_short and seen_zero_term  # the cases the batched path treats apart all occurred

@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 from mmir.config.models import BM25System, EvaluationConfig, default_of, parse_system
 from mmir.retrieval.runs import Run
-from mmir.retrieval.topk import PAD_INDEX, topk_inner_product
+from mmir.retrieval.topk import topk_inner_product
 
 
 class BM25Retriever:
@@ -31,16 +31,10 @@ class BM25Retriever:
                            stemmer=s.stemmer)
 
     def search(self, queries: Sequence[str], k: int, exclude: Sequence[set[int]]) -> tuple[np.ndarray, np.ndarray]:
-        """``(scores float64 (q, kk), indices int64 (q, kk))``, ``kk = min(k, n)``; BM25 scores as bm25s gives them."""
-        from mmir.retrieval.bm25 import bm25_topk
-
-        kk = min(k, self.index_.n)
-        out_s = np.full((len(queries), kk), -np.inf)
-        out_i = np.full((len(queries), kk), PAD_INDEX, dtype=np.int64)
-        for r, scores in enumerate(tqdm(self.index_.iter_scores(list(queries)), total=len(queries), desc="bm25", leave=False)):
-            s, i = bm25_topk(scores, kk, exclude[r] if exclude else ())
-            out_s[r, : len(s)], out_i[r, : len(i)] = s, i
-        return out_s, out_i
+        """``(scores float64 (q, kk), indices int64 (q, kk))``, ``kk = min(k, n)``; BM25 scores as bm25s gives them
+        (:meth:`mmir.retrieval.bm25.BM25.topk`, a block of queries at a time)."""
+        with tqdm(total=len(queries), desc="bm25", leave=False) as bar:
+            return self.index_.topk(list(queries), k, exclude or None, progress=bar.update)
 
 
 class VectorRetriever:
