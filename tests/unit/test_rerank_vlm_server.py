@@ -78,7 +78,13 @@ def tiny_vlm(tmp_path_factory) -> Path:
         eos_token_id=1, pad_token_id=0, bos_token_id=3,
     )
     torch.manual_seed(0)
-    Qwen2VLForConditionalGeneration(cfg).save_pretrained(path)
+    model = Qwen2VLForConditionalGeneration(cfg)
+    # replies of words (a random model's first token is often a special token that decodes to nothing: an empty
+    # reply, which mmir's transformers backend counts as a failed call): the generation config, as a hub model's
+    # generation_config.json would, suppresses the special tokens other than the end and asks for one token at least
+    model.generation_config.suppress_tokens = [i for t, i in vocab.items() if t.startswith("<") and t != "<eos>"]
+    model.generation_config.min_new_tokens = 1
+    model.save_pretrained(path)
     proc.save_pretrained(path)
     return path
 
@@ -219,11 +225,7 @@ def _records(out: Path, mode: str) -> list[dict]:
 
 @pytest.mark.parametrize("mode", ["pointwise", "listwise"])
 def test_vlm_reranker_through_transformers_serve(mode, server, tiny_vlm, openstax, tmp_path, monkeypatch):
-    from mmir.llm.backends import make_backend
-    from mmir.llm.client import LLMClient
-    from mmir.retrieval.items import ImageText
-    from mmir.retrieval.rerank.llm import LLMReranker
-    from mmir.workflow.rerank_steps import rerank, reranker_prompt
+    from mmir.workflow.rerank_steps import rerank
 
     base_url, log = server
     monkeypatch.setenv(KEY_ENV, "dummy-key-for-a-local-server")
@@ -239,17 +241,7 @@ def test_vlm_reranker_through_transformers_serve(mode, server, tiny_vlm, opensta
     assert stats["model"] == str(tiny_vlm) and all(r["model"] == str(tiny_vlm) for r in records)
 
     # each request carried its images: the server's prompt tokens equal the processor's on the same messages here
-    prep, captions, _, _ = openstax
-    cands = TaskCandidates(TASK, prep, ImageText.load(captions, prep, False), with_images=True)
-    cfg = VLMReranker(**RERANKERS[mode])
-    rr = LLMReranker(LLMClient(make_backend(generator)), cfg, reranker_prompt(cfg), images=True)  # builds messages only
-    for r in records:
-        qid, ids = r["context"]["qid"], _call_ids(r, mode)
-        q, cs = cands.query(qid), cands.candidates(ids)
-        msgs = rr.pointwise_messages(q, cs[0]) if mode == "pointwise" else rr.listwise_messages(q, cs)
-        parts = msgs[0]["content"]
-        assert sum(p["type"] == "image" for p in parts) == _n_images(cands, qid, ids) >= 2
-        assert r["prompt_tokens"] == _processor_tokens(tiny_vlm, msgs)
+    _check_images(openstax, tiny_vlm, mode, generator, records)
 
     # a plain rerun: the unparseable replies are failures, so it calls the server again for each of them (the
     # documented policy: a rerun retries failed calls), gets the same greedy replies and writes the same run
@@ -265,3 +257,41 @@ def test_vlm_reranker_through_transformers_serve(mode, server, tiny_vlm, opensta
 def _call_ids(r: dict, mode: str) -> list[str]:
     return [r["context"]["candidate"]] if mode == "pointwise" else r["context"]["window"]
 
+
+
+def _check_images(openstax, tiny_vlm: Path, mode: str, generator: dict, records: list[dict]) -> None:
+    """Each call's message holds its query image and every candidate's image, and the prompt tokens the model saw
+    (``prompt_tokens`` of the record) equal the saved processor's count of the same messages with those images."""
+    from mmir.llm.backends import make_backend
+    from mmir.llm.client import LLMClient
+    from mmir.retrieval.items import ImageText
+    from mmir.retrieval.rerank.llm import LLMReranker
+    from mmir.workflow.rerank_steps import reranker_prompt
+
+    prep, captions, _, _ = openstax
+    cands = TaskCandidates(TASK, prep, ImageText.load(captions, prep, False), with_images=True)
+    cfg = VLMReranker(**RERANKERS[mode])
+    rr = LLMReranker(LLMClient(make_backend(generator)), cfg, reranker_prompt(cfg), images=True)  # builds messages only
+    for r in records:
+        qid, ids = r["context"]["qid"], _call_ids(r, mode)
+        q, cs = cands.query(qid), cands.candidates(ids)
+        msgs = rr.pointwise_messages(q, cs[0]) if mode == "pointwise" else rr.listwise_messages(q, cs)
+        assert sum(p["type"] == "image" for p in msgs[0]["content"]) == _n_images(cands, qid, ids) >= 2
+        assert r["prompt_tokens"] == _processor_tokens(tiny_vlm, msgs)
+
+
+@pytest.mark.parametrize("mode", ["pointwise", "listwise"])
+def test_vlm_reranker_through_the_transformers_backend(mode, tiny_vlm, openstax, tmp_path):
+    """The same reranker on the same model in-process (mmir's ``transformers`` backend): the same policy."""
+    from mmir.workflow.rerank_steps import rerank
+
+    generator = {"backend": "transformers", "model": str(tiny_vlm), "local_files_only": True, "device": "cpu"}
+    job = _job(openstax, tmp_path, mode, generator)
+    stats = rerank(job)
+    records = _records(tmp_path, mode)
+    _check_policy(openstax, tmp_path, mode, stats, records)
+    assert stats["cache_backend_calls"] == len(records) and stats["cache_hits"] == 0
+    _check_images(openstax, tiny_vlm, mode, generator, records)
+    stats2 = rerank(job)  # the rerun retries every unparseable reply and writes the same run
+    assert stats2["cache_backend_calls"] == len(records) and stats2["cache_hits"] == 0
+    assert [r["text"] for r in _records(tmp_path, mode)] == [r["text"] for r in records]
