@@ -1,13 +1,21 @@
 """The ``vlm`` reranker end to end against a real OpenAI-compatible server: ``transformers serve`` serving a tiny
 randomly initialised Qwen2-VL (the real architecture, saved with its processor and chat template and loaded by the
 server's own loading path), on Task 3 of a sample of the real openstax statistics domain (its queries with their
-images, its images as candidates); and the same reranker through mmir's in-process ``transformers`` backend.
+images, its images as candidates), through the rerank step; and the same reranker through mmir's in-process
+``transformers`` backend.
 
-The tiny model's vocabulary is words only (no digit, no bracket), so every reply is gibberish that neither parser can
-read: every call is a counted unparseable reply, and the written ranking must be the documented fallback (pointwise:
-unscored candidates keep their first-stage order; listwise: a window without a permutation keeps its input order)
-with strict scores ``n .. 1``. That each request carried its images is checked on the server's side: the prompt
-tokens the server counted equal those of the saved processor applied here to the same messages and images."""
+- Gibberish: the model's vocabulary is words only (no digit, no bracket), so no reply holds a grade or an identifier:
+  every call is a counted unparseable reply, the written ranking is the documented fallback (pointwise: unscored
+  candidates keep their first-stage order; listwise: a window without a permutation keeps its input order) with
+  strict scores ``n .. 1``, and a rerun asks the model again for every call (failed calls are retried).
+- Constrained: the same architecture answering only with identifiers and grades (its generation config suppresses
+  every other token): the ranking is the one its replies give, computed here from the audited replies; a rerun takes
+  the accepted replies from the cache (no request) and asks again for the rejected ones only.
+
+That each request carried its images is checked on the model's side: the prompt tokens the server (or backend)
+counted equal those of the saved processor applied here to the same messages and images. transformers serve
+(5.24) puts the generation prompt's tail (``<|im_start|> assistant``) in front of each reply for this toy chat
+template (its response parser finds no anchor); the parsers read past it."""
 
 from __future__ import annotations
 
@@ -30,13 +38,13 @@ from conftest import shared
 torch = pytest.importorskip("torch")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
-
-from test_generation_transformers import CHAT_TEMPLATE, _tokenizer  # noqa: E402
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # about 2 minutes on 2 busy cores
 
 from mmir.config.models import VLMReranker  # noqa: E402
 from mmir.retrieval.rerank.candidates import TaskCandidates  # noqa: E402
 from mmir.retrieval.rerank.listwise import windows  # noqa: E402
 from mmir.retrieval.runs import read_run, write_run  # noqa: E402
+from tests.unit.test_generation_transformers import CHAT_TEMPLATE, _tokenizer  # noqa: E402
 
 TASK, DEPTH, RANKED = "task3", 4, 6  # rerank the top 4 of a 6-item first-stage ranking (the tail must stay put)
 KEY_ENV = "MMIR_TEST_VLM_SERVER_KEY"
@@ -50,10 +58,21 @@ RERANKERS = {
 
 
 # ----------------------------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def tiny_vlm(tmp_path_factory) -> Path:
-    """A tiny random Qwen2VLForConditionalGeneration with its Qwen2VLProcessor and chat template, saved."""
+#: the words a constrained model may answer with: identifiers, RankGPT's separator, the rubric's marker and grades
+ANSWERS = ["[1]", "[2]", "[3]", ">", "Score:", "0", "1", "2", "3", "4"]
+
+
+def _save_tiny_vlm(path: Path, answers: list[str] | None = None, seed: int = 0) -> Path:
+    """A tiny random Qwen2VLForConditionalGeneration (``seed``) with its Qwen2VLProcessor (the word-level tokenizer of
+    test_generation_transformers, plus ``answers``) and chat template, saved to ``path``.
+
+    Its generation_config.json, as a hub model's may, suppresses tokens: the special ones other than the end (a random
+    model's first token is often one, and a reply that decodes to nothing is a failed call, not an unparseable one),
+    and with ``answers`` every word that is not one of them (constrained decoding: the random model then answers with
+    grades and identifiers that the parsers read, in an order its weights decide)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import (
+        PreTrainedTokenizerFast,
         Qwen2VLConfig,
         Qwen2VLForConditionalGeneration,
         Qwen2VLImageProcessor,
@@ -61,9 +80,21 @@ def tiny_vlm(tmp_path_factory) -> Path:
         Qwen2VLVideoProcessor,
     )
 
-    path = tmp_path_factory.mktemp("tiny-qwen2vl")
-    tok, vocab = _tokenizer()
-    assert not any(re.search(r"[\d\[\]]", w) for w in vocab)  # no reply can hold a grade or an identifier
+    _, base = _tokenizer()
+    vocab = dict(base)
+    for w in answers or []:
+        vocab.setdefault(w, len(vocab))
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tk.decoder = decoders.WordPiece(prefix="##")
+    specials = [t for t in vocab if t.startswith("<")]
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>",
+        extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
+                              "vision_bos_token": "<|vision_start|>", "vision_eos_token": "<|vision_end|>"},
+        additional_special_tokens=specials[3:],
+    )
+    tok.chat_template = CHAT_TEMPLATE
     proc = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=4 * 56 * 56),
                             tokenizer=tok, video_processor=Qwen2VLVideoProcessor(), chat_template=CHAT_TEMPLATE)
     cfg = Qwen2VLConfig(
@@ -77,16 +108,29 @@ def tiny_vlm(tmp_path_factory) -> Path:
         vision_start_token_id=vocab["<|vision_start|>"], vision_end_token_id=vocab["<|vision_end|>"],
         eos_token_id=1, pad_token_id=0, bos_token_id=3,
     )
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = Qwen2VLForConditionalGeneration(cfg)
-    # replies of words (a random model's first token is often a special token that decodes to nothing: an empty
-    # reply, which mmir's transformers backend counts as a failed call): the generation config, as a hub model's
-    # generation_config.json would, suppresses the special tokens other than the end and asks for one token at least
-    model.generation_config.suppress_tokens = [i for t, i in vocab.items() if t.startswith("<") and t != "<eos>"]
+    allowed = {"<eos>", *(answers or [w for w in vocab if not w.startswith("<")])}
+    model.generation_config.suppress_tokens = [i for t, i in vocab.items() if t not in allowed]
     model.generation_config.min_new_tokens = 1
     model.save_pretrained(path)
     proc.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def tiny_vlm(tmp_path_factory) -> Path:
+    """The gibberish model: its words hold no digit and no bracket, so no reply holds a grade or an identifier."""
+    _, vocab = _tokenizer()
+    assert not any(re.search(r"[\d\[\]]", w) for w in vocab)
+    return _save_tiny_vlm(tmp_path_factory.mktemp("tiny-qwen2vl"))
+
+
+@pytest.fixture(scope="module")
+def constrained_vlm(tmp_path_factory) -> Path:
+    """A model answering only with :data:`ANSWERS`; seed 9: its replies to these prompts hold grades and
+    identifiers for some calls and not for others (both modes), so both paths of the policy run."""
+    return _save_tiny_vlm(tmp_path_factory.mktemp("tiny-qwen2vl-constrained"), ANSWERS, seed=9)
 
 
 def _free_port() -> int:
@@ -95,15 +139,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tiny_vlm, tmp_path_factory):
-    """``transformers serve <tiny_vlm>`` on a free localhost port (CPU); yields ``(base_url, log file)``."""
+def _serve(model: Path, log: Path):
+    """``transformers serve <model>`` on a free localhost port (CPU), up to its /health; yields ``(base_url, log)``
+    and stops it (its process group) after."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
     cli = Path(sys.executable).parent / "transformers"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     with open(log, "w") as out:
-        proc = subprocess.Popen([str(cli), "serve", str(tiny_vlm), "--host", "127.0.0.1", "--port", str(port),
+        proc = subprocess.Popen([str(cli), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
                                  "--device", "cpu", "--log-level", "info"], stdout=out, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
     try:
@@ -126,6 +169,16 @@ def server(tiny_vlm, tmp_path_factory):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tiny_vlm, tmp_path_factory):
+    yield from _serve(tiny_vlm, tmp_path_factory.mktemp("serve") / "serve.log")
+
+
+@pytest.fixture(scope="module")
+def constrained_server(constrained_vlm, tmp_path_factory):
+    yield from _serve(constrained_vlm, tmp_path_factory.mktemp("serve-constrained") / "serve.log")
 
 
 @pytest.fixture(scope="module")
@@ -295,3 +348,101 @@ def test_vlm_reranker_through_the_transformers_backend(mode, tiny_vlm, openstax,
     stats2 = rerank(job)  # the rerun retries every unparseable reply and writes the same run
     assert stats2["cache_backend_calls"] == len(records) and stats2["cache_hits"] == 0
     assert [r["text"] for r in _records(tmp_path, mode)] == [r["text"] for r in records]
+
+
+# ------------------------------------------------------------------ constrained replies: orders the model decides
+def _grade(text: str) -> float | None:
+    """The rubric's grade of a reply, read here: the number after the last "score" (any case, up to 3 non-word
+    characters between), else a reply that is only a number; in 0-4, else none."""
+    m = re.findall(r"(?i)score\W{0,3}(\d+)", text)
+    v = int(m[-1]) if m else (int(text.strip()) if text.strip().isdigit() else None)
+    return float(v) if v is not None and 0 <= v <= 4 else None
+
+
+def _permutation(text: str, n: int) -> list[int] | None:
+    """RankGPT's clean_response + remove_duplicate, read here: bracketed identifiers (else bare numbers) in reply
+    order, repeats and out-of-range ones dropped, the missing ones appended in input order; None without any."""
+    found = re.findall(r"\[(\d+)\]", text) or re.findall(r"\d+", text)
+    seen: list[int] = []
+    for t in found:
+        if 0 <= int(t) - 1 < n and int(t) - 1 not in seen:
+            seen.append(int(t) - 1)
+    return seen + [k for k in range(n) if k not in seen] if seen else None
+
+
+def _expected_order(openstax, mode: str, records: list[dict]) -> dict[str, list[str]]:
+    """Each query's reranked head from the replies alone: pointwise a stable sort on the grades (ungraded last, in
+    first-stage order); listwise RankGPT's loop (bottom window first, clamped at 0), each window replaced by its reply's
+    permutation or kept. Checks that the calls went in this order over these candidates."""
+    _, _, _, run = openstax
+    cfg = VLMReranker(**RERANKERS[mode])
+    calls = iter(records)
+    out = {}
+    for qid in sorted(run):
+        head = [d for d, _ in run[qid][:DEPTH]]
+        if mode == "pointwise":
+            recs = [next(calls) for _ in head]
+            assert [(r["context"]["qid"], r["context"]["candidate"]) for r in recs] == [(qid, d) for d in head]
+            grades = [_grade(r["text"] or "") for r in recs]
+            scored = sorted((-g, i) for i, g in enumerate(grades) if g is not None)
+            out[qid] = [head[i] for _, i in scored] + [head[i] for i, g in enumerate(grades) if g is None]
+            continue
+        end = len(head)
+        while True:
+            start = max(0, end - cfg.window)
+            part, r = head[start:end], next(calls)
+            assert (r["context"]["qid"], r["context"]["window"]) == (qid, part)
+            perm = _permutation(r["text"] or "", len(part))
+            if perm is not None:
+                head[start:end] = [part[k] for k in perm]
+            if start == 0:
+                break
+            end -= cfg.step
+        out[qid] = head
+    assert next(calls, None) is None
+    return out
+
+
+@pytest.mark.parametrize("backend", ["server", "transformers"])
+@pytest.mark.parametrize("mode", ["pointwise", "listwise"])
+def test_vlm_reranker_orders_by_what_the_model_answers(mode, backend, constrained_server, constrained_vlm, openstax,
+                                                       tmp_path, monkeypatch):
+    """A model that answers with grades and identifiers only: the written run is the order its replies give (computed
+    here from the audited replies), the counts match, and a rerun takes every accepted reply from the cache and
+    calls the model again for the rejected ones only."""
+    from mmir.workflow.rerank_steps import rerank
+
+    base_url, log = constrained_server
+    monkeypatch.setenv(KEY_ENV, "dummy-key-for-a-local-server")
+    generator = ({"backend": "openai", "model": str(constrained_vlm), "base_url": base_url, "api_key_env": KEY_ENV,
+                  "max_retries": 0, "timeout_s": 120, "max_concurrency": 1} if backend == "server" else
+                 {"backend": "transformers", "model": str(constrained_vlm), "local_files_only": True, "device": "cpu"})
+    job = _job(openstax, tmp_path, mode, generator)
+    posts0 = len(POST.findall(log.read_text()))
+    stats = rerank(job)
+    records = _records(tmp_path, mode)
+    posts1 = len(POST.findall(log.read_text()))
+    assert posts1 - posts0 == (len(records) if backend == "server" else 0)
+    _, _, _, run = openstax
+    expected = _expected_order(openstax, mode, records)
+    got = read_run(tmp_path / f"{mode}.trec")
+    for qid, ranking in run.items():
+        assert [d for d, _ in got[qid]] == expected[qid] + [d for d, _ in ranking[DEPTH:]]
+        assert [s for _, s in got[qid]] == [float(len(ranking) - r) for r in range(len(ranking))]
+    ok = [r["status"] == "ok" for r in records]
+    assert 0 < ok.count(True) < len(ok), "seed 9's replies should mix accepted and rejected ones: pick another seed"
+    assert all(r["status"] in ("ok", "rejected") for r in records)
+    assert stats["llm_calls"] == len(records) and stats["llm_failures"] == ok.count(False)
+    assert stats["unscored" if mode == "pointwise" else "windows_kept"] == ok.count(False)
+    if mode == "listwise":
+        partial = [r["status"] == "ok" and _permutation(r["text"], len(r["context"]["window"])) is not None
+                   and len(set(re.findall(r"\[(\d+)\]", r["text"]) or re.findall(r"\d+", r["text"]))
+                           & {str(k) for k in range(1, len(r["context"]["window"]) + 1)}) < len(r["context"]["window"])
+                   for r in records]
+        assert stats["windows_partial"] == sum(partial)
+    _check_images(openstax, constrained_vlm, mode, generator, records)
+
+    stats2 = rerank(job)  # accepted replies come from the cache, rejected ones are asked again
+    assert stats2["cache_hits"] == ok.count(True) and stats2["cache_backend_calls"] == ok.count(False)
+    assert len(POST.findall(log.read_text())) - posts1 == (ok.count(False) if backend == "server" else 0)
+    assert read_run(tmp_path / f"{mode}.trec") == got
