@@ -90,3 +90,79 @@ def test_cache_hit_and_every_key_part_rebuilds(tmp_path):
     enc, _ = _store(tmp_path / "s3", n=40, key="other#documents")
     assert index_key(enc, p) != first.key and VoyagerIndex(enc, cache, p).built
     assert len(list((cache / "voyager").iterdir())) == 5  # no temporary folders left behind
+
+
+def test_the_default_stays_exact():
+    from mmir.config.models import parse_system
+
+    s = parse_system({"kind": "multivector", "backend": "colbert", "model": "m"})
+    assert s.index == "exact" and s.voyager.m == 64 and s.voyager.k_token == 100  # PyLate's defaults
+    assert VoyagerParams(**s.voyager.model_dump()) == VoyagerParams()
+
+
+def test_the_stage_runs_voyager_and_labels_it_approximate(tmp_path):
+    """A tiny ColBERT through the retrieval stage: with every item a candidate the Voyager run equals the exact run
+    (ids and scores); its stats say approximate, the exact run's say exact."""
+    pytest.importorskip("colpali_engine")
+    from retrieval_pipeline import run_system
+    from test_multimodal import ds, mm_root
+    from tiny_multivector import save_pylate_colbert
+
+    from mmir.data.prepare import prepare_domain, write_prepared
+
+    prep = tmp_path / "prep"
+    write_prepared(prepare_domain("t", ds(mm_root(tmp_path)), "d"), prep)
+    path, _ = save_pylate_colbert(tmp_path / "colbert")
+    system = {"kind": "multivector", "backend": "colbert", "model": str(path), "device": "cpu", "batch_size": 2}
+    exact, es = run_system("task1", prep, system, tmp_path / "e", k=5)
+    approx, vs = run_system("task1", prep, system | {"index": "voyager", "voyager": {"m": 8, "k_token": 1000}}, tmp_path / "v", k=5)
+    assert es["search"] == "exact (MaxSim)" and es["approximate"] is False
+    assert vs["approximate"] is True and vs["search"].startswith("approximate:voyager(M=8") and vs["voyager_built"]
+    assert set(approx) == set(exact)
+    for q in exact:
+        assert [d for d, _ in approx[q]] == [d for d, _ in exact[q]]
+        np.testing.assert_allclose([s for _, s in approx[q]], [s for _, s in exact[q]], rtol=1e-5)
+
+
+def test_tables_label_approximate_rows(tmp_path):
+    import json
+
+    from test_table_significance import _unit
+
+    from mmir.config import PROJECT_ROOT, read_config, validate_config
+    from mmir.workflow import steps
+    from mmir.workflow.rules.common import approximate
+    from mmir.workflow.rules.retrieval import _retrieve_params
+
+    raw, _ = read_config(PROJECT_ROOT / "params.yaml", [])
+    raw["systems"]["mv"] = {"kind": "multivector", "backend": "colbert", "model": "m"}
+    raw["systems"]["mv-voyager"] = {"kind": "multivector", "backend": "colbert", "model": "m", "index": "voyager"}
+    config = validate_config(raw)
+    assert approximate(config, "mv-voyager") and not approximate(config, "mv") and not approximate(config, "bm25")
+    w = {"task": "task1", "system": "mv-voyager", "dataset": "openstax", "domain": "statistics"}
+    assert _retrieve_params(config, w)["cache_root"] == config["paths"]["embedding_cache"]
+    assert _retrieve_params(config, w | {"system": "mv"})["cache_root"] is None
+    metrics = [_unit(tmp_path, "os", "stat", s, v)[0] for s, v in (("bm25", [0.2, 0.4]), ("dense", [0.5, 0.7]))]
+    out = steps.TableFiles(tmp_path / "t.md", tmp_path / "t.csv", tmp_path / "t.json")
+    steps.report("task1", metrics, "nDCG@10", "official", out, approximate=["dense"])
+    md = out.md.read_text()
+    assert "| dense (approximate) |" in md and "Rows marked (approximate)" in md
+    assert "dense (approximate)" in json.loads(out.metrics.read_text())["task1"]["os"]
+
+
+def test_an_overlay_with_a_voyager_system_plans_its_workflow(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from mmir.config import PROJECT_ROOT
+
+    if not (PROJECT_ROOT.parent / "shared" / "data" / "openstax").is_dir():
+        pytest.skip("needs ../shared/data")
+    snakemake = Path(sys.executable).parent / "snakemake"
+    proc = subprocess.run([str(snakemake), "-n", "--nolock", "--cores", "2", "--directory", str(PROJECT_ROOT), "--snakefile",
+                           str(PROJECT_ROOT / "Snakefile"), "--configfile",
+                           str(PROJECT_ROOT / "workflow" / "configs" / "multivector-voyager.yaml")],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "results/runs/task1/openstax/reason-colbert-voyager/statistics.trec" in proc.stdout + proc.stderr
