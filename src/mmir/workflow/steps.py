@@ -238,21 +238,16 @@ def report(task: str, metric_files: list[str], measure: str, protocol: str, out:
     (:mod:`mmir.reporting.rerank`); ``rerank_stats`` (their run stats files) marks rows whose reranker calls failed."""
     from mmir.evaluation.significance import Settings
     from mmir.reporting import rerank as rr
-    from mmir.reporting.tables import FAILED_MARK, TableFiles, TableStatistics, collect, task_statistics, write_task_table
+    from mmir.reporting.tables import APPROXIMATE_NOTE, FAILED_MARK, TableFiles, TableStatistics, collect, task_statistics, write_task_table
 
     out_md, out_csv, out_metrics, out_significance = out.md, out.csv, out.metrics, out.significance
-    label = {s: f"{s} (untrained)" for s in untrained}
-    for s_ in approximate:
-        label[s_] = f"{label.get(s_, s_)} (approximate)"
-    if approximate:
-        notes = [*notes, "Rows marked (approximate) searched an approximate index (FAISS hnsw/ivf, or Voyager candidates "
-                 "re-scored by exact MaxSim): an item the index missed is never ranked; the run stats name the index."]
+    label = {s: s + " (untrained)" * (s in untrained) + " (approximate)" * (s in approximate) for s in {*untrained, *approximate}}
     fails = rr.failures(rerank_stats or {})
     for s_, f in fails.items():
         if f["llm_failures"]:
             label[s_] = f"{label.get(s_, s_)} {FAILED_MARK}"
     note = rr.failure_note(fails, label)
-    notes = [*notes, *([note] if note else [])]
+    notes = [*notes, *([APPROXIMATE_NOTE] if approximate else []), *([note] if note else [])]
     long = collect(metric_files)
     long["system"] = [label.get(s, s) for s in long["system"]]
     settings = Settings.from_config(significance)
