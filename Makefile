@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
 	$(PY) -m pip install --quiet -e ".[dev]"
-	$(PY) -m pip install --quiet datasets==5.2.0 ujson==5.12.0 peft==0.20.0
+	$(PY) -m pip install --quiet datasets==5.2.0 ujson==5.12.0 peft==0.20.0 voyager==2.1.0
 	$(PY) -m pip install --quiet --no-deps pylate==1.6.0 colpali-engine==0.3.18   # late interaction: see pyproject.toml
 	touch $@
 

@@ -25,6 +25,9 @@ AVG = "Avg."
 #: table that carries it explains it in a footnote with the counts.
 FAILED_MARK = "‡"
 MARK = "†"  # significantly different from the baseline (corrected p < alpha)
+#: the note under a task table with rows searched through an approximate index (rows marked ``(approximate)``)
+APPROXIMATE_NOTE = ("Rows marked (approximate) searched an approximate index (FAISS hnsw/ivf, or Voyager candidates re-scored "
+                    "by exact MaxSim): an item the index missed is never ranked; the run stats name the index.")
 
 
 def collect(metric_files: list[str | Path]) -> pd.DataFrame:

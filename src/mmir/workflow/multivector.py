@@ -1,6 +1,7 @@
 """The retrieval stage's steps for ``kind: multivector`` systems: encode one shard of one kind into a multi-vector
-store (:mod:`mmir.encoders.token_store`, through the token cache), and the exact MaxSim search of a retrieve job
-(:mod:`mmir.retrieval.maxsim`). Called by :mod:`mmir.workflow.retrieval_steps`, which owns the job records."""
+store (:mod:`mmir.encoders.token_store`, through the token cache), and the MaxSim search of a retrieve job
+(:mod:`mmir.retrieval.maxsim`: exact; or over Voyager candidates, :mod:`mmir.retrieval.voyager_index`).
+Called by :mod:`mmir.workflow.retrieval_steps`, which owns the job records."""
 
 from __future__ import annotations
 
@@ -76,9 +77,10 @@ def is_token_shard(sealed: dict) -> bool:
 
 
 def search(typed: MultiVectorSystemBase, task: str, stores: dict[str, str], items, qs, k: int, exclude, encoder=None,
-           variants: bool = False, domain: str | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Exact MaxSim top-``k`` of a multi-vector system over its item store for a task's queries (read from the query
-    store, or encoded here for ablation query variants). Returns ``(scores, indices, stats)``.
+           variants: bool = False, domain: str | None = None, cache_root=None) -> tuple[np.ndarray, np.ndarray, dict]:
+    """MaxSim top-``k`` of a multi-vector system over its item store for a task's queries (read from the query
+    store, or encoded here for ablation query variants): exact, or with ``index: voyager`` exact MaxSim over Voyager's
+    candidates (an index cached under ``cache_root``; stats say ``approximate``). Returns ``(scores, indices, stats)``.
 
     Raises:
         DataError: a store whose ids are not the task's items or queries in order (stale: rerun its encode jobs).
@@ -105,11 +107,21 @@ def search(typed: MultiVectorSystemBase, task: str, stores: dict[str, str], item
                             "(stale store: rerun its encode jobs)")
         queries = [qstore.item(i).astype(np.float32) for i in range(len(qstore))]
     t0 = time.perf_counter()
-    scores, idx = topk_maxsim(queries, store.tokens, store.lengths, k, chunk_tokens=typed.chunk_tokens,
-                              query_tokens=typed.query_tokens, exclude=exclude)
-    p = plan(store.lengths, [len(x) for x in queries], typed.chunk_tokens, typed.query_tokens)
-    stats = {"search": "exact (MaxSim)", "item_tokens": int(store.lengths.sum()), "query_tokens_total": int(sum(map(len, queries))),
-             "maxsim_largest_temporary": list(p.largest_sim), "maxsim_seconds": round(time.perf_counter() - t0, 3)}
+    stats = {"item_tokens": int(store.lengths.sum()), "query_tokens_total": int(sum(map(len, queries)))}
+    if typed.index == "voyager":  # approximate candidates (never the default), re-scored by exact MaxSim
+        from mmir.retrieval.voyager_index import VoyagerIndex, VoyagerParams
+
+        if cache_root is None:
+            raise ValueError("index: voyager needs a cache folder for its index (paths.embedding_cache)")
+        index = VoyagerIndex(store, cache_root, VoyagerParams(**typed.voyager.model_dump()))
+        scores, idx, used = index.search(queries, k, exclude, chunk_tokens=typed.chunk_tokens, query_tokens=typed.query_tokens)
+        stats |= used | {"voyager_seconds": round(time.perf_counter() - t0, 3)}
+    else:
+        scores, idx = topk_maxsim(queries, store.tokens, store.lengths, k, chunk_tokens=typed.chunk_tokens,
+                                  query_tokens=typed.query_tokens, exclude=exclude)
+        p = plan(store.lengths, [len(x) for x in queries], typed.chunk_tokens, typed.query_tokens)
+        stats |= {"search": "exact (MaxSim)", "approximate": False, "maxsim_largest_temporary": list(p.largest_sim),
+                  "maxsim_seconds": round(time.perf_counter() - t0, 3)}
     for s in opened.values():
         s.close()
     return scores, idx, stats

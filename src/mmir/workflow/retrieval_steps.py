@@ -25,7 +25,7 @@ log = logging.getLogger("mmir.workflow.retrieval")
 
 #: system keys that do not change a vector (left out of the store's system fingerprint)
 NOT_VECTOR_KEYS = ("tasks", "batch_size", "batch_tokens", "device", "num_workers", "approximate", "resources", "chunk_tokens",
-                   "query_tokens")
+                   "query_tokens", "index", "voyager")
 
 
 def system_fingerprint(system: dict) -> str:
@@ -329,14 +329,14 @@ def retrieve(job: RetrieveJob, encoder=None) -> dict:
         r.index(item_texts(items, prep, image_text))
         scores, idx = r.search(query_texts(qs, image_text) if task_spec(task).multimodal else qs.texts, k, exclude)
         scale = 1.0
-    elif typed.kind == "multivector":  # exact MaxSim over the token store; scores are MaxSim sums as they are
+    elif typed.kind == "multivector":  # MaxSim over the token store (exact, or Voyager candidates); scores are MaxSim sums
         from mmir.retrieval.encoding import kinds_of
         from mmir.workflow import multivector
 
         for kind in kinds_of(typed, task):
             seal_store(system, kind, job.stores[kind])
         scores, idx, used = multivector.search(typed, task, job.stores, items, qs, k, exclude, encoder,
-                                               variants=queries is not None, domain=prep.name)
+                                               variants=queries is not None, domain=prep.name, cache_root=job.cache_root)
         stats |= used
         scale = 1.0
     else:

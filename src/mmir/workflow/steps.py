@@ -229,25 +229,25 @@ class TableFiles:
 def report(task: str, metric_files: list[str], measure: str, protocol: str, out: TableFiles,
            untrained: list[str] = (), notes: list[str] = (), perquery_files: list[str] | None = None,
            significance: dict | None = None, reranked: dict[str, str] | None = None,
-           rerank_stats: dict[str, list[str]] | None = None) -> None:
-    """Write the task table (:mod:`mmir.reporting.tables`) to ``out``; systems in ``untrained`` (random weights) are
-    labelled so; ``notes`` (how image text and ties were handled) go under the title. With the per-query files
-    (parallel to ``metric_files``) and the ``significance`` config slice every cell gets its interval and its test
+           rerank_stats: dict[str, list[str]] | None = None, approximate: list[str] = ()) -> None:
+    """Write the task table (:mod:`mmir.reporting.tables`) to ``out``; systems in ``untrained`` (random weights) and in ``approximate`` (an
+    approximate index: FAISS hnsw/ivf, Voyager) are labelled so; ``notes`` (how image text and ties were handled) go under the title. With
+    the per-query files (parallel to ``metric_files``) and the ``significance`` config slice every cell gets its interval and its test
     against the baseline (:mod:`mmir.evaluation.significance`), also written to ``out.significance``. ``reranked``
     (``{<system>+rr:<reranker>: first-stage system}``) adds each reranked row's test against its own first stage
     (:mod:`mmir.reporting.rerank`); ``rerank_stats`` (their run stats files) marks rows whose reranker calls failed."""
     from mmir.evaluation.significance import Settings
     from mmir.reporting import rerank as rr
-    from mmir.reporting.tables import FAILED_MARK, TableFiles, TableStatistics, collect, task_statistics, write_task_table
+    from mmir.reporting.tables import APPROXIMATE_NOTE, FAILED_MARK, TableFiles, TableStatistics, collect, task_statistics, write_task_table
 
     out_md, out_csv, out_metrics, out_significance = out.md, out.csv, out.metrics, out.significance
-    label = {s: f"{s} (untrained)" for s in untrained}
+    label = {s: s + " (untrained)" * (s in untrained) + " (approximate)" * (s in approximate) for s in {*untrained, *approximate}}
     fails = rr.failures(rerank_stats or {})
     for s_, f in fails.items():
         if f["llm_failures"]:
             label[s_] = f"{label.get(s_, s_)} {FAILED_MARK}"
     note = rr.failure_note(fails, label)
-    notes = [*notes, *([note] if note else [])]
+    notes = [*notes, *([APPROXIMATE_NOTE] if approximate else []), *([note] if note else [])]
     long = collect(metric_files)
     long["system"] = [label.get(s, s) for s in long["system"]]
     settings = Settings.from_config(significance)

@@ -180,6 +180,15 @@ class MMSystem(_System):
         return value
 
 
+class VoyagerIndexConfig(Section):
+    """``index: voyager`` of a multi-vector system (PyLate's defaults; mmir.retrieval.voyager_index)."""
+
+    m: int = Field(64, ge=2, description="HNSW graph degree (M); changes the index")
+    ef_construction: int = Field(200, ge=1, description="HNSW build breadth; changes the index")
+    ef_search: int = Field(200, ge=1, description="HNSW search breadth per query token")
+    k_token: int = Field(100, ge=1, description="nearest item tokens per query token; their items are the candidates")
+
+
 class MultiVectorSystemBase(_System):
     """What every late-interaction system has (``isinstance(s, MultiVectorSystemBase)``); parse with :data:`MultiVectorSystem`.
     A vector per token, scored by MaxSim (mmir.retrieval.maxsim) over a multi-vector store."""
@@ -196,6 +205,9 @@ class MultiVectorSystemBase(_System):
     chunk_tokens: int = Field(65_536, ge=1, description="exact MaxSim search: token rows of the store scored per step (the "
                               "largest temporary is chunk_tokens x query_tokens float32)")
     query_tokens: int = Field(1_024, ge=1, description="exact MaxSim search: query token rows scored per step")
+    index: Literal["exact", "voyager"] = Field("exact", description="exact = exact MaxSim top-k (default); voyager = PyLate's "
+                                               "Voyager HNSW candidates re-scored by exact MaxSim, labelled approximate")
+    voyager: VoyagerIndexConfig = Field(default_factory=VoyagerIndexConfig, description="settings of index: voyager")
 
 
 class ColBERTSystem(MultiVectorSystemBase):

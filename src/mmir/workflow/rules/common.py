@@ -131,6 +131,16 @@ def untrained(config: dict, system: str) -> bool:
     return bool(system_config(config, system).get("random_init"))
 
 
+def approximate(config: dict, system: str) -> bool:
+    """An approximate search anywhere in ``system``: a FAISS index (``approximate: hnsw | ivf``) or a Voyager index
+    (``index: voyager``), its own or a reranked system's first stage's."""
+    reranked = U.rerank_systems(config)
+    if system in reranked:
+        return approximate(config, reranked[system]["base"])
+    typed = U.typed(config).systems[base_system(config, system)]
+    return bool(getattr(typed, "approximate", None)) or getattr(typed, "index", "exact") == "voyager"
+
+
 def job_resources(config: dict, rule_name: str, system: str | None = None) -> dict[str, int]:
     """``threads, mem_mb, runtime (minutes), gpu`` of a rule's jobs: ``resources.default`` < ``resources.<rule>`` <
     the system's own ``resources`` (encode and retrieve jobs)."""

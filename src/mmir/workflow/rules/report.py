@@ -10,6 +10,7 @@ from mmir.workflow.rules.common import (
     Job,
     Rule,
     W,
+    approximate,
     image_mode_notes,
     sample_notes,
     tracked_derived,
@@ -53,7 +54,7 @@ def _report(job: Job):
     reranked = p.get("reranked") or {}
     stats = {s: [f for f in job.input.get("rerank_stats", []) if f"/{s}/" in f] for s in reranked}
     result = steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], out, p["untrained"],
-                          p["notes"], list(job.input["perquery"]), p["significance"], reranked, stats)
+                          p["notes"], list(job.input["perquery"]), p["significance"], reranked, stats, p["approximate"])
     write_forest(o["significance"], o["csv"], o["forest"])
     return result
 
@@ -71,6 +72,7 @@ def _report_params(config: dict, w: W) -> dict:
     reranked = U.rerank_systems(config)
     return {"measure": config["evaluation"]["primary_measure"], "protocol": protocol_label(config, w["task"]),
             "untrained": sorted(s for s in systems if untrained(config, s)),
+            "approximate": sorted(s for s in systems if approximate(config, s)),
             "notes": table_notes(config, w["task"]), "significance": config["significance"],
             **({"reranked": {s: reranked[s]["base"] for s in sorted(systems) if s in reranked}} if systems & set(reranked) else {})}
 

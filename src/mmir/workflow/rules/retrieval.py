@@ -99,12 +99,14 @@ def _retrieve_params(config: dict, w: W) -> dict:
     ev = {k: config["evaluation"][k] for k in ("protocol", "top_k")}
     if spec.qrels_official:  # the task has a label protocol
         ev["task4_protocol"] = config["evaluation"]["task4_protocol"]
-    kind = U.typed(config).systems[base_system(config, w["system"])].kind
+    typed = U.typed(config).systems[base_system(config, w["system"])]
+    kind = typed.kind
     if kind != "bm25":
         ev["chunk_size"] = config["evaluation"]["chunk_size"]
     elif spec.multimodal:
         ev["alt_text"] = config["evaluation"]["alt_text"]
     inline = w["system"] in U.ablation_systems(config) and kind == "dense"
+    inline |= kind == "multivector" and typed.index == "voyager"  # the Voyager index is cached there
     return {"system": system, "evaluation": ev, "cache_root": config["paths"]["embedding_cache"] if inline else None}
 
 
