@@ -16,7 +16,7 @@ from mmir.config import PROJECT_ROOT
 
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 SHARED = PROJECT_ROOT.parent / "shared" / "data"
-OFFLINE_OVERLAYS = [None, "offline-full.yaml", "rerank.yaml", "rerank-smoke.yaml", "rerank-ablation.yaml"]
+OFFLINE_OVERLAYS = [None, "offline-full.yaml", "rerank.yaml", "rerank-smoke.yaml", "rerank-ablation.yaml", "multivector-voyager.yaml"]
 
 
 @pytest.mark.skipif(not (SHARED / "openstax").is_dir(), reason="needs ../shared/data (openstax, vaswani): the default config reads it")
