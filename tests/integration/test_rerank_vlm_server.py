@@ -44,7 +44,7 @@ from mmir.config.models import VLMReranker  # noqa: E402
 from mmir.retrieval.rerank.candidates import TaskCandidates  # noqa: E402
 from mmir.retrieval.rerank.listwise import windows  # noqa: E402
 from mmir.retrieval.runs import read_run, write_run  # noqa: E402
-from tests.unit.test_generation_transformers import CHAT_TEMPLATE, _tokenizer  # noqa: E402
+from tests.unit.test_generation_transformers import CHAT_TEMPLATE, _tokenizer, tiny_qwen2vl  # noqa: E402
 
 TASK, DEPTH, RANKED = "task3", 4, 6  # rerank the top 4 of a 6-item first-stage ranking (the tail must stay put)
 KEY_ENV = "MMIR_TEST_VLM_SERVER_KEY"
@@ -73,11 +73,7 @@ def _save_tiny_vlm(path: Path, answers: list[str] | None = None, seed: int = 0) 
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import (
         PreTrainedTokenizerFast,
-        Qwen2VLConfig,
         Qwen2VLForConditionalGeneration,
-        Qwen2VLImageProcessor,
-        Qwen2VLProcessor,
-        Qwen2VLVideoProcessor,
     )
 
     _, base = _tokenizer()
@@ -95,19 +91,7 @@ def _save_tiny_vlm(path: Path, answers: list[str] | None = None, seed: int = 0) 
         additional_special_tokens=specials[3:],
     )
     tok.chat_template = CHAT_TEMPLATE
-    proc = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=4 * 56 * 56),
-                            tokenizer=tok, video_processor=Qwen2VLVideoProcessor(), chat_template=CHAT_TEMPLATE)
-    cfg = Qwen2VLConfig(
-        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                         rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]},
-                         eos_token_id=1, pad_token_id=0, bos_token_id=3),
-        vision_config=dict(depth=1, embed_dim=32, hidden_size=32, num_heads=2, mlp_ratio=2, patch_size=14,
-                           spatial_merge_size=2, temporal_patch_size=2, in_channels=3),
-        image_token_id=vocab["<|image_pad|>"], video_token_id=vocab["<|video_pad|>"],
-        vision_start_token_id=vocab["<|vision_start|>"], vision_end_token_id=vocab["<|vision_end|>"],
-        eos_token_id=1, pad_token_id=0, bos_token_id=3,
-    )
+    proc, cfg = tiny_qwen2vl(tok, vocab, max_positions=4096)
     torch.manual_seed(seed)
     model = Qwen2VLForConditionalGeneration(cfg)
     allowed = {"<eos>", *(answers or [w for w in vocab if not w.startswith("<")])}

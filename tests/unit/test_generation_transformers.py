@@ -63,22 +63,15 @@ def text_backend():
     return TransformersBackend.from_objects(Qwen2ForCausalLM(cfg), tok, model_id="tiny-qwen2-random", revision="seed0")
 
 
-@pytest.fixture(scope="module")
-def vision_backend():
-    from transformers import (
-        Qwen2VLConfig,
-        Qwen2VLForConditionalGeneration,
-        Qwen2VLImageProcessor,
-        Qwen2VLProcessor,
-        Qwen2VLVideoProcessor,
-    )
+def tiny_qwen2vl(tok, vocab: dict, max_positions: int = 512):
+    """The processor and config of a tiny Qwen2-VL on the word-level tokenizer ``tok`` (``vocab``: its ids)."""
+    from transformers import Qwen2VLConfig, Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor
 
-    tok, vocab = _tokenizer()
     proc = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=4 * 56 * 56),
                             tokenizer=tok, video_processor=Qwen2VLVideoProcessor(), chat_template=CHAT_TEMPLATE)
     cfg = Qwen2VLConfig(
         text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
                          rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]},
                          eos_token_id=1, pad_token_id=0, bos_token_id=3),
         vision_config=dict(depth=1, embed_dim=32, hidden_size=32, num_heads=2, mlp_ratio=2, patch_size=14,
@@ -87,6 +80,15 @@ def vision_backend():
         vision_start_token_id=vocab["<|vision_start|>"], vision_end_token_id=vocab["<|vision_end|>"],
         eos_token_id=1, pad_token_id=0, bos_token_id=3,
     )
+    return proc, cfg
+
+
+@pytest.fixture(scope="module")
+def vision_backend():
+    from transformers import Qwen2VLForConditionalGeneration
+
+    tok, vocab = _tokenizer()
+    proc, cfg = tiny_qwen2vl(tok, vocab)
     torch.manual_seed(0)
     model = Qwen2VLForConditionalGeneration(cfg)
     return TransformersBackend.from_objects(model, proc, model_id="tiny-qwen2vl-random", revision="seed0")
