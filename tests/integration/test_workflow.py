@@ -186,6 +186,7 @@ def test_dvc_repro_then_bm25_change_touches_only_bm25(tmp_path):
     params = _params(root, tmp_path / "emb")
     # DVC reads the keys its stages list from params.yaml itself (no schema defaults): write them out
     params |= {"tasks": ["task1"], "captioners": {"ocr": {"kind": "ocr"}}, "mlflow": {"experiment": "mmir"},
+               "generators": {}, "rerankers": {}, "rerank": {"runs": []},
                "evaluation": {"protocol": "official", "top_k": 1000, "primary_measure": "nDCG@10",
                               "task4_protocol": "paper", "image_text": "ocr"},
                "significance": {"baseline": None, "test": "permutation", "correction": "holm", "family": "column",

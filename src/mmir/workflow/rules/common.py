@@ -134,9 +134,6 @@ def untrained(config: dict, system: str) -> bool:
 def approximate(config: dict, system: str) -> bool:
     """An approximate search anywhere in ``system``: a FAISS index (``approximate: hnsw | ivf``) or a Voyager index
     (``index: voyager``), its own or a reranked system's first stage's."""
-    reranked = U.rerank_systems(config)
-    if system in reranked:
-        return approximate(config, reranked[system]["base"])
     typed = U.typed(config).systems[base_system(config, system)]
     return bool(getattr(typed, "approximate", None)) or getattr(typed, "index", "exact") == "voyager"
 
