@@ -373,11 +373,24 @@ def test_endpoint_identity():
 def test_concurrent_batches_come_back_in_input_order(fault):
     texts = [f"t{i:02d}" for i in range(12)]
     order = {t: i for i, t in enumerate(texts)}
-    fault.delay_for = lambda inputs: 0.05 * (6 - order[inputs[0]] // 2)  # the first batch is the slowest
+    first_three = threading.Barrier(3)
+
+    def delay(inputs):
+        # the first three batches wait for each other (so a loaded machine cannot serialise them by chance; with
+        # fewer than 3 in flight the barrier times out and max_inflight says so), then the first is the slowest
+        if order[inputs[0]] < 6:
+            try:
+                first_three.wait(timeout=5)
+            except threading.BrokenBarrierError:
+                pass
+        return 0.05 * (6 - order[inputs[0]] // 2)
+
+    fault.delay_for = delay
     enc = _encoder(fault, batch_size=2, max_concurrency=3, timeout_s=5)
     out = enc.encode_documents(texts)
     assert fault.max_inflight == 3  # three requests really were in flight together
     np.testing.assert_allclose(out, unit([fake_vector("fault-emb", t) for t in texts]), atol=1e-6)
+    fault.delay_for = lambda inputs: 0.0  # the sequential reference needs no barrier
     seq = _encoder(fault, batch_size=2, max_concurrency=1, timeout_s=5).encode_documents(texts)
     assert np.array_equal(out, seq)
     assert enc.calls == 6 and enc.usage["requests"] == 6
