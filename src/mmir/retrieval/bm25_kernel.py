@@ -1,0 +1,140 @@
+"""The numba kernel of batched BM25 retrieval: each query's scores over a CSC score matrix and their top-k.
+
+:func:`topk_positive` scores one query at a time, a tile of documents at a time (the tile's float32 accumulator
+stays in the L1 cache): each query term adds its postings that fall in the tile, terms in query order, so every
+document's score is the same float32 sum, in the same order, as bm25s's ``np.add.at`` over the concatenated
+postings (bit-identical scores). The scan that clears the tile keeps the positive scores that reach a running
+threshold (the k-th largest seen, raised whenever the candidate buffer fills), so no score vector of the whole
+corpus is ever ranked. The candidates are ranked by the key ``(~float32 bits << 32 | document)`` (positive float32
+bit patterns order as the values: score descending, ties by document index).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+#: documents per tile: a 32 KiB float32 accumulator, within the L1 data cache of current x86 cores
+TILE_DOCS = 8192
+#: candidate buffer per query, in multiples of k (a larger buffer raises the threshold less often)
+CANDIDATES_PER_K = 4
+
+
+@njit(cache=True, nogil=True)
+def _select(key, m, k):
+    """Reorder ``key[:m]`` (distinct uint64) so that its k smallest come first (quickselect, median of three)."""
+    lo, hi = 0, m - 1
+    while hi > lo:
+        mid = (lo + hi) >> 1
+        a, b, c = key[lo], key[mid], key[hi]
+        pivot = max(min(a, b), min(max(a, b), c))
+        i, j = lo, hi
+        while i <= j:
+            while key[i] < pivot:
+                i += 1
+            while key[j] > pivot:
+                j -= 1
+            if i <= j:
+                key[i], key[j] = key[j], key[i]
+                i += 1
+                j -= 1
+        if k - 1 <= j:
+            hi = j
+        elif k - 1 >= i:
+            lo = i
+        else:
+            return
+
+
+@njit(cache=True, nogil=True)
+def candidates(indptr, indices, data, n, terms, term_ptr, ex_docs, ex_ptr, k, tile, key, count, positive):
+    """Each query's candidates for its top-k positive BM25 scores, as keys ``(~float32 bits << 32 | document)``.
+
+    Args:
+        indptr, indices, data: the CSC score matrix (int64 ``(vocab + 1,)``; int32 documents ascending within a
+            term; float32 scores), bm25s's ``scores`` dict.
+        n: documents (at most 2**32).
+        terms, term_ptr: int64 term ids of all queries concatenated, and each query's start (``(q + 1,)``).
+        ex_docs, ex_ptr: int64 documents left out of each query (ascending, in range) and each query's start.
+        k: top-k (1 <= k); tile: documents per tile.
+        key: uint64 ``(q, cap)``, ``cap > k``: row ``r`` gets ``count[r]`` keys, a superset of the keys of the k
+            largest positive scores of query ``r`` (all of them if fewer), then the largest uint64.
+        count, positive: int64 ``(q,)``: the keys written and the positive scores of each query.
+    """
+    q = term_ptr.size - 1
+    cap = key.shape[1]
+    acc = np.zeros(tile, dtype=np.float32)
+    bits = acc.view(np.uint32)
+    thr_bits = np.empty(1, dtype=np.uint32)
+    hits = np.empty(tile, dtype=np.int64)
+    max_terms = 0
+    for r in range(q):
+        max_terms = max(max_terms, term_ptr[r + 1] - term_ptr[r])
+    cur = np.empty(max_terms, dtype=np.int64)
+    end = np.empty(max_terms, dtype=np.int64)
+    for r in range(q):
+        row = key[r]
+        t0 = term_ptr[r]
+        nt = term_ptr[r + 1] - t0
+        for j in range(nt):
+            cur[j] = indptr[terms[t0 + j]]
+            end[j] = indptr[terms[t0 + j] + 1]
+        e = ex_ptr[r]
+        e1 = ex_ptr[r + 1]
+        m = 0
+        pos = 0
+        thr = np.float32(0.0)
+        for lo in range(0, n, tile):
+            hi = min(n, lo + tile)
+            for j in range(nt):
+                p = cur[j]
+                pe = end[j]
+                if p < pe and indices[p] < hi:
+                    # this term's postings in [lo, hi): a binary search bounds the loop of adds
+                    if indices[pe - 1] >= hi:
+                        pe = p + np.searchsorted(indices[p:pe], hi)
+                    for x in range(p, pe):
+                        acc[indices[x] - lo] += data[x]
+                    cur[j] = pe
+            while e < e1 and ex_docs[e] < hi:
+                acc[ex_docs[e] - lo] = 0  # out of the candidates
+                e += 1
+            # branch-free scan: count the positive scores, list the tile's documents above the threshold
+            w = hi - lo
+            nc = 0
+            for d in range(w):
+                v = acc[d]
+                pos += v > 0
+                hits[nc] = d
+                nc += v > thr
+            for c in range(nc):
+                d = hits[c]
+                v = acc[d]
+                # later documents lose ties: once k are kept, only a score above the k-th can enter
+                if v > thr:
+                    if m == cap:
+                        _select(row, m, k)
+                        m = k
+                        thr_bits[0] = np.uint32(np.uint64(0xFFFFFFFF) - (row[k - 1] >> np.uint64(32)))
+                        thr = thr_bits.view(np.float32)[0]
+                        if not v > thr:
+                            continue
+                    row[m] = ((np.uint64(0xFFFFFFFF) - np.uint64(bits[d])) << np.uint64(32)) | np.uint64(lo + d)
+                    m += 1
+            acc[:w] = 0
+        row[m:] = np.uint64(0xFFFFFFFFFFFFFFFF)  # after every real key
+        count[r] = m
+        positive[r] = pos
+
+
+@njit(cache=True, nogil=True)
+def decode(top, out_s, out_i):
+    """Keys ``(~float32 bits << 32 | document)`` (uint64 ``(q, k)``) into float64 scores and int64 documents."""
+    vb = np.empty(top.shape[1], dtype=np.uint32)
+    for r in range(top.shape[0]):
+        for i in range(top.shape[1]):
+            out_i[r, i] = np.int64(top[r, i] & np.uint64(0xFFFFFFFF))
+            vb[i] = np.uint32(np.uint64(0xFFFFFFFF) - (top[r, i] >> np.uint64(32)))
+        v = vb.view(np.float32)
+        for i in range(top.shape[1]):
+            out_s[r, i] = v[i]
