@@ -18,6 +18,8 @@ from numba import njit
 TILE_DOCS = 8192
 #: candidate buffer per query, in multiples of k (a larger buffer raises the threshold less often)
 CANDIDATES_PER_K = 4
+#: scores per vector maximum in the scan for candidates
+SCAN_BLOCK = 64
 
 
 @njit(cache=True, nogil=True)
@@ -47,6 +49,41 @@ def _select(key, m, k):
 
 
 @njit(cache=True, nogil=True)
+def _collect(acc, w, lo, row, m, thr, k):
+    """Add to ``row[:m]`` the keys of the scores ``acc[:w]`` (documents ``lo..lo + w - 1``) above the threshold, keeping
+    the k smallest keys whenever the row fills up (the threshold becomes the k-th largest score kept: a later
+    document that ties it ranks after it). Returns ``(m, threshold, positive scores in acc[:w])``.
+
+    Scores are compared as int32 bit patterns (``thr`` too): for a non-negative threshold the order is the float
+    order, and integer counts and maxima vectorise (SIMD), so a block of scores all below the threshold costs one
+    vector maximum.
+    """
+    cap = row.size
+    ib = acc[:w].view(np.int32)
+    pos = 0
+    for d in range(w):
+        pos += ib[d] > 0
+    for b0 in range(0, w, SCAN_BLOCK):
+        b1 = min(w, b0 + SCAN_BLOCK)
+        mx = ib[b0]
+        for d in range(b0 + 1, b1):
+            mx = max(mx, ib[d])
+        if mx <= thr:
+            continue
+        for d in range(b0, b1):
+            if ib[d] > thr:
+                if m == cap:
+                    _select(row, m, k)
+                    m = k
+                    thr = np.int32(np.uint64(0xFFFFFFFF) - (row[k - 1] >> np.uint64(32)))
+                    if not ib[d] > thr:
+                        continue
+                row[m] = ((np.uint64(0xFFFFFFFF) - np.uint64(ib[d])) << np.uint64(32)) | np.uint64(lo + d)
+                m += 1
+    return m, thr, pos
+
+
+@njit(cache=True, nogil=True)
 def candidates(indptr, indices, data, n, terms, term_ptr, ex_docs, ex_ptr, k, tile, key, count, positive):
     """Each query's candidates for its top-k positive BM25 scores, as keys ``(~float32 bits << 32 | document)``.
 
@@ -64,9 +101,6 @@ def candidates(indptr, indices, data, n, terms, term_ptr, ex_docs, ex_ptr, k, ti
     q = term_ptr.size - 1
     cap = key.shape[1]
     acc = np.zeros(tile, dtype=np.float32)
-    bits = acc.view(np.uint32)
-    thr_bits = np.empty(1, dtype=np.uint32)
-    hits = np.empty(tile, dtype=np.int64)
     max_terms = 0
     for r in range(q):
         max_terms = max(max_terms, term_ptr[r + 1] - term_ptr[r])
@@ -83,7 +117,7 @@ def candidates(indptr, indices, data, n, terms, term_ptr, ex_docs, ex_ptr, k, ti
         e1 = ex_ptr[r + 1]
         m = 0
         pos = 0
-        thr = np.float32(0.0)
+        thr = np.int32(0)
         for lo in range(0, n, tile):
             hi = min(n, lo + tile)
             for j in range(nt):
@@ -99,29 +133,9 @@ def candidates(indptr, indices, data, n, terms, term_ptr, ex_docs, ex_ptr, k, ti
             while e < e1 and ex_docs[e] < hi:
                 acc[ex_docs[e] - lo] = 0  # out of the candidates
                 e += 1
-            # branch-free scan: count the positive scores, list the tile's documents above the threshold
-            w = hi - lo
-            nc = 0
-            for d in range(w):
-                v = acc[d]
-                pos += v > 0
-                hits[nc] = d
-                nc += v > thr
-            for c in range(nc):
-                d = hits[c]
-                v = acc[d]
-                # later documents lose ties: once k are kept, only a score above the k-th can enter
-                if v > thr:
-                    if m == cap:
-                        _select(row, m, k)
-                        m = k
-                        thr_bits[0] = np.uint32(np.uint64(0xFFFFFFFF) - (row[k - 1] >> np.uint64(32)))
-                        thr = thr_bits.view(np.float32)[0]
-                        if not v > thr:
-                            continue
-                    row[m] = ((np.uint64(0xFFFFFFFF) - np.uint64(bits[d])) << np.uint64(32)) | np.uint64(lo + d)
-                    m += 1
-            acc[:w] = 0
+            m, thr, p = _collect(acc, hi - lo, lo, row, m, thr, k)
+            pos += p
+            acc[: hi - lo] = 0
         row[m:] = np.uint64(0xFFFFFFFFFFFFFFFF)  # after every real key
         count[r] = m
         positive[r] = pos
