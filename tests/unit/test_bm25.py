@@ -156,12 +156,13 @@ def test_batched_topk_equals_the_per_query_path_on_a_vaswani_slice(monkeypatch):
         vectors = list(index.iter_scores(queries))  # bm25s's get_scores_from_ids, query by query
         seen_zero_term |= method == "robertson" and not vectors[len(topics) + 1].any()  # "the of and": all 0
         for k in (1, 10, 1000, 3000, 5000):
-            # the kernel: 7 queries a call, 64-document tiles (a term's postings cross many tiles), a candidate
+            # the kernel: 7 queries a call in groups of 3, 64-document tiles (postings cross many tiles), a candidate
             # buffer of k + 1 (the threshold rises at every other candidate); then the defaults
-            for calls, tile, per_k in ((7, 64, 1), (256, bm25_kernel.TILE_DOCS, bm25_kernel.CANDIDATES_PER_K)):
+            for calls, tile, per_k, group in ((7, 64, 1, 3), (256, bm25_kernel.TILE_DOCS, bm25_kernel.CANDIDATES_PER_K, 8)):
                 monkeypatch.setattr(bm25_module, "QUERIES_PER_CALL", calls)
                 monkeypatch.setattr(bm25_kernel, "TILE_DOCS", tile)
                 monkeypatch.setattr(bm25_kernel, "CANDIDATES_PER_K", per_k)
+                monkeypatch.setattr(bm25_kernel, "GROUP", group)
                 for ex in (None, exclude):
                     got_s, got_i = index.topk(queries, k, ex)
                     kk = min(k, len(docs))

@@ -18,6 +18,8 @@ from numba import njit
 TILE_DOCS = 8192
 #: candidate buffer per query, in multiples of k (a larger buffer raises the threshold less often)
 CANDIDATES_PER_K = 4
+#: queries scored together tile by tile (their accumulators, group x 32 KiB, stay in the L2 cache)
+GROUP = 8
 #: scores per vector maximum in the scan for candidates
 SCAN_BLOCK = 64
 
@@ -84,7 +86,7 @@ def _collect(acc, w, lo, row, m, thr, k):
 
 
 @njit(cache=True, nogil=True)
-def candidates(indptr, indices, data, n, terms, term_ptr, ex_docs, ex_ptr, k, tile, key, count, positive):
+def candidates(indptr, indices, data, n, terms, term_ptr, ex_docs, ex_ptr, k, tile, group, key, count, positive):
     """Each query's candidates for its top-k positive BM25 scores, as keys ``(~float32 bits << 32 | document)``.
 
     Args:
@@ -93,52 +95,63 @@ def candidates(indptr, indices, data, n, terms, term_ptr, ex_docs, ex_ptr, k, ti
         n: documents (at most 2**32).
         terms, term_ptr: int64 term ids of all queries concatenated, and each query's start (``(q + 1,)``).
         ex_docs, ex_ptr: int64 documents left out of each query (ascending, in range) and each query's start.
-        k: top-k (1 <= k); tile: documents per tile.
+        k: top-k (1 <= k); tile: documents per tile; group: queries that go through the tiles together.
         key: uint64 ``(q, cap)``, ``cap > k``: row ``r`` gets ``count[r]`` keys, a superset of the keys of the k
             largest positive scores of query ``r`` (all of them if fewer), then the largest uint64.
         count, positive: int64 ``(q,)``: the keys written and the positive scores of each query.
     """
     q = term_ptr.size - 1
-    cap = key.shape[1]
-    acc = np.zeros(tile, dtype=np.float32)
+    acc = np.zeros((group, tile), dtype=np.float32)
     max_terms = 0
     for r in range(q):
         max_terms = max(max_terms, term_ptr[r + 1] - term_ptr[r])
-    cur = np.empty(max_terms, dtype=np.int64)
-    end = np.empty(max_terms, dtype=np.int64)
-    for r in range(q):
-        row = key[r]
-        t0 = term_ptr[r]
-        nt = term_ptr[r + 1] - t0
-        for j in range(nt):
-            cur[j] = indptr[terms[t0 + j]]
-            end[j] = indptr[terms[t0 + j] + 1]
-        e = ex_ptr[r]
-        e1 = ex_ptr[r + 1]
-        m = 0
-        pos = 0
-        thr = np.int32(0)
+    cur = np.empty((group, max_terms), dtype=np.int64)
+    end = np.empty((group, max_terms), dtype=np.int64)
+    ex = np.empty(group, dtype=np.int64)
+    ms = np.empty(group, dtype=np.int64)
+    thrs = np.empty(group, dtype=np.int32)
+    for g0 in range(0, q, group):
+        g1 = min(q, g0 + group)
+        for r in range(g0, g1):
+            b = r - g0
+            t0 = term_ptr[r]
+            for j in range(term_ptr[r + 1] - t0):
+                cur[b, j] = indptr[terms[t0 + j]]
+                end[b, j] = indptr[terms[t0 + j] + 1]
+            ex[b] = ex_ptr[r]
+            ms[b] = 0
+            thrs[b] = 0
+            positive[r] = 0
         for lo in range(0, n, tile):
             hi = min(n, lo + tile)
-            for j in range(nt):
-                p = cur[j]
-                pe = end[j]
-                if p < pe and indices[p] < hi:
-                    # this term's postings in [lo, hi): a binary search bounds the loop of adds
-                    if indices[pe - 1] >= hi:
-                        pe = p + np.searchsorted(indices[p:pe], hi)
-                    for x in range(p, pe):
-                        acc[indices[x] - lo] += data[x]
-                    cur[j] = pe
-            while e < e1 and ex_docs[e] < hi:
-                acc[ex_docs[e] - lo] = 0  # out of the candidates
-                e += 1
-            m, thr, p = _collect(acc, hi - lo, lo, row, m, thr, k)
-            pos += p
-            acc[: hi - lo] = 0
-        row[m:] = np.uint64(0xFFFFFFFFFFFFFFFF)  # after every real key
-        count[r] = m
-        positive[r] = pos
+            # the group's queries one after another on the same tile: the postings of a term that several of
+            # them share are read from memory once
+            for r in range(g0, g1):
+                b = r - g0
+                a = acc[b]
+                for j in range(term_ptr[r + 1] - term_ptr[r]):
+                    p = cur[b, j]
+                    pe = end[b, j]
+                    if p < pe and indices[p] < hi:
+                        # this term's postings in [lo, hi): a binary search bounds the loop of adds
+                        if indices[pe - 1] >= hi:
+                            pe = p + np.searchsorted(indices[p:pe], hi)
+                        for x in range(p, pe):
+                            a[np.uint64(indices[x] - lo)] += data[x]  # unsigned: no negative-index check
+                        cur[b, j] = pe
+                e = ex[b]
+                while e < ex_ptr[r + 1] and ex_docs[e] < hi:
+                    a[ex_docs[e] - lo] = 0  # out of the candidates
+                    e += 1
+                ex[b] = e
+                m, thr, pos = _collect(a, hi - lo, lo, key[r], ms[b], thrs[b], k)
+                ms[b] = m
+                thrs[b] = thr
+                positive[r] += pos
+                a[: hi - lo] = 0
+        for r in range(g0, g1):
+            key[r, ms[r - g0]:] = np.uint64(0xFFFFFFFFFFFFFFFF)  # after every real key
+            count[r] = ms[r - g0]
 
 
 @njit(cache=True, nogil=True)
