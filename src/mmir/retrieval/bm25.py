@@ -202,12 +202,13 @@ class BM25:
         Returns ``(scores float64 (q, kk), indices int64 (q, kk))``. ``progress(m)`` is called after each m queries.
 
         Why: bm25s scores a query with one ``np.add.at`` over its terms' postings and ranks the whole score vector.
-        Here the numba kernel :func:`~mmir.retrieval.bm25_kernel.topk_positive` adds the same postings in the same
+        Here the numba kernel :func:`~mmir.retrieval.bm25_kernel.candidates` adds the same postings in the same
         order (query term, document) a tile of documents at a time, so every score is the same float32 sum, and
-        ranks only the positive scores that reach a running k-th largest (ties by document). A query with fewer than
-        kk positive scores (zeros enter its top-k) is ranked by :func:`bm25_topk` of its score vector. bm25l and
-        bm25+ (a non-occurrence term added to every document) and the rank_bm25 backend score query by query.
-        Memory: the output, the queries' term ids and a candidate buffer of 4 x kk per query.
+        keeps only the positive scores above a running k-th largest as keys ``(~float32 bits << 32 | document)``;
+        numpy's partition and sort of the keys give the top-k (score descending, ties by document). A query with
+        fewer than kk positive scores (zeros enter its top-k) is ranked by :func:`bm25_topk` of its score vector.
+        bm25l and bm25+ (a non-occurrence term added to every document) and the rank_bm25 backend score query by
+        query. Memory: the output, the queries' term ids and 4 x kk keys for each of :data:`QUERIES_PER_CALL`.
         """
         q = len(queries)
         kk = max(0, min(k, self.n))

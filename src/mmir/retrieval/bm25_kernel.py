@@ -1,12 +1,13 @@
-"""The numba kernel of batched BM25 retrieval: each query's scores over a CSC score matrix and their top-k.
+"""The numba kernel of batched BM25 retrieval: each query's scores over a CSC score matrix and its top-k candidates.
 
-:func:`topk_positive` scores one query at a time, a tile of documents at a time (the tile's float32 accumulator
-stays in the L1 cache): each query term adds its postings that fall in the tile, terms in query order, so every
-document's score is the same float32 sum, in the same order, as bm25s's ``np.add.at`` over the concatenated
-postings (bit-identical scores). The scan that clears the tile keeps the positive scores that reach a running
-threshold (the k-th largest seen, raised whenever the candidate buffer fills), so no score vector of the whole
-corpus is ever ranked. The candidates are ranked by the key ``(~float32 bits << 32 | document)`` (positive float32
-bit patterns order as the values: score descending, ties by document index).
+:func:`candidates` scores a group of queries a tile of documents at a time (each query's float32 accumulator for
+the tile stays in the L1/L2 cache, and a term's postings in the tile are read from memory once for the group):
+each query term adds its postings that fall in the tile, terms in query order, so every document's score is the
+same float32 sum, in the same order, as bm25s's ``np.add.at`` over the concatenated postings (bit-identical
+scores). The scan that clears the tile keeps the positive scores above a running threshold (the k-th largest kept,
+raised whenever the candidate buffer fills), so no score vector of the whole corpus is ever ranked. Candidates are
+keys ``(~float32 bits << 32 | document)``: positive float32 bit patterns order as the values, so ascending keys are
+score descending, ties by document index; numpy partitions and sorts them (:meth:`mmir.retrieval.bm25.BM25.topk`).
 """
 
 from __future__ import annotations
