@@ -97,7 +97,9 @@ def build_bm25s_index(corpus: Iterable[str], tokenizer, *, method: str, k1: floa
         parts.append((n, d, t, tf))
         lengths.append(ln)
         n += len(ln)
-    index = bm25s.BM25(method=method, k1=k1, b=b, delta=delta)
+    # numpy backend: with numba installed bm25s would default to jitting get_scores_from_ids (a compile of seconds
+    # on first use); mmir's batched path has its own kernel (mmir.retrieval.bm25_kernel)
+    index = bm25s.BM25(method=method, k1=k1, b=b, delta=delta, backend="numpy")
     vocab = tokenizer.get_vocab_dict()
     n_vocab = len(vocab)
     doc_len = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
