@@ -134,11 +134,12 @@ def test_bm25_topk_equals_topk_scores_element_for_element():
 
 
 def test_batched_topk_equals_the_per_query_path_on_a_vaswani_slice(monkeypatch):
-    """BM25.topk (a block of queries at once, the retrieve path) returns byte for byte what the per-query path returns
-    and what ranking bm25s's whole score vector returns: real abstracts with tied scores, exclusions, k above the
-    documents with a term (zeros by index), terms that score 0 (robertson's idf is floored at 0 for a term in over
-    half the documents: "the" without stopwords), bm25+ (query by query), several blocks."""
+    """BM25.topk (the numba kernel, the retrieve path) returns byte for byte what the per-query path returns and what
+    ranking bm25s's whole score vector returns: real abstracts with tied scores, exclusions, k above the documents
+    with a term (zeros by index), terms that score 0 (robertson's idf is floored at 0 for a term in over half the
+    documents: "the" without stopwords), bm25+ (query by query), several kernel calls, tiles and thresholds."""
     import mmir.retrieval.bm25 as bm25_module
+    import mmir.retrieval.bm25_kernel as bm25_kernel
     from mmir.data.trec import read_trec_documents, read_trec_topics
     from tests.conftest import shared
 
@@ -155,12 +156,13 @@ def test_batched_topk_equals_the_per_query_path_on_a_vaswani_slice(monkeypatch):
         vectors = list(index.iter_scores(queries))  # bm25s's get_scores_from_ids, query by query
         seen_zero_term |= method == "robertson" and not vectors[len(topics) + 1].any()  # "the of and": all 0
         for k in (1, 10, 1000, 3000, 5000):
-            # several blocks: 7 queries, one np.add.at per block; then few enough postings that a block holds one
-            # or two queries, one np.add.at per term (as for long posting lists)
-            for max_block, block_bytes, long in ((7, bm25_module.BLOCK_BYTES, 10**9), (64, 48 * 2000, 0)):
-                monkeypatch.setattr(bm25_module, "MAX_BLOCK", max_block)
-                monkeypatch.setattr(bm25_module, "BLOCK_BYTES", block_bytes)
-                monkeypatch.setattr(bm25_module, "LONG_POSTINGS", long)
+            # the kernel: 7 queries a call in groups of 3, 64-document tiles (postings cross many tiles), a candidate
+            # buffer of k + 1 (the threshold rises at every other candidate); then the defaults
+            for calls, tile, per_k, group in ((7, 64, 1, 3), (256, bm25_kernel.TILE_DOCS, bm25_kernel.CANDIDATES_PER_K, 8)):
+                monkeypatch.setattr(bm25_module, "QUERIES_PER_CALL", calls)
+                monkeypatch.setattr(bm25_kernel, "TILE_DOCS", tile)
+                monkeypatch.setattr(bm25_kernel, "CANDIDATES_PER_K", per_k)
+                monkeypatch.setattr(bm25_kernel, "GROUP", group)
                 for ex in (None, exclude):
                     got_s, got_i = index.topk(queries, k, ex)
                     kk = min(k, len(docs))

@@ -5,8 +5,8 @@ Both backends share the tokenisation of ``bm25s.tokenize``; BRIGHT/MM-BRIGHT use
 documents. The bm25s backend indexes in chunks of ``chunk_docs`` (:func:`build_bm25s_index`), with scores
 identical to ``bm25s.BM25.index``. :func:`bm25_topk` is the top-k of one score vector, equal to
 :func:`~mmir.retrieval.topk.topk_scores` element for element, ranking only the documents that contain a query term.
-:meth:`BM25.topk` scores a block of queries at once with the same float32 additions as bm25s (bit-identical scores)
-and returns what :func:`bm25_topk` of each score vector returns.
+:meth:`BM25.topk` scores the queries in a numba kernel (:mod:`mmir.retrieval.bm25_kernel`) with the same float32
+additions as bm25s (bit-identical scores) and returns what :func:`bm25_topk` of each score vector returns.
 """
 
 from __future__ import annotations
@@ -21,13 +21,8 @@ from mmir.retrieval.topk import PAD_INDEX, topk_scores
 
 #: documents tokenised per step by the bm25s backend (bounds the Python token lists alive at once)
 CHUNK_DOCS = 2048
-#: working memory of :meth:`BM25.topk`: half for a block of queries x documents (the float32 scores, a mask, the
-#: positive scores' positions and values: at most 20 bytes each), half for the postings of its terms (24 bytes each)
-BLOCK_BYTES = 256 << 20
-#: queries per block of :meth:`BM25.topk` at most (a block that fits the CPU caches scatters faster)
-MAX_BLOCK = 32
-#: mean postings per query term from which :meth:`BM25.topk` adds each term's postings by its own ``np.add.at``
-LONG_POSTINGS = 1024
+#: queries per call of the numba kernel in :meth:`BM25.topk` (the progress callback is called between calls)
+QUERIES_PER_CALL = 256
 # keyword defaults = the bm25 system defaults of the config (one definition: BM25System)
 _SYSTEM = BM25System(kind="bm25").model_dump()
 
@@ -102,7 +97,9 @@ def build_bm25s_index(corpus: Iterable[str], tokenizer, *, method: str, k1: floa
         parts.append((n, d, t, tf))
         lengths.append(ln)
         n += len(ln)
-    index = bm25s.BM25(method=method, k1=k1, b=b, delta=delta)
+    # numpy backend: with numba installed bm25s would default to jitting get_scores_from_ids (a compile of seconds
+    # on first use); mmir's batched path has its own kernel (mmir.retrieval.bm25_kernel)
+    index = bm25s.BM25(method=method, k1=k1, b=b, delta=delta, backend="numpy")
     vocab = tokenizer.get_vocab_dict()
     n_vocab = len(vocab)
     doc_len = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
@@ -206,14 +203,14 @@ class BM25:
 
         Returns ``(scores float64 (q, kk), indices int64 (q, kk))``. ``progress(m)`` is called after each m queries.
 
-        Why batched: bm25s scores a query with one ``np.add.at`` per term; here a block of queries is scored into a
-        dense ``(block, n)`` float32 array by the same ``np.add.at`` of the same postings in the same order (query,
-        term, document), so every score is the same float32 sum (:meth:`_block_scores`), and the rows' top-k are
-        ranked together (:func:`_block_topk`): a row with at least kk positive scores by the key
-        ``(~float32 bits << 32 | document)`` (positive float32 bits order as the values: score descending, ties by
-        document), any other row (zeros enter) by :func:`bm25_topk`. bm25l and bm25+ (a non-occurrence term added
-        to every document) and the rank_bm25 backend score query by query.
-        Memory: :data:`BLOCK_BYTES`, or one query's postings if more.
+        Why: bm25s scores a query with one ``np.add.at`` over its terms' postings and ranks the whole score vector.
+        Here the numba kernel :func:`~mmir.retrieval.bm25_kernel.candidates` adds the same postings in the same
+        order (query term, document) a tile of documents at a time, so every score is the same float32 sum, and
+        keeps only the positive scores above a running k-th largest as keys ``(~float32 bits << 32 | document)``;
+        numpy's partition and sort of the keys give the top-k (score descending, ties by document). A query with
+        fewer than kk positive scores (zeros enter its top-k) is ranked by :func:`bm25_topk` of its score vector.
+        bm25l and bm25+ (a non-occurrence term added to every document) and the rank_bm25 backend score query by
+        query. Memory: the output, the queries' term ids and 4 x kk keys for each of :data:`QUERIES_PER_CALL`.
         """
         q = len(queries)
         kk = max(0, min(k, self.n))
@@ -226,57 +223,50 @@ class BM25:
                 if progress:
                     progress(1)
             return out_s, out_i
-        out_s = np.empty((q, kk))  # every row written whole by _block_topk (no second pass over 16 bytes x q x kk)
+        from mmir.retrieval import bm25_kernel
+
+        out_s = np.empty((q, kk))  # every row written whole, by the kernel or below
         out_i = np.empty((q, kk), dtype=np.int64)
         ids = self._tok.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False,
                                  allow_empty=False)
-        indptr = self._index.scores["indptr"]
         n_terms = np.fromiter(map(len, ids), dtype=np.int64, count=q)
         terms = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(n_terms.sum()))
-        term_ptr = np.concatenate([[0], np.cumsum(n_terms)])
-        post_ptr = np.concatenate([[0], np.cumsum(np.diff(indptr)[terms])])[term_ptr]  # postings before each query
-        n = self.n
-        rows_by_memory = max(1, min(MAX_BLOCK, BLOCK_BYTES // 2 // (20 * n)))
-        max_postings = BLOCK_BYTES // 2 // 24
-        buf = np.zeros(rows_by_memory * n, dtype=np.float32)
-        b0 = 0
-        while b0 < q:
-            # as many queries as the rows and the postings allow (at least one)
-            b1 = min(b0 + rows_by_memory, q)
-            b1 = max(b0 + 1, min(b1, int(np.searchsorted(post_ptr, post_ptr[b0] + max_postings, side="right")) - 1))
-            block = buf[: (b1 - b0) * n].reshape(b1 - b0, n)
-            self._block_scores(terms[term_ptr[b0]: term_ptr[b1]], n_terms[b0:b1], block)
-            ex = [None] * (b1 - b0)
-            if exclude:
-                for r in range(b0, b1):
-                    if len(exclude[r]):
-                        e = np.fromiter((int(x) for x in exclude[r]), dtype=np.int64)
-                        ex[r - b0] = e = e[(e >= 0) & (e < n)]
-                        block[r - b0, e] = 0  # out of the candidates; bm25_topk sets them to -inf anyway
-            _block_topk(block, kk, ex, out_s[b0:b1], out_i[b0:b1])
-            block[:] = 0
+        term_ptr = np.concatenate([[0], np.cumsum(n_terms)]).astype(np.int64)
+        ex = [_in_range(exclude[r] if exclude else (), self.n) for r in range(q)]
+        ex_ptr = np.concatenate([[0], np.cumsum([e.size for e in ex], dtype=np.int64)]).astype(np.int64)
+        ex_docs = np.concatenate(ex) if q else np.zeros(0, np.int64)
+        s = self._index.scores
+        indptr, indices, data = (np.ascontiguousarray(s["indptr"], dtype=np.int64), s["indices"], s["data"])
+        cap = max(bm25_kernel.CANDIDATES_PER_K * kk, kk + 1)
+        key = np.empty((min(q, QUERIES_PER_CALL), cap), dtype=np.uint64)
+        count = np.zeros(q, dtype=np.int64)
+        positive = np.zeros(q, dtype=np.int64)
+        for b0 in range(0, q, QUERIES_PER_CALL):
+            b1 = min(q, b0 + QUERIES_PER_CALL)
+            block = key[: b1 - b0]
+            bm25_kernel.candidates(indptr, indices, data, self.n, terms, term_ptr[b0: b1 + 1], ex_docs,
+                                   ex_ptr[b0: b1 + 1], kk, bm25_kernel.TILE_DOCS, bm25_kernel.GROUP, block, count[b0:b1], positive[b0:b1])
+            # the kk smallest keys of each row, sorted: score descending, ties by document (numpy's SIMD sorts)
+            block.partition(kk - 1, axis=1)
+            top = np.sort(block[:, :kk], axis=1)
+            bm25_kernel.decode(top, out_s[b0:b1], out_i[b0:b1])
             if progress:
                 progress(b1 - b0)
-            b0 = b1
+        short = positive < kk
+        for r in np.flatnonzero(short).tolist():  # zeros enter the top-k: rank the whole vector
+            scores = self._index.get_scores_from_ids(ids[r]) if ids[r] else np.zeros(self.n, dtype=np.float32)
+            si, ii = bm25_topk(scores, kk, ex[r])
+            out_s[r, : len(si)], out_i[r, : len(ii)] = si, ii
+            out_s[r, len(si):], out_i[r, len(ii):] = -np.inf, PAD_INDEX
         return out_s, out_i
 
-    def _block_scores(self, terms: np.ndarray, n_terms: np.ndarray, block: np.ndarray) -> None:
-        """Add the BM25 scores of ``len(n_terms)`` queries (their ``terms`` concatenated, query by query) to the zeroed
-        float32 ``block`` (queries, n): bm25s's ``np.add.at`` of each term's postings in the same order, so each
-        score is the same float32 sum. Short posting lists (Vaswani) go into one ``np.add.at`` for the block; long
-        ones (a physics-sized domain), where a call costs little against its list, one call per term into its row."""
-        s = self._index.scores
-        indptr, indices, data = s["indptr"], s["indices"], s["data"]
-        lo, hi = indptr[terms].tolist(), indptr[terms + 1].tolist()
-        if sum(hi) - sum(lo) >= LONG_POSTINGS * len(lo):
-            for r, a, b in zip(np.repeat(np.arange(len(n_terms)), n_terms).tolist(), lo, hi):
-                np.add.at(block[r], indices[a:b], data[a:b])
-            return
-        lens = np.asarray(hi, dtype=np.int64) - np.asarray(lo, dtype=np.int64)
-        docs = np.concatenate([indices[a:b] for a, b in zip(lo, hi)] or [np.zeros(0, np.int32)])
-        values = np.concatenate([data[a:b] for a, b in zip(lo, hi)] or [np.zeros(0, np.float32)])
-        offset = np.repeat(np.arange(0, block.size, block.shape[1], dtype=np.int64), n_terms)  # each term's row
-        np.add.at(block.reshape(-1), docs + np.repeat(offset, lens), values)
+
+def _in_range(exclude: Collection[int], n: int) -> np.ndarray:
+    """The distinct documents of ``exclude`` in ``[0, n)``, ascending (int64)."""
+    if not len(exclude):
+        return np.zeros(0, np.int64)
+    e = np.unique(np.fromiter((int(x) for x in exclude), dtype=np.int64))
+    return e[(e >= 0) & (e < n)]
 
 
 def _ranked(values: np.ndarray, indices: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -322,55 +312,3 @@ def bm25_topk(scores: np.ndarray, k: int, exclude: Collection[int] = ()) -> tupl
         return topk_scores(s, m)
     top_s, top_i = _ranked(s[pos], pos, pos.size)
     return np.concatenate([top_s, s[zero].astype(np.float64)]), np.concatenate([top_i, zero])
-
-
-def _block_topk(block: np.ndarray, kk: int, exclude: list, out_s: np.ndarray, out_i: np.ndarray) -> None:
-    """Write :func:`bm25_topk` of each row of the float32 scores ``block`` (queries, n) into ``out_s``/``out_i``
-    (queries, kk), ``exclude[r]`` (an int array in range, or None) left out and already zeroed in ``block``.
-
-    A row with at least kk positive scores: the kk-th largest by ``np.partition``, then the ones that reach it (ties
-    included) sorted by the key ``(~float32 bits << 32 | position)`` (positive float32 bits order as the values and
-    positions as documents: score descending, ties by document), the keys of all rows at once; the first kk are the
-    top-k. Any other row (zeros enter): :func:`bm25_topk`.
-    """
-    rows, n = block.shape
-    flat = block.reshape(-1)
-    hit = np.flatnonzero(flat > 0)  # the positive scores, row by row, documents ascending
-    ends = np.searchsorted(hit, np.arange(1, rows + 1) * n).tolist()
-    starts = [0] + ends[:-1]
-    values = flat[hit]
-    fast, picks = [], []
-    for r in range(rows):
-        a, b = starts[r], ends[r]
-        if b - a > kk:
-            seg = values[a:b]
-            pick = np.flatnonzero(seg >= np.partition(seg, b - a - kk)[b - a - kk])
-            pick += a
-        elif b - a == kk:
-            pick = np.arange(a, b)
-        else:
-            continue
-        fast.append(r)
-        picks.append(pick)
-    if fast:
-        n_pick = np.fromiter(map(len, picks), dtype=np.int64, count=len(picks))
-        pick = np.concatenate(picks)
-        key = (~values[pick].view(np.uint32)).astype(np.uint64)
-        key <<= np.uint64(32)
-        key |= hit[pick].astype(np.uint64)
-        if (n_pick == kk).all():
-            keys = key.reshape(-1, kk)
-        else:  # ties across the kk-th value: rows padded with the largest key
-            keys = np.full((len(fast), int(n_pick.max())), np.iinfo(np.uint64).max, dtype=np.uint64)
-            for j, (a, b) in enumerate(zip((np.cumsum(n_pick) - n_pick).tolist(), np.cumsum(n_pick).tolist())):
-                keys[j, : b - a] = key[a:b]
-        keys.sort(axis=1)
-        top = keys[:, :kk]
-        fast = np.asarray(fast)
-        out_i[fast] = (top & np.uint64(0xFFFFFFFF)).astype(np.int64) - (fast * n)[:, None]
-        out_s[fast] = (~(top >> np.uint64(32)).astype(np.uint32)).view(np.float32)
-    for r in range(rows):
-        if ends[r] - starts[r] < kk:
-            s, i = bm25_topk(block[r], kk, () if exclude[r] is None else exclude[r])
-            out_s[r, : len(s)], out_i[r, : len(i)] = s, i
-            out_s[r, len(s):], out_i[r, len(i):] = -np.inf, PAD_INDEX
