@@ -203,3 +203,63 @@ def test_tables_name_a_tesseract_captioner_and_leave_the_default_alone(tmp_path)
     for rule, w, key in (("report", {"task": "task2"}, "notes"), ("report", {"task": "task1"}, "notes")):
         lines = RULES[rule].job(tess, w).params[key]
         assert "OCR captioner `ocr` reads images with Tesseract (lang eng), not RapidOCR: its image text differs." in lines
+
+
+# ------------------------------------------------------------------------------------------ speed, same output
+def test_engine_settings_give_rapidocr_defaults_outputs_bitwise():
+    """mmir's RapidOCR (memory arena, no spinning, table normalisation) returns exactly what RapidOCR built with its own
+    session options returns: boxes, texts and scores, bit for bit."""
+    pytest.importorskip("rapidocr_onnxruntime")
+    import numpy as np
+    from rapidocr_onnxruntime import RapidOCR
+
+    reference = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
+    ours = engines.EngineSpec("rapidocr", "cpu").build()
+    assert isinstance(ours._ocr.text_det.get_preprocess(600), engines.TableDetPreProcess)
+    for words, size in [("SPEED ONE", (420, 110)), ("2 + 3 = 5", (300, 300)), ("", (90, 60))]:
+        img = Image.open(io.BytesIO(_png(words, size=size))).convert("RGB")
+        bgr = np.ascontiguousarray(np.asarray(img)[:, :, ::-1])
+        expected = [(tuple(map(tuple, box)), text, score) for box, text, score in reference(bgr)[0] or []]
+        got = [(tuple(map(tuple, l.box)), l.text, l.score) for l in ours.read(img)]
+        assert got == [(tuple((float(x), float(y)) for x, y in b), t, float(s)) for b, t, s in expected]
+        assert bool(got) == bool(words)
+
+
+def test_table_normalisation_equals_rapidocr_preprocessing():
+    pytest.importorskip("rapidocr_onnxruntime")
+    import numpy as np
+    from rapidocr_onnxruntime.ch_ppocr_det.utils import DetPreProcess
+
+    rng = np.random.default_rng(0)
+    for mean, std, shape in [([0.5] * 3, [0.5] * 3, (333, 517, 3)), ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225], (800, 64, 3))]:
+        pre = DetPreProcess(736, "min", mean, std)
+        img = rng.integers(0, 256, size=shape, dtype=np.uint8)
+        want = pre(img)
+        got = engines.TableDetPreProcess(pre)(img)
+        assert got.dtype == want.dtype == np.float32 and got.shape == want.shape and np.array_equal(got, want)
+    floats = rng.random((40, 50, 3)).astype(np.float32)  # not 8-bit: RapidOCR's own code
+    assert np.array_equal(engines.TableDetPreProcess(pre)(floats), pre(floats))
+
+
+def test_work_estimates_rapidocr_detector_pixels():
+    from mmir.encoders.ocr_pool import DET_SHORT_SIDE, work
+
+    strip, square = _png(size=(2000, 100)), _png(size=(600, 600))
+    # RapidOCR scales the short side up to 736: a 2000 x 100 strip becomes 14,720 x 736, a 600 x 600 square 736 x 736
+    assert work(strip) == pytest.approx(2000 * DET_SHORT_SIDE / 100 * DET_SHORT_SIDE)
+    assert work(square) == pytest.approx(DET_SHORT_SIDE * DET_SHORT_SIDE)
+    assert work(strip, "tesseract") == 2000 * 100 < work(square, "tesseract") == 600 * 600
+    assert work(_png(size=(1000, 800))) == 1000 * 800  # no scaling above the short side
+    assert work(b"not an image") == 0.0
+
+
+def test_pool_returns_each_result_at_its_index_and_errors_in_input_order():
+    pytest.importorskip("rapidocr_onnxruntime")
+    datas = [b"broken-0", _png(size=(200, 120)), b"broken-2", _png("WIDE", size=(900, 100)), b"broken-4", b"broken-5",
+             b"broken-6", b"broken-7"]
+    sources = [f"img{i}.png" for i in range(len(datas))]
+    with OcrCaptioner(None, device="cpu", workers=2) as ocr:
+        out = ocr.read_many(datas, sources=sources)
+        assert [o.status for o in out] == ["corrupt", "read", "corrupt", "read", "corrupt", "corrupt", "corrupt", "corrupt"]
+        assert "WIDE" in out[3].text.upper() and out[1].text == ""
+        assert [e.split(":")[0] for e in ocr.errors] == ["img0.png", "img2.png", "img4.png", "img5.png", "img6.png"]

@@ -105,7 +105,7 @@ class OcrCaptioner:
 
     def read_many(self, datas: Sequence[bytes], *, sources: Sequence[str] | None = None) -> list[OcrText]:
         """One :class:`OcrText` per image, in order. Cached images are not recomputed; the misses (each distinct
-        image once) are read on the pool and stored as they finish, so an interrupted run resumes. A corrupt image
+        image once) are read on the pool (largest first) and stored as they finish, so an interrupted run resumes. A corrupt image
         or an engine failure is an ``OcrText`` with its error, counted in :attr:`counts`, never raised or cached."""
         sources = list(sources) if sources is not None else [f"image[{i}]" for i in range(len(datas))]
         if len(sources) != len(datas):
@@ -113,11 +113,11 @@ class OcrCaptioner:
         keys = [self.key(d) for d in datas]
         found: dict[str, OcrText] = {k: OcrText(t, "cached") for k, t in self._lookup(keys).items()}
         todo = {k: (d, s) for k, d, s in zip(keys, datas, sources, strict=True) if k not in found}
-        for key, res in zip(todo, self._pool.map(todo.values()), strict=True):
+        todo_keys = list(todo)
+        for i, res in self._pool.map_unordered(todo.values()):
+            key = todo_keys[i]
             if res.error is not None:
                 found[key] = OcrText("", "corrupt" if res.corrupt else "failed", res.error)
-                if len(self.errors) < MAX_ERRORS_KEPT:
-                    self.errors.append(res.error)
                 continue
             self.calls += 1
             lines = [l for l in res.lines if l.score >= self.min_score and l.text.strip()]
@@ -126,6 +126,9 @@ class OcrCaptioner:
             found[key] = OcrText(text, "read")
         out = [found[k] for k in keys]
         self.counts.update(o.status for o in out)
+        # the first errors in input order (the pool finishes images in any order)
+        errors = [found[k].error for k in todo_keys if found[k].error is not None]
+        self.errors += errors[: max(0, MAX_ERRORS_KEPT - len(self.errors))]
         return out
 
     def caption_many(self, datas: Sequence[bytes], *, sources: Sequence[str] | None = None) -> list[str]:
