@@ -117,14 +117,6 @@ class OcrPool:
             for fut in futures:
                 fut.cancel()
 
-    def map(self, items: Iterable[tuple[bytes, str]]) -> list[ReadResult]:
-        """One :class:`ReadResult` per item, in input order (:meth:`map_unordered`, gathered)."""
-        items = list(items)
-        out: list[ReadResult | None] = [None] * len(items)
-        for i, res in self.map_unordered(items):
-            out[i] = res
-        return out  # type: ignore[return-value]
-
     def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
