@@ -239,13 +239,12 @@ class BM25:
         indptr, indices, data = (np.ascontiguousarray(s["indptr"], dtype=np.int64), s["indices"], s["data"])
         cap = max(bm25_kernel.CANDIDATES_PER_K * kk, kk + 1)
         key = np.empty((min(q, QUERIES_PER_CALL), cap), dtype=np.uint64)
-        count = np.zeros(q, dtype=np.int64)
         positive = np.zeros(q, dtype=np.int64)
         for b0 in range(0, q, QUERIES_PER_CALL):
             b1 = min(q, b0 + QUERIES_PER_CALL)
             block = key[: b1 - b0]
             bm25_kernel.candidates(indptr, indices, data, self.n, terms, term_ptr[b0: b1 + 1], ex_docs,
-                                   ex_ptr[b0: b1 + 1], kk, bm25_kernel.TILE_DOCS, bm25_kernel.GROUP, block, count[b0:b1], positive[b0:b1])
+                                   ex_ptr[b0: b1 + 1], kk, bm25_kernel.TILE_DOCS, bm25_kernel.GROUP, block, positive[b0:b1])
             # the kk smallest keys of each row, sorted: score descending, ties by document (numpy's SIMD sorts)
             block.partition(kk - 1, axis=1)
             top = np.sort(block[:, :kk], axis=1)

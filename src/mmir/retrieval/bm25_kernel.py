@@ -87,7 +87,7 @@ def _collect(acc, w, lo, row, m, thr, k):
 
 
 @njit(cache=True, nogil=True)
-def candidates(indptr, indices, data, n, terms, term_ptr, ex_docs, ex_ptr, k, tile, group, key, count, positive):
+def candidates(indptr, indices, data, n, terms, term_ptr, ex_docs, ex_ptr, k, tile, group, key, positive):
     """Each query's candidates for its top-k positive BM25 scores, as keys ``(~float32 bits << 32 | document)``.
 
     Args:
@@ -97,9 +97,9 @@ def candidates(indptr, indices, data, n, terms, term_ptr, ex_docs, ex_ptr, k, ti
         terms, term_ptr: int64 term ids of all queries concatenated, and each query's start (``(q + 1,)``).
         ex_docs, ex_ptr: int64 documents left out of each query (ascending, in range) and each query's start.
         k: top-k (1 <= k); tile: documents per tile; group: queries that go through the tiles together.
-        key: uint64 ``(q, cap)``, ``cap > k``: row ``r`` gets ``count[r]`` keys, a superset of the keys of the k
-            largest positive scores of query ``r`` (all of them if fewer), then the largest uint64.
-        count, positive: int64 ``(q,)``: the keys written and the positive scores of each query.
+        key: uint64 ``(q, cap)``, ``cap > k``: row ``r`` gets a superset of the keys of the k largest positive
+            scores of query ``r`` (all of them if fewer), then the largest uint64 to the end of the row.
+        positive: int64 ``(q,)``: the positive scores of each query.
     """
     q = term_ptr.size - 1
     acc = np.zeros((group, tile), dtype=np.float32)
@@ -152,7 +152,6 @@ def candidates(indptr, indices, data, n, terms, term_ptr, ex_docs, ex_ptr, k, ti
                 a[: hi - lo] = 0
         for r in range(g0, g1):
             key[r, ms[r - g0]:] = np.uint64(0xFFFFFFFFFFFFFFFF)  # after every real key
-            count[r] = ms[r - g0]
 
 
 @njit(cache=True, nogil=True)
