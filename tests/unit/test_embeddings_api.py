@@ -71,6 +71,9 @@ class FaultServer:
         self.requests: list[dict] = []  # {"inputs", "auth", "behaviour", "body"}
         self.delay_for = lambda inputs: 0.0  # seconds an ``ok`` answer waits, by the batch's texts
         self.inflight = self.max_inflight = 0
+        # requests of an earlier test (a client that timed out leaves its handler running) do not count: a handler
+        # counts itself in and out only while the epoch it started in is current
+        self.epoch = 0
         self.lock = threading.Lock()
         server = self
 
@@ -94,6 +97,7 @@ class FaultServer:
                     behaviour = server.script.popleft() if server.script else "ok"
                     server.requests.append({"inputs": inputs, "auth": self.headers.get("Authorization", ""),
                                             "behaviour": behaviour, "body": body})
+                    epoch = server.epoch
                     server.inflight += 1
                     server.max_inflight = max(server.max_inflight, server.inflight)
                 try:
@@ -102,7 +106,8 @@ class FaultServer:
                     pass  # the client gave up (timeout test)
                 finally:
                     with server.lock:
-                        server.inflight -= 1
+                        if epoch == server.epoch:
+                            server.inflight -= 1
 
             def _respond(self, behaviour: str, inputs: list[str], body: dict) -> None:
                 err = lambda msg: json.dumps({"error": {"message": msg, "type": "test"}}).encode()  # noqa: E731
@@ -157,6 +162,7 @@ class FaultServer:
             self.script.clear()
             self.requests.clear()
             self.max_inflight = self.inflight = 0
+            self.epoch += 1
             self.delay_for = lambda inputs: 0.0
 
     def close(self) -> None:

@@ -166,6 +166,8 @@ def test_answer_step_scores_match_the_definitions(domain, tmp_path, strategy):
     answers = [json.loads(x) for x in (out / "answers.jsonl").read_text().splitlines()]
     evals = [json.loads(x) for x in (out / "evaluations.jsonl").read_text().splitlines()]
     assert s["answers"] == len(answers) == len(evals) == 2 and s["n_excluded"] == 0
+    kb = json.loads((kb_dir / "kb.json").read_text())  # the knowledge base's scoring calls ride along for the table
+    assert kb["llm_calls"] > 0 and (s["kb_llm_calls"], s["kb_llm_failures"]) == (kb["llm_calls"], kb["llm_failures"])
     for e in evals:
         assert e["values"]["fluency"] == 0.8
         assert e["values"]["relevance"] is None and e["failures"]["relevance"] == 1  # counted, never 0 or 1.0
@@ -268,3 +270,36 @@ def test_config_checks_and_units(tmp_path):
                                      "devset": {"path": str(root)}}})
     # a TREC dataset has no images: only the dev set remains
     assert m2rag_units(cfg) == [dict(zip(("dataset", "domain", "source"), M2RAG_DEVSET), strategy="single_stage")]
+
+
+def test_table_notes_failed_calls_per_row_and_knowledge_base_failures_once_per_source(tmp_path):
+    def unit(domain, strategy, calls, failed, kb_calls, kb_failed):
+        d = tmp_path / f"{domain}-{strategy}"
+        d.mkdir()
+        values = {"fluency": 1.0, "relevance": 1.0, "context_precision": 1.0, "faithfulness": 1.0, "image_recall": 1.0}
+        images = {m: [] for m in ("image_coherence", "image_helpfulness", "image_reference")}
+        (d / "evaluations.jsonl").write_text(json.dumps({"qid": "1", "values": values, "important_images": 0,
+                                                         "image_values": images}) + "\n")
+        (d / "summary.json").write_text(json.dumps({
+            "dataset": "x", "domain": domain, "source": "bm25", "strategy": strategy, "generator": "g", "judge": "j",
+            "generation_failures": [], "seconds": 1.0, "queries": 1, "llm_calls": calls, "llm_failures": failed,
+            "kb_llm_calls": kb_calls, "kb_llm_failures": kb_failed}))
+        return d / "summary.json"
+
+    # two domains, two strategies; each strategy's summary carries its domain's knowledge-base counts
+    files = [unit("a", "single_stage", 10, 1, 4, 1), unit("b", "single_stage", 12, 2, 6, 2),
+             unit("a", "multi_stage", 9, 0, 4, 1), unit("b", "multi_stage", 11, 0, 6, 2)]
+    rows = store.collect(files)
+    by = {r["strategy"]: r for r in rows}
+    assert (by["single_stage"]["llm_calls"], by["single_stage"]["llm_failures"]) == (22, 3)
+    assert (by["multi_stage"]["kb_llm_calls"], by["multi_stage"]["kb_llm_failures"]) == (10, 3)
+    rep_table.write_table(rows, tmp_path / "m2rag.md", tmp_path / "m2rag.csv")
+    md = (tmp_path / "m2rag.md").read_text()
+    assert "x/bm25/single_stage: 3 of 22 calls" in md and "x/bm25/multi_stage:" not in md.split("Judge:")[0]
+    kb_lines = [line for line in md.splitlines() if line.startswith("Knowledge-base scoring")]
+    assert len(kb_lines) == 1 and kb_lines[0].endswith("x/bm25: 3 of 10 calls")
+    # no failures anywhere: neither note
+    clean = store.collect([unit("c", "single_stage", 5, 0, 3, 0)])
+    rep_table.write_table(clean, tmp_path / "clean.md", tmp_path / "clean.csv")
+    assert "failed LLM calls" not in (tmp_path / "clean.md").read_text()
+    assert "Knowledge-base scoring" not in (tmp_path / "clean.md").read_text()

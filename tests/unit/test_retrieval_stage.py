@@ -61,3 +61,25 @@ def test_stale_store_rows_are_an_error_naming_the_store(prep, tmp_path):
     _store(tmp_path / "queries", ["q1"], 4, SYSTEM)
     with pytest.raises(DataError, match=r"documents.*not the task's 3 items"):
         _retrieve(prep, tmp_path, {"documents": str(tmp_path / "documents"), "queries": str(tmp_path / "queries")})
+
+
+def test_a_vector_retrieve_never_imports_torch(prep, tmp_path):
+    """A retrieve job reads stored vectors with numpy only: on 2 cores, importing torch alone took 3-5 s of every
+    dense or CLIP retrieve job (17 of them in the first run)."""
+    import subprocess
+    import sys
+
+    _store(tmp_path / "documents", ["a", "b", "c"], 4, SYSTEM)
+    _store(tmp_path / "queries", ["q1"], 4, SYSTEM)
+    code = f"""
+import json, sys
+from pathlib import Path
+from mmir.workflow import retrieval_steps
+stores = {{"documents": {str(tmp_path / "documents")!r}, "queries": {str(tmp_path / "queries")!r}}}
+stats = retrieval_steps.retrieve(retrieval_steps.RetrieveJob("task1", Path({str(prep)!r}), "toy", {SYSTEM!r},
+    {{"protocol": "official", "top_k": 10}}, Path({str(tmp_path / "r.trec")!r}), Path({str(tmp_path / "r.json")!r}), stores))
+print(json.dumps({{"lines": stats["run_lines"], "heavy": [m for m in ("torch", "transformers") if m in sys.modules]}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"lines": 3, "heavy": []}

@@ -14,8 +14,9 @@ from mmir.reporting.tables import FAILED_MARK
 
 
 def write_table(rows: Sequence[Mapping[str, Any]], out_md: str | Path, out_csv: str | Path) -> None:
-    """``m2rag.md`` (value with n and failures per cell; :data:`~mmir.reporting.tables.FAILED_MARK` on rows with
-    failed LLM calls, counted under the table) and ``m2rag.csv`` (one column each), atomically."""
+    """``m2rag.md`` (value with n and failed judgements per cell; :data:`~mmir.reporting.tables.FAILED_MARK` on rows
+    with failed LLM calls, counted per row under the table, and the knowledge-base scoring failures per source) and
+    ``m2rag.csv`` (one column each), atomically."""
     import pandas as pd
 
     write_text(out_csv, pd.DataFrame(rows).to_csv(index=False))
@@ -43,10 +44,18 @@ def write_table(rows: Sequence[Mapping[str, Any]], out_md: str | Path, out_csv: 
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     bad = [r for r in rows if r.get("llm_failures")]
     if bad:
-        lines += ["", f"{FAILED_MARK} rows with failed LLM calls (no reply, or a reply the parser rejected; counted above "
-                  "as excluded generations or failed judgements, and retried on the next run): "
-                  + "; ".join(f"{r['dataset']}/{r['source']}/{r['strategy']}: {r['llm_failures']} of {r['llm_calls']}"
+        lines += ["", f"{FAILED_MARK} rows with failed LLM calls (no reply, or a reply the parser rejected; retried on the "
+                  "next run). Per row, generation and every judgement together (a cell counts only its metric's failed "
+                  "judgements; a failed generation is an excluded answer): "
+                  + "; ".join(f"{r['dataset']}/{r['source']}/{r['strategy']}: {r['llm_failures']} of {r['llm_calls']} calls"
                               for r in bad)]
+    # the knowledge bases are shared by a source's strategies: their scoring calls are counted once per source
+    kb = {(r["dataset"], r["source"]): (r.get("kb_llm_failures", 0), r.get("kb_llm_calls", 0)) for r in rows}
+    kb_bad = {k: v for k, v in kb.items() if v[0]}
+    if kb_bad:
+        lines += ["", "Knowledge-base scoring (m2rag_kb: chunk and image relevance, before any answer) had failed calls, "
+                  "retried on the next run; a failed score leaves its chunk or image unscored: "
+                  + "; ".join(f"{d}/{s}: {f} of {n} calls" for (d, s), (f, n) in sorted(kb_bad.items()))]
     judges = sorted({r["judge"] for r in rows})
     lines += ["", f"Judge: {', '.join(judges) or 'n/a'}; domains: "
               + "; ".join(f"{r['dataset']}/{r['source']}/{r['strategy']}: {r['domains']}" for r in rows)]

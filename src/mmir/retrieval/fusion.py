@@ -10,7 +10,7 @@ from typing import Literal
 
 import numpy as np
 
-from mmir.encoders.multimodal import l2_normalize
+from mmir.encoders.vectors import l2_normalize
 from mmir.retrieval.encoding import BLANK
 
 

@@ -205,12 +205,6 @@ def load_dev_set_step(source: str | Path, image_root: str | Path | None, cfg: Ma
     return summary
 
 
-
-
-
-
-
-
 @dataclass(frozen=True)
 class AnswerUnit:
     """One M2RAG answer unit: the knowledge bases of (``dataset``, ``domain``, ``source``) answered by ``strategy``."""
@@ -312,8 +306,12 @@ def answer_step(unit: AnswerUnit, kb_jsonl: str | Path, cfg: Mapping[str, Any], 
         write_text(out / "pages" / f"{name}.html", html)
     write_text(out / "answers.jsonl", "".join(json.dumps(a, ensure_ascii=False) + "\n" for a in answers))
     write_text(out / "evaluations.jsonl", "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in evaluations))
+    # the knowledge base's own scoring calls (m2rag_kb) are counted in its kb.json; carried here for the table's note
+    kb_counts = Path(kb_jsonl).with_name("kb.json")
+    kb_llm = json.loads(kb_counts.read_text(encoding="utf-8")) if kb_counts.is_file() else {}
     summary = {"dataset": dataset, "domain": domain, "source": source, "strategy": strategy,
                "generator": gen.backend.model_id, "judge": jud.backend.model_id, "queries": len(queries),
+               "kb_llm_calls": int(kb_llm.get("llm_calls", 0)), "kb_llm_failures": int(kb_llm.get("llm_failures", 0)),
                "answers": len(answers), "generation_failures": failures, **run.to_dict(),
                "output_images": sum(len(a["output_images"]) for a in answers), "selection": selection_counts,
                "render": render_counts, "calls": {"generator": len(gen.audit), "judge": len(jud.audit),

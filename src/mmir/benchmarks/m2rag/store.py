@@ -147,9 +147,9 @@ def collect(summary_files: Sequence[str | Path]) -> list[dict[str, Any]]:
         s = json.loads(Path(f).read_text(encoding="utf-8"))
         key = (s["dataset"], s["source"], s["strategy"], s["generator"], s["judge"])
         g = groups.setdefault(key, {"evaluations": [], "excluded": 0, "domains": [], "seconds": 0.0, "queries": 0,
-                                    "llm_calls": 0, "llm_failures": 0})
-        g["llm_calls"] += int(s.get("llm_calls", 0))
-        g["llm_failures"] += int(s.get("llm_failures", 0))
+                                    "llm_calls": 0, "llm_failures": 0, "kb_llm_calls": 0, "kb_llm_failures": 0})
+        for k in ("llm_calls", "llm_failures", "kb_llm_calls", "kb_llm_failures"):
+            g[k] += int(s.get(k, 0))
         g["evaluations"] += [StoredEvaluation(json.loads(line)) for line in
                              (Path(f).parent / "evaluations.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
         g["excluded"] += len(s["generation_failures"])
@@ -162,7 +162,8 @@ def collect(summary_files: Sequence[str | Path]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"dataset": dataset, "source": source, "strategy": strategy, "generator": generator,
                                "judge": judge, "domains": ",".join(g["domains"]), "queries": g["queries"],
                                "answers": run.n_queries, "excluded": run.n_excluded, "llm_calls": g["llm_calls"],
-                               "llm_failures": g["llm_failures"]}
+                               "llm_failures": g["llm_failures"], "kb_llm_calls": g["kb_llm_calls"],
+                               "kb_llm_failures": g["kb_llm_failures"]}
         for m, ms in run.metrics.items():
             row[m] = None if ms.value is None else round(ms.value * 100, 1)
             row[f"{m}_n"], row[f"{m}_failures"] = ms.n, ms.failures

@@ -21,17 +21,11 @@ from mmir.data.images import DEFAULT_MAX_PIXELS, CorruptImage, ImageTally, Image
 from mmir.encoders.fingerprint import hub_commit, is_commit, local_fingerprint
 from mmir.encoders.multimodal.batching import Collate, ImageBytesDataset, identity, list_collate
 from mmir.encoders.truncation import Truncations, cut_chars, default_max_chars, silence_length_warning
+from mmir.encoders.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 
 Role = Literal["query", "document"]
-
-
-def l2_normalize(x: np.ndarray, eps: float = 1e-12) -> np.ndarray:
-    """Rows of ``x`` divided by their L2 norm (float32); an all-zero row stays zero."""
-    x = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=-1, keepdims=True)
-    return (x / np.maximum(norms, eps)).astype(np.float32, copy=False)
 
 
 def default_device() -> str:
