@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --no-deps pylate==1.6.0 colpali-engine==0.3.18   # late interaction: see pyproject.toml
 	touch $@
 
-# the first run: every stage on a sample of ../shared/data (params.yaml), about 11 minutes cold on 2 cores
+# the first run: every stage on a sample of ../shared/data (params.yaml), 11-17 minutes cold on 2 cores (docs: Tests and benchmarks)
 run: setup
 	$(VENV)/bin/snakemake --cores $(CORES)
 

@@ -45,8 +45,10 @@ def write_table(rows: Sequence[Mapping[str, Any]], out_md: str | Path, out_csv: 
     bad = [r for r in rows if r.get("llm_failures")]
     if bad:
         lines += ["", f"{FAILED_MARK} rows with failed LLM calls (no reply, or a reply the parser rejected; retried on the "
-                  "next run). Per row, generation and every judgement together (a cell counts only its metric's failed "
-                  "judgements; a failed generation is an excluded answer): "
+                  "next run). Per row, generation and every judgement together; a cell counts its metric's failed "
+                  "judgements instead: a failed call, or a parsed reply the metric cannot use (e.g. fewer faithfulness "
+                  "verdicts than statements), so cells and this count can differ; a failed generation is an excluded "
+                  "answer: "
                   + "; ".join(f"{r['dataset']}/{r['source']}/{r['strategy']}: {r['llm_failures']} of {r['llm_calls']} calls"
                               for r in bad)]
     # the knowledge bases are shared by a source's strategies: their scoring calls are counted once per source
