@@ -48,7 +48,7 @@ def test_trec_sample_and_full_corpus_option():
 def test_describe_names_the_sample():
     assert Sample.from_config(None) is None
     assert Sample.from_config(SAMPLE).describe() == ("sample: first 3 queries per domain; corpus: the items they judge "
-                                                     "+ 5 others of each kind the dataset has (documents, images; seed 0)")
+                                                     "+ 5 other items of each kind it holds (seed 0)")
     with pytest.raises(ValidationError, match="bogus"):
         Sample(**{"queries": 3, "bogus": 1})
     with pytest.raises(ConfigError) as exc:  # a config section names the key

@@ -85,6 +85,20 @@ def test_m2rag_knowledge_bases_ignore_answer_and_unit_keys(root):
     assert R.RULES["m2rag_kb"].params(c, w) != base
 
 
+def test_report_captions_name_a_stage_cap_on_the_sample(root):
+    """A stage that takes only its first ``max_queries`` per domain says so under its table's sample line."""
+    cfg = _config(root, m2rag={"sources": ["bm25"], "generator": "g", "judge": "g", "datasets": ["x"], "max_queries": 1,
+                                "strategies": ["single_stage"]},
+                  rag={"settings": ["none"], "generator": "g", "judge": "g", "max_queries": 2})
+    m2rag = R.RULES["m2rag_report"].params(cfg, {})["samples"]
+    rag = R.RULES["rag_report"].params(cfg, {})["samples"]
+    assert m2rag[-1] == "`m2rag` uses the first 1 topics per domain of that sample (`m2rag.max_queries`)."
+    assert rag[-1] == "`rag` uses the first 2 queries with a reference answer per domain of that sample (`rag.max_queries`)."
+    c = copy.deepcopy(cfg)
+    c["m2rag"]["max_queries"] = None  # all topics: nothing to say
+    assert not any("max_queries" in line for line in R.RULES["m2rag_report"].params(c, {})["samples"])
+
+
 def test_dvc_stages_track_exactly_the_family_outputs():
     dvc = yaml.safe_load((PROJECT / "dvc.yaml").read_text())["stages"]
     assert set(dvc) == set(FAMILIES)

@@ -44,19 +44,20 @@ def write_table(rows: Sequence[Mapping[str, Any]], out_md: str | Path, out_csv: 
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     bad = [r for r in rows if r.get("llm_failures")]
     if bad:
-        lines += ["", f"{FAILED_MARK} rows with failed LLM calls (no reply, or a reply the parser rejected; retried on the "
-                  "next run). Per row, generation and every judgement together; a cell counts its metric's failed "
-                  "judgements instead: a failed call, or a parsed reply the metric cannot use (e.g. fewer faithfulness "
-                  "verdicts than statements), so cells and this count can differ; a failed generation is an excluded "
-                  "answer: "
+        lines += ["", f"{FAILED_MARK} rows with failed LLM calls (no reply, or a reply the parser rejected; a rerun "
+                  "retries them until their number stops changing). Per row, generation and every judgement together; "
+                  "a cell counts its metric's failed judgements instead: a failed call, or a parsed reply the metric "
+                  "cannot use (e.g. fewer faithfulness verdicts than statements), so cells and this count can differ; "
+                  "a failed generation is an excluded answer: "
                   + "; ".join(f"{r['dataset']}/{r['source']}/{r['strategy']}: {r['llm_failures']} of {r['llm_calls']} calls"
                               for r in bad)]
     # the knowledge bases are shared by a source's strategies: their scoring calls are counted once per source
     kb = {(r["dataset"], r["source"]): (r.get("kb_llm_failures", 0), r.get("kb_llm_calls", 0)) for r in rows}
     kb_bad = {k: v for k, v in kb.items() if v[0]}
     if kb_bad:
-        lines += ["", "Knowledge-base scoring (m2rag_kb: chunk and image relevance, before any answer) had failed calls, "
-                  "retried on the next run; a failed score leaves its chunk or image unscored: "
+        lines += ["", "Knowledge-base scoring (m2rag_kb: chunk and image relevance, before any answer) had failed calls "
+                  "(a rerun retries them until their number stops changing); a failed score leaves its chunk or image "
+                  "unscored: "
                   + "; ".join(f"{d}/{s}: {f} of {n} calls" for (d, s), (f, n) in sorted(kb_bad.items()))]
     judges = sorted({r["judge"] for r in rows})
     lines += ["", f"Judge: {', '.join(judges) or 'n/a'}; domains: "

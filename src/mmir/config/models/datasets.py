@@ -38,8 +38,8 @@ class SampleConfig(Section):
         q = f"first {self.queries} queries per domain" if self.queries else "all queries"
         if self.corpus == "all":
             return f"sample: {q}; full corpus"
-        return (f"sample: {q}; corpus: the items they judge + {self.distractors} others of each kind the dataset has "
-                f"(documents, images; seed {self.seed})")
+        return (f"sample: {q}; corpus: the items they judge + {self.distractors} other items of each kind it holds "
+                f"(seed {self.seed})")
 
 
 class IntegrityConfig(Section):

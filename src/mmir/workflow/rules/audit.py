@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mmir.core import paths
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import Job, Rule, W, captioned, prepared_dir, sample_notes, tracking_output, without
+from mmir.workflow.rules.common import Job, Rule, W, captioned, prepared_dir, sample_notes, stage_cap_notes, tracking_output, without
 from mmir.workflow.units import PreparedUnit
 
 
@@ -44,7 +44,7 @@ def _audit_report_params(config: dict, w: W) -> dict:
     a, us = config["audit"], U.audit_units(config)
     return {"config": {"audit": a, "generator": config["generators"][a["judge"]],
                        "confidence": config["significance"]["confidence"], "units": us, "mlflow": config["mlflow"]},
-            "samples": sample_notes(config, us)}
+            "samples": sample_notes(config, us) + stage_cap_notes(config, "audit", "queries with a positive document")}
 
 
 RULES = (

@@ -163,6 +163,13 @@ def sample_notes(config: dict, units: Iterable[Mapping[str, Any]]) -> list[str]:
             if ds.get("sample") and d in present] + ocr_engine_notes(config)
 
 
+def stage_cap_notes(config: dict, stage: str, what: str) -> list[str]:
+    """One caption line when the stage takes only its first ``<stage>.max_queries`` ``what`` per domain of the
+    dataset's sample (its table would otherwise seem to cover the whole sample); none when it takes all."""
+    n = (config.get(stage) or {}).get("max_queries")
+    return [f"`{stage}` uses the first {n} {what} per domain of that sample (`{stage}.max_queries`)."] if n else []
+
+
 def ocr_engine_notes(config: dict) -> list[str]:
     """One line per OCR captioner that reads with another engine than the default RapidOCR (its text differs, so
     every table that may show it says so); none for the default, so its tables stay as they were."""

@@ -15,6 +15,7 @@ from mmir.workflow.rules.common import (
     image_text_captions,
     prepared_dir,
     sample_notes,
+    stage_cap_notes,
     tracking_output,
     untrained,
     without,
@@ -81,7 +82,8 @@ def _essentiality_report_params(config: dict, w: W) -> dict:
                        "skipped": U.essentiality_skipped(config), "mlflow": config["mlflow"],
                        "untrained": sorted(s for s in chosen if untrained(config, s))},
             # under the title: the samples, and which query image mode produced each multimodal row
-            "samples": sample_notes(config, us) + image_mode_notes(config, [{"system": s} for s in sorted(chosen)])}
+            "samples": sample_notes(config, us) + stage_cap_notes(config, "essentiality", "queries with images")
+            + image_mode_notes(config, [{"system": s} for s in sorted(chosen)])}
 
 
 RULES = (

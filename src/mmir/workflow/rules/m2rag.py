@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mmir.core import paths
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import Job, Rule, W, captioned, prepared_dir, sample_notes, tracking_output, without
+from mmir.workflow.rules.common import Job, Rule, W, captioned, prepared_dir, sample_notes, stage_cap_notes, tracking_output, without
 from mmir.workflow.units import PreparedUnit
 
 M2RAG_UNIT_KEYS = ("datasets", "sources", "strategies")  # keys that choose units, read by no job
@@ -80,7 +80,8 @@ def _m2rag_report_inputs(config: dict, w: W) -> dict:
 def _m2rag_report_params(config: dict, w: W) -> dict:
     m = config["m2rag"]
     gens = {g: config["generators"][g] for g in (m["generator"], m["judge"])}
-    return {"config": {"m2rag": m, "generators": gens, "mlflow": config["mlflow"]}, "samples": sample_notes(config, U.m2rag_units(config))}
+    return {"config": {"m2rag": m, "generators": gens, "mlflow": config["mlflow"]},
+            "samples": sample_notes(config, U.m2rag_units(config)) + stage_cap_notes(config, "m2rag", "topics")}
 
 
 RULES = (

@@ -7,7 +7,18 @@ from mmir.core import paths
 from mmir.core.errors import ConfigError
 from mmir.data.domains import has_query_images
 from mmir.workflow import units as U
-from mmir.workflow.rules.common import Job, Rule, W, captioned, image_text_captions, prepared_dir, sample_notes, tracking_output, without
+from mmir.workflow.rules.common import (
+    Job,
+    Rule,
+    W,
+    captioned,
+    image_text_captions,
+    prepared_dir,
+    sample_notes,
+    stage_cap_notes,
+    tracking_output,
+    without,
+)
 from mmir.workflow.units import PreparedUnit
 
 
@@ -64,7 +75,7 @@ def _rag_report_params(config: dict, w: W) -> dict:
     rag = config["rag"]
     gens = {g: config["generators"][g] for g in (rag["generator"], rag["judge"])}
     return {"config": {"rag": rag, "generators": gens, "mlflow": config["mlflow"], "significance": config["significance"]},
-            "samples": sample_notes(config, U.rag_units(config))}
+            "samples": sample_notes(config, U.rag_units(config)) + stage_cap_notes(config, "rag", "queries with a reference answer")}
 
 
 RULES = (
