@@ -31,8 +31,12 @@ run: setup
 reproduce: setup
 	$(VENV)/bin/snakemake --cores $(CORES) --configfile workflow/configs/offline-full.yaml
 
+# the unit tests on one process per core (pytest-xdist; one file per process at a time, so a file's fixtures stay
+# together): 500 s -> 200 s on 2 cores. The integration tests then run on one process: most of them hold both cores
+# (llama.cpp on 2 threads, Snakemake --cores 2), and two llama.cpp processes on the same cores slow each other down.
 test: setup lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile tests/unit
+	$(PY) -m pytest tests/integration
 
 # ruff (line length 140, pyproject.toml), snakefmt, the import-layer contract, the strict docs build;
 # `snakemake --lint` runs as a test

@@ -31,8 +31,12 @@ def test_mmdr_two_tasks_with_the_local_llm(tmp_path):
         "systems": {"bm25": {"kind": "bm25"}},
         "measures": ["nDCG@10"],
         "generators": {"qwen": {"backend": "llama_cpp", "n_ctx": 4096, "n_threads": 2}},
-        "mmdr": {"generator": "qwen", "judge": "qwen", "max_tasks": 2, "k": 2, "report_max_tokens": 400,
-                 "judge_max_tokens": 256},
+        # the first run's sizes (params.yaml): 250-token reports, 4 claim-citation pairs audited per report (the
+        # spec's 40 make 17 pair calls here, half of the test's ~10 minutes)
+        "mmdr": {"generator": "qwen", "judge": "qwen", "max_tasks": 2, "k": 2, "report_max_tokens": 250,
+                 "judge_max_tokens": 256,
+                 "evaluator": {"trace": {"schemes": list(SCHEMES), "max_pairs": 4}, "vef": {"attach_images": False},
+                               "mosaic": {"engines": {"vqa_mode": "text"}}}},
         "paths": {"embedding_cache": str(tmp_path / "emb")},
     }
     wd = tmp_path / "wf"

@@ -264,7 +264,7 @@ def test_ablation_grids_with_ocr_and_the_local_llm(tmp_path):
         "ablations": {"caption": {"systems": ["bm25"], "captioners": ["ocr"]},
                       "reformulation": {"systems": ["bm25"], "reformulators": ["qwen"]}},
         "rag": {"settings": ["none", "oracle", "topk:bm25"], "generator": "qwen", "judge": "qwen", "max_queries": 2,
-                "answer_max_tokens": 48, "judge_repeats": 2},
+                "answer_max_tokens": 48, "judge_repeats": 2, "evidence_chars": 2000},  # the first run's evidence size
         "paths": {"embedding_cache": str(tmp_path / "emb")},
     }
     wd = tmp_path / "wf"
