@@ -12,8 +12,10 @@ setup: $(VENV)/.installed
 
 # torch is installed first and pinned, so pip never resolves an unpinned (multi-GB) build.
 # llama-cpp-python compiles from source: a portable AVX2 build (-march=native would emit AMX/AVX-512 code that
-# some virtual machines advertise but refuse: SIGILL), without llama.cpp's tests and examples.
-export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+# some virtual machines advertise but refuse: SIGILL), without llama.cpp's tests and examples, and without the
+# multimodal library (mtmd: mmir's llama.cpp generators are text only; llama_cpp imports it only for LLaVA-style
+# chat handlers), which is less to compile on every fresh machine (CI).
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAVA_BUILD=OFF
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
