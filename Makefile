@@ -6,16 +6,30 @@ CORES ?= all
 # never --quiet, which hides the warnings that strict mode counts (the build then passes whatever they say)
 MKDOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-.PHONY: setup run reproduce test lint docs repro bench mlflow-ui clean
+.PHONY: setup run reproduce test lint docs repro bench mlflow-ui clean llama-cmake-args
 
 setup: $(VENV)/.installed
 
+# llama-cpp-python compiles from source: a portable AVX2 build, plus AVX-512 (and its VNNI, BF16, VBMI parts) where
+# /proc/cpuinfo lists it and a program compiled with it runs (tools/avx512_runs.sh: a virtual machine can list what it
+# refuses): 1.5x the prompt tokens/s on an AVX-512 Xeon (docs: Development). Never AMX (Linux grants it only on
+# request: SIGILL) and never -march=native. Without llama.cpp's tests and examples, and without the multimodal library
+# (mtmd: mmir's llama.cpp generators are text only; llama_cpp imports it only for LLaVA-style chat handlers), which is
+# less to compile on every fresh machine (CI). mmir checks at model load that the CPU has what the build uses (a wheel
+# built elsewhere and taken from a shared pip cache).
+CPUINFO ?= /proc/cpuinfo
+AVX512_RUNS ?= $(shell sh tools/avx512_runs.sh)
+cpu_has = $(shell grep -qw $(1) $(CPUINFO) 2>/dev/null && echo yes)
+AVX512 := $(if $(and $(call cpu_has,avx512f),$(call cpu_has,avx512bw),$(call cpu_has,avx512vl),$(call cpu_has,avx512dq),$(AVX512_RUNS)),\
+	-DGGML_AVX512=ON $(if $(call cpu_has,avx512_vnni),-DGGML_AVX512_VNNI=ON) $(if $(call cpu_has,avx512_bf16),-DGGML_AVX512_BF16=ON) \
+	$(if $(call cpu_has,avx512vbmi),-DGGML_AVX512_VBMI=ON))
+export CMAKE_ARGS ?= $(strip -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON $(AVX512) -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAVA_BUILD=OFF)
+
+# what llama-cpp-python is compiled with on this machine
+llama-cmake-args:
+	@echo "$$CMAKE_ARGS"
+
 # torch is installed first and pinned, so pip never resolves an unpinned (multi-GB) build.
-# llama-cpp-python compiles from source: a portable AVX2 build (-march=native would emit AMX/AVX-512 code that
-# some virtual machines advertise but refuse: SIGILL), without llama.cpp's tests and examples, and without the
-# multimodal library (mtmd: mmir's llama.cpp generators are text only; llama_cpp imports it only for LLaVA-style
-# chat handlers), which is less to compile on every fresh machine (CI).
-export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAVA_BUILD=OFF
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

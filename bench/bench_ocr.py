@@ -5,18 +5,20 @@ Every path turns the same image bytes into caption text (lines scored >= 0.5, mm
 
 * baseline: ``rapidocr_onnxruntime.RapidOCR()`` with its defaults (onnxruntime chooses its threads), called on one
   image after the other in this process, its model loaded before the clock starts;
-* stage, rapidocr: ``OcrCaptioner(workers=--threads)``: one process a thread, each loading the engine once (one
-  onnxruntime thread each, with onnxruntime's memory arena, no spinning, the detector's input normalised from a
-  table), the images with the most detector pixels handed out first; the pool's start-up is inside the time;
+* stage, rapidocr/onnxruntime: ``OcrCaptioner(workers=--threads, runtime="onnxruntime")``: one process a thread,
+  each loading the engine once (one onnxruntime thread each, with onnxruntime's memory arena, no spinning, the
+  detector's input normalised from a table), the images with the most detector pixels handed out first; the pool's
+  start-up is inside the time;
+* stage, rapidocr/openvino: the same on the default runtime, RapidOCR's ONNX models compiled by OpenVINO (float32);
 * stage, tesseract: the same with ``engine="tesseract"`` (the tesseract binary through pytesseract);
-* with ``--serial``: the stage on one worker too (both engines).
+* with ``--serial``: the stage on one worker too (every path).
 
 The images are cut into ``--rounds`` chunks; every path reads each chunk in turn, in an order that rotates round by
 round, so a change in the machine's load during the run falls on every path alike (the stage's engines and worker
 processes stay up across rounds; their start-up counts in the stage's time). No cache (every image is read). Prints
 images/s of each path, its ratio to the baseline, where the baseline's time goes (decoding, and RapidOCR's own
-elapsed times of detection, angle classification and recognition), how many captions of the
-stage's RapidOCR equal the baseline's, the character error rate of Tesseract's text against RapidOCR's (Levenshtein
+elapsed times of detection, angle classification and recognition), how many captions of each of the
+stage's RapidOCR runtimes equal the baseline's, the character error rate of Tesseract's text against RapidOCR's (Levenshtein
 distance from rapidfuzz, summed over images / summed RapidOCR characters, whitespace runs collapsed), and the load
 average before and after (other processes on the machine slow every path).
 
@@ -92,14 +94,14 @@ class Baseline:
 class Stage:
     """The OCR stage (no cache) on ``workers`` processes, started on the first call (inside its time)."""
 
-    def __init__(self, engine: str, workers: int):
-        self.engine, self.workers, self.ocr, self.counts = engine, workers, None, {}
+    def __init__(self, engine: str, workers: int, runtime: str = "onnxruntime"):
+        self.engine, self.workers, self.runtime, self.ocr, self.counts = engine, workers, runtime, None, {}
 
     def __call__(self, datas: list[bytes], sources: list[str]) -> list[str]:
         from mmir.encoders.ocr import OcrCaptioner
 
         if self.ocr is None:
-            self.ocr = OcrCaptioner(None, engine=self.engine, workers=self.workers, device="cpu")
+            self.ocr = OcrCaptioner(None, engine=self.engine, workers=self.workers, device="cpu", runtime=self.runtime)
         out = self.ocr.read_many(datas, sources=sources)
         self.counts = dict(self.ocr.counts)
         return [o.text for o in out]
@@ -139,13 +141,14 @@ def main() -> int:
     print(f"{len(datas)} openstax images ({sum(map(len, datas)) / 1e6:.1f} MB), {os.cpu_count()} CPUs, "
           f"stage workers {args.threads}, load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)
 
-    paths = {"baseline": Baseline(), f"stage rapidocr x{args.threads}": Stage("rapidocr", args.threads),
-             f"stage tesseract x{args.threads}": Stage("tesseract", args.threads)}
-    if args.serial:
-        paths |= {"stage rapidocr x1": Stage("rapidocr", 1), "stage tesseract x1": Stage("tesseract", 1)}
+    n = args.threads
+    workers = (n, 1) if args.serial else (n,)
+    stages = {f"stage {engine}{'/' + runtime if engine == 'rapidocr' else ''} x{w}": (engine, w, runtime)
+              for w in workers for engine, runtime in (("rapidocr", "onnxruntime"), ("rapidocr", "openvino"), ("tesseract", "onnxruntime"))}
+    paths = {"baseline": Baseline()} | {name: Stage(*how) for name, how in stages.items()}
     names = list(paths)
     seconds = dict.fromkeys(names, 0.0)
-    got: dict[str, list[str]] = {n: [] for n in names}
+    got: dict[str, list[str]] = {name: [] for name in names}
     rounds = max(1, min(args.rounds, len(datas)))
     cuts = [round(i * len(datas) / rounds) for i in range(rounds + 1)]
     for r in range(rounds):
@@ -157,29 +160,32 @@ def main() -> int:
         print(f"round {r + 1}/{rounds}: {cuts[r + 1]} images, load average {os.getloadavg()[0]:.2f}", flush=True)
     for p in paths.values():
         p.close()
-    rate = {n: len(datas) / seconds[n] for n in names}
-    for n in names:
-        counts = f" (statuses {paths[n].counts})" if isinstance(paths[n], Stage) else ""
-        print(f"{n}: {seconds[n]:.1f} s, {rate[n]:.3f} images/s, {rate[n] / rate['baseline']:.2f}x the baseline{counts}")
+    rate = {name: len(datas) / seconds[name] for name in names}
+    for name in names:
+        counts = f" (statuses {paths[name].counts})" if isinstance(paths[name], Stage) else ""
+        print(f"{name}: {seconds[name]:.1f} s, {rate[name]:.3f} images/s, {rate[name] / rate['baseline']:.2f}x the baseline{counts}")
     split = paths["baseline"].split
     total = split["decode"] + split["rapidocr"]
     other = split["rapidocr"] - split["detection"] - split["angle classification"] - split["recognition"]
     print("baseline time: " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in split.items() if k != "rapidocr")
           + f", resizing, cropping and the rest {100 * other / total:.0f}% (RapidOCR's own elapsed times)")
     base = got["baseline"]
-    texts = {(n.split()[1], int(n.split("x")[-1])): got[n] for n in names if n != "baseline"}
-    same = sum(a == b for a, b in zip(texts[("rapidocr", args.threads)], base))
-    print(f"stage rapidocr x{args.threads} captions equal to the baseline's: {same} of {len(base)}")
-    if ("rapidocr", 1) in texts:
-        print(f"stage rapidocr x1 == x{args.threads} (byte for byte): {texts[('rapidocr', 1)] == texts[('rapidocr', args.threads)]}")
-    rate_cer, edits, chars = cer(texts[("tesseract", args.threads)], base)
     nonempty = sum(bool(t.strip()) for t in base)
+    for name in stages:
+        if "rapidocr" in name:
+            same = sum(a == b for a, b in zip(got[name], base))
+            rate_cer, edits, _ = cer(got[name], base)
+            print(f"{name} captions equal to the baseline's: {same} of {len(base)} (character error rate {rate_cer:.4f}, {edits} edits)")
+    if args.serial:
+        for runtime in ("rapidocr/onnxruntime", "rapidocr/openvino"):
+            print(f"stage {runtime} x1 == x{n} (byte for byte): {got[f'stage {runtime} x1'] == got[f'stage {runtime} x{n}']}")
+    rate_cer, edits, chars = cer(got[f"stage tesseract x{n}"], base)
     print(f"Tesseract vs RapidOCR character error rate: {rate_cer:.3f} ({edits} edits / {chars} RapidOCR characters; "
           f"{nonempty} of {len(base)} images with RapidOCR text)")
     load1 = os.getloadavg()
     print(f"load average after {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
-    print(f"speed-up stage rapidocr x{args.threads} / one at a time: {rate[f'stage rapidocr x{args.threads}'] / rate['baseline']:.2f}x "
-          f"(target >= 1.8x on 2 cores); tesseract x{args.threads}: {rate[f'stage tesseract x{args.threads}'] / rate['baseline']:.2f}x")
+    print("speed-up over one at a time (target >= 1.8x on 2 cores): "
+          + ", ".join(f"{name[len('stage '):]} {rate[name] / rate['baseline']:.2f}x" for name in stages))
     return 0
 
 

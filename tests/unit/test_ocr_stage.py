@@ -97,14 +97,15 @@ def test_shard_jobs_then_gather_give_each_image_once_and_count_corrupt_ones(tmp_
 
 
 # ------------------------------------------------------------------------------------------- parallel = serial
-@pytest.mark.parametrize("engine", ["rapidocr", pytest.param("tesseract", marks=needs_tesseract)])
+@pytest.mark.parametrize("engine", ["rapidocr", "rapidocr/openvino", pytest.param("tesseract", marks=needs_tesseract)])
 def test_parallel_output_equals_serial_byte_for_byte(tmp_path, engine):
-    pytest.importorskip("rapidocr_onnxruntime" if engine == "rapidocr" else "pytesseract")
+    pytest.importorskip({"rapidocr": "rapidocr_onnxruntime", "rapidocr/openvino": "openvino"}.get(engine, "pytesseract"))
     # near-square images: RapidOCR scales the short side up to 736 pixels, so a wide strip costs several times more
     rows = [[f"d/i{i}.png", _png(w, size=(240, 160)), True] for i, w in enumerate(["ONE", "TWO", "", "FOUR"])]
     rows.append(["d/bad.png", b"GIF89a broken", True])
     _images_parquet(tmp_path / "images.parquet", rows)
-    cap = {"kind": "ocr", "engine": engine}
+    engine, _, runtime = engine.partition("/")
+    cap = {"kind": "ocr", "engine": engine, "runtime": runtime or "onnxruntime"}
     for threads in (1, 2):
         n = ocr_steps.ocr_shard(tmp_path / "images.parquet", "images", cap, tmp_path / f"cache{threads}.sqlite", 0, 1, threads,
                                 tmp_path / f"out{threads}.parquet", tmp_path / f"out{threads}.stats.json")
@@ -138,13 +139,33 @@ def test_cache_hits_only_when_every_key_part_is_the_same(tmp_path, monkeypatch):
     monkeypatch.setattr(engines, "_dist_version", lambda name: "0.0.1")
     assert misses(device="cpu")  # the engine's version
     monkeypatch.undo()
+    onnxruntime = OcrCaptioner(None, device="cpu", runtime="onnxruntime").key(data)
     monkeypatch.setattr(engines, "_onnxruntime_version", lambda: "0.0.1")
-    assert misses(device="cpu")  # the runtime's version
+    assert OcrCaptioner(None, device="cpu", runtime="onnxruntime").key(data) != onnxruntime  # onnxruntime's version
     monkeypatch.undo()
     monkeypatch.setattr(ocr_mod, "LAYOUT_VERSION", "rows-v0")
     assert misses(device="cpu")  # the layout rule
     monkeypatch.undo()
+    assert misses(device="cpu", runtime="onnxruntime")  # the runtime (the default is openvino)
     assert not misses(device="cpu")  # everything back: a hit again
+
+
+def test_openvino_key_names_its_version_and_a_gpu_runs_onnxruntime(monkeypatch):
+    pytest.importorskip("openvino")
+    ov = OcrCaptioner(None, device="cpu")  # the default runtime
+    assert ov.spec.runtime == "openvino" and ";openvino==" in ov.engine_version and "precision=f32" in ov.engine_version
+    real = engines._dist_version
+    monkeypatch.setattr(engines, "_dist_version", lambda name: "0.0.1" if name == "openvino" else real(name))
+    assert ov.key(b"x") != OcrCaptioner(None, device="cpu", runtime="openvino").key(b"x")  # openvino's version
+    monkeypatch.undo()
+    assert ov.key(b"x") == OcrCaptioner(None, device="cpu", runtime="openvino").key(b"x")
+    monkeypatch.setattr(engines, "cuda_available", lambda: True)
+    gpu = OcrCaptioner(None, runtime="openvino")  # device null with CUDA offered: onnxruntime's CUDA provider
+    assert gpu.spec.device == "cuda" and gpu.spec.runtime == "onnxruntime" and "provider=cuda" in gpu.engine_version
+    with pytest.raises(ValueError, match="openvino runs rapidocr on cpu"):
+        engines.EngineSpec("rapidocr", "cuda", runtime="openvino")
+    with pytest.raises(ValueError, match="OCR runtime 'tvm'"):
+        engines.EngineSpec("rapidocr", "cpu", runtime="tvm")
 
 
 @needs_tesseract
@@ -223,6 +244,27 @@ def test_engine_settings_give_rapidocr_defaults_outputs_bitwise():
         got = [(tuple(map(tuple, l.box)), l.text, l.score) for l in ours.read(img)]
         assert got == [(tuple((float(x), float(y)) for x, y in b), t, float(s)) for b, t, s in expected]
         assert bool(got) == bool(words)
+
+
+def test_openvino_runtime_reads_what_onnxruntime_reads():
+    """The same ONNX models on OpenVINO (float32): the same lines and texts; boxes within a pixel, scores within 1e-4
+    (other kernels, other rounding)."""
+    pytest.importorskip("openvino")
+    pytest.importorskip("rapidocr_onnxruntime")
+    ort = engines.EngineSpec("rapidocr", "cpu").build()
+    ov = engines.EngineSpec("rapidocr", "cpu", runtime="openvino").build()
+    sessions = (ov._ocr.text_det.infer, ov._ocr.text_cls.infer, ov._ocr.text_rec.session)
+    assert all(isinstance(s, engines.OpenVinoSession) for s in sessions)
+    for s in sessions:  # float32 even where the CPU has bfloat16 (AMX); one thread, not pinned (workers share the cores)
+        assert str(s.compiled.get_property("INFERENCE_PRECISION_HINT")) == "<Type: 'float32'>"
+        assert s.compiled.get_property("INFERENCE_NUM_THREADS") == 1 and s.compiled.get_property("ENABLE_CPU_PINNING") is False
+    for words, size in [("SPEED ONE", (420, 110)), ("2 + 3 = 5", (300, 300)), ("LINE A\nLINE B", (500, 260)), ("", (90, 60))]:
+        img = Image.open(io.BytesIO(_png(words, size=size))).convert("RGB")
+        want, got = ort.read(img), ov.read(img)
+        assert [l.text for l in got] == [l.text for l in want] and bool(got) == bool(words)
+        for g, w in zip(got, want):
+            assert g.score == pytest.approx(w.score, abs=1e-4)
+            assert max(abs(a - b) for p, q in zip(g.box, w.box) for a, b in zip(p, q)) <= 1.0
 
 
 def test_table_normalisation_equals_rapidocr_preprocessing():

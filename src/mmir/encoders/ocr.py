@@ -1,4 +1,4 @@
-"""``ocr`` captioner: the text printed in an image, read with RapidOCR (PP-OCRv4 ONNX, offline, CPU or CUDA) or
+"""``ocr`` captioner: the text printed in an image, read with RapidOCR (PP-OCRv4 ONNX on OpenVINO or onnxruntime, offline, CPU or CUDA) or
 Tesseract (:mod:`mmir.encoders.ocr_engines`), on ``workers`` processes (:mod:`mmir.encoders.ocr_pool`).
 
 Lines in reading order (:func:`~mmir.encoders.ocr_layout.reading_order`): rows top to bottom joined with newlines,
@@ -49,6 +49,8 @@ class OcrCaptioner:
             :func:`~mmir.encoders.ocr_engines.resolve_device` falls back to cpu with a logged warning.
         lang: Tesseract language models (``eng``, ``eng+deu``).
         workers: processes that OCR the cache misses (1 = in this process), each with one engine thread.
+        runtime: what runs rapidocr's models on a CPU, ``onnxruntime`` | ``openvino`` (:class:`~mmir.encoders.
+            ocr_engines.OpenVinoSession`); on cuda always onnxruntime.
 
     Raises (on construction):
         MmirError: engine tesseract without the binary or a language model; ImportError: rapidocr-onnxruntime or
@@ -58,10 +60,13 @@ class OcrCaptioner:
     name = "ocr"
 
     def __init__(self, cache_path: str | Path | None = None, *, engine: str = "rapidocr", min_score: float = 0.5,
-                 device: str | None = None, lang: str = "eng", workers: int = 1, max_pixels: int = DEFAULT_MAX_PIXELS):
+                 device: str | None = None, lang: str = "eng", workers: int = 1, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 runtime: str = "openvino"):
         self.min_score = float(min_score)
         self.max_pixels = max_pixels
-        self.spec = EngineSpec(engine, resolve_device(device) if engine == "rapidocr" else "cpu", lang, threads=1)
+        device = resolve_device(device) if engine == "rapidocr" else "cpu"
+        runtime = runtime if engine == "rapidocr" and device == "cpu" else "onnxruntime"  # a GPU runs onnxruntime's CUDA
+        self.spec = EngineSpec(engine, device, lang, threads=1, runtime=runtime)
         self.engine_version = f"{self.spec.identity()};min_score={self.min_score};{LAYOUT_VERSION}"
         self.workers = workers
         self.calls = 0  # engine runs (cache misses) in this process's captioner
@@ -83,7 +88,7 @@ class OcrCaptioner:
     def from_config(cls, captioner, cache_path: str | Path | None, workers: int = 1) -> OcrCaptioner:
         """From an :class:`~mmir.config.models.OCRCaptioner` (the validated ``captioners.<name>`` entry)."""
         return cls(cache_path, engine=captioner.engine, min_score=captioner.min_score, device=captioner.device,
-                   lang=captioner.lang, workers=workers)
+                   lang=captioner.lang, workers=workers, runtime=captioner.runtime)
 
     @property
     def cache_spec(self) -> dict:

@@ -1,7 +1,8 @@
 """OCR engines behind one call, ``engine.read(rgb_image) -> [OcrLine]`` (all lines, scores in [0, 1]):
 
 - ``rapidocr``: PP-OCRv4 detection + recognition ONNX models of rapidocr-onnxruntime, on onnxruntime's CPU provider
-  or, when onnxruntime offers it, its CUDA provider (:func:`resolve_device`);
+  or, when onnxruntime offers it, its CUDA provider (:func:`resolve_device`); on a CPU, ``runtime="openvino"`` runs
+  the same ONNX files on OpenVINO's CPU plugin in float32 (:class:`OpenVinoSession`);
 - ``tesseract``: the ``tesseract`` binary (Debian ``tesseract-ocr``) through pytesseract; a line is a Tesseract
   text line (block, paragraph, line), its score the mean word confidence / 100.
 
@@ -30,6 +31,8 @@ from mmir.encoders.ocr_layout import OcrLine
 log = logging.getLogger(__name__)
 
 ENGINES = ("rapidocr", "tesseract")
+#: what runs RapidOCR's ONNX models on a CPU (on CUDA: always onnxruntime)
+RUNTIMES = ("onnxruntime", "openvino")
 #: Tesseract page segmentation mode 11, sparse text (as much text as possible, in no particular order; the reading
 #: order is mmir's layout rule): on the openstax figures (axis labels, scattered annotations) its character error
 #: rate against RapidOCR is 0.38, against 0.50 with Tesseract's default 3 (fully automatic page segmentation), 30 images
@@ -120,22 +123,31 @@ def traineddata_hash(lang: str) -> str:
 @dataclass(frozen=True)
 class EngineSpec:
     """An OCR engine as a worker builds it: ``engine`` (rapidocr | tesseract), ``device`` (rapidocr: a resolved
-    ``cpu`` | ``cuda``), ``lang`` (tesseract), ``threads`` (threads of one engine instance)."""
+    ``cpu`` | ``cuda``), ``lang`` (tesseract), ``threads`` (threads of one engine instance), ``runtime`` (rapidocr on
+    cpu: onnxruntime | openvino)."""
 
     engine: str = "rapidocr"
     device: str = "cpu"
     lang: str = "eng"
     threads: int = 1
+    runtime: str = "onnxruntime"
 
     def __post_init__(self):
         if self.engine not in ENGINES:
             raise ValueError(f"OCR engine {self.engine!r}: one of {', '.join(ENGINES)}")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"OCR device {self.device!r}: resolve it first (resolve_device)")
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"OCR runtime {self.runtime!r}: one of {', '.join(RUNTIMES)}")
+        if self.runtime == "openvino" and (self.engine != "rapidocr" or self.device != "cpu"):
+            raise ValueError(f"OCR runtime openvino runs rapidocr on cpu, not {self.engine} on {self.device}")
 
     def identity(self) -> str:
-        """What of the engine changes its text: e.g. ``rapidocr-onnxruntime==1.4.4;onnxruntime==1.32.0;provider=cpu``
-        or ``tesseract==5.3.0;pytesseract==0.3.13;lang=eng:<sha12 of eng.traineddata>;psm=11``."""
+        """What of the engine changes its text: e.g. ``rapidocr-onnxruntime==1.4.4;onnxruntime==1.32.0;provider=cpu``,
+        ``rapidocr-onnxruntime==1.4.4;openvino==2026.4.1;precision=f32`` or
+        ``tesseract==5.3.0;pytesseract==0.3.13;lang=eng:<sha12 of eng.traineddata>;psm=11``."""
+        if self.engine == "rapidocr" and self.runtime == "openvino":
+            return f"rapidocr-onnxruntime=={_dist_version('rapidocr-onnxruntime')};openvino=={_dist_version('openvino')};precision=f32"
         if self.engine == "rapidocr":
             return (f"rapidocr-onnxruntime=={_dist_version('rapidocr-onnxruntime')};onnxruntime=={_onnxruntime_version()};"
                     f"provider={self.device}")
@@ -177,9 +189,34 @@ class TableDetPreProcess:
         return out
 
 
+class OpenVinoSession:
+    """Stands in for RapidOCR's ``OrtInferSession`` (``session(x) -> [outputs]``): the same ONNX file compiled by
+    OpenVINO's CPU plugin with ``threads`` threads, in float32 (OpenVINO would pick bfloat16 on CPUs with AMX or
+    AVX512-BF16, which changes the text). OpenVINO fuses PP-LCNetV3's element-wise blocks into the convolutions that
+    onnxruntime runs as separate memory-bound passes: one worker reads the openstax images 1.7-1.9x as fast, outputs
+    within 1e-5 (``bench/bench_ocr.py`` compares the captions)."""
+
+    def __init__(self, model_path: str | Path, threads: int):
+        import openvino
+
+        # no CPU pinning: OpenVINO pins each process's threads from the first core on, so the pool's one-thread workers
+        # would all share core 0. The kernels it builds per input shape (every image has its own) are kept in a cache of
+        # 1,000 entries, not its default 5,000: a worker then stays at ~1.35 GB instead of growing past 1.75 GB by its
+        # 200th image, at the same speed (openstax images, one worker)
+        config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
+                  "ENABLE_CPU_PINNING": False, "CPU_RUNTIME_CACHE_CAPACITY": 1000}
+        self.compiled = openvino.Core().compile_model(str(model_path), "CPU", config)
+        self._request = self.compiled.create_infer_request()
+
+    def __call__(self, x: np.ndarray) -> list[np.ndarray]:
+        out = self._request.infer({0: x})
+        return [np.array(v) for v in out.to_tuple()]  # copies: the request reuses its buffers on the next call
+
+
 class RapidOcrEngine:
     """RapidOCR with ``spec.threads`` onnxruntime intra-op threads (and OpenCV threads), the spec's provider,
-    :data:`SESSION_CONFIG` with onnxruntime's CPU memory arena, and :class:`TableDetPreProcess`."""
+    :data:`SESSION_CONFIG` with onnxruntime's CPU memory arena, and :class:`TableDetPreProcess`; with
+    ``spec.runtime == "openvino"`` its three models run on :class:`OpenVinoSession` instead."""
 
     def __init__(self, spec: EngineSpec):
         import cv2
@@ -206,6 +243,10 @@ class RapidOcrEngine:
                                  det_use_cuda=cuda, cls_use_cuda=cuda, rec_use_cuda=cuda)
         finally:
             session_cls._init_sess_opts = own
+        if spec.runtime == "openvino":
+            # the attribute RapidOCR 1.4 calls its session in each part (the recogniser's differs)
+            for part, attr in ((self._ocr.text_det, "infer"), (self._ocr.text_cls, "infer"), (self._ocr.text_rec, "session")):
+                setattr(part, attr, OpenVinoSession(getattr(part, attr).session._model_path, spec.threads))
         det = self._ocr.text_det
         det.get_preprocess = lambda max_wh, own=det.get_preprocess: TableDetPreProcess(own(max_wh))
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -14,6 +15,35 @@ from mmir.core.errors import ConfigError, MmirError
 from mmir.llm.backends.base import Backend, Generation, is_empty_text, token_logprobs, with_defaults
 from mmir.llm.errors import GenerationFailure
 from mmir.llm.messages import text_only_messages
+
+#: /proc/cpuinfo flags each instruction-set feature of llama.cpp's CPU build needs (``llama_print_system_info``)
+BUILD_FEATURE_FLAGS: Mapping[str, tuple[str, ...]] = {
+    "AVX": ("avx",), "AVX2": ("avx2",), "F16C": ("f16c",), "FMA": ("fma",), "BMI2": ("bmi2",),
+    "AVX512": ("avx512f", "avx512bw", "avx512vl", "avx512dq"), "AVX512_VBMI": ("avx512vbmi",),
+    "AVX512_VNNI": ("avx512_vnni",), "AVX512_BF16": ("avx512_bf16",), "AVX_VNNI": ("avx_vnni",),
+    "AMX_INT8": ("amx_int8",),
+}
+
+
+def missing_cpu_flags(system_info: str, cpu_flags: set[str]) -> list[str]:
+    """The CPU flags that llama.cpp's build uses (``FEATURE = 1`` in ``system_info``) and ``cpu_flags`` lacks."""
+    built = re.findall(r"\b([A-Z0-9_]+) = 1\b", system_info)
+    return [flag for feature in built for flag in BUILD_FEATURE_FLAGS.get(feature, ()) if flag not in cpu_flags]
+
+
+def check_cpu_supports_build(llama_cpp, cpuinfo: Path = Path("/proc/cpuinfo")) -> None:
+    """Raises :class:`MmirError` when llama-cpp-python was compiled for instructions this CPU lacks (a wheel built on
+    another machine, e.g. an AVX-512 build from a pip cache shared by a cluster's nodes), which would otherwise stop
+    the process with SIGILL at the first token. No check where ``cpuinfo`` is unreadable (not Linux)."""
+    try:
+        flags = set(re.search(r"^flags\s*:(.*)$", cpuinfo.read_text(), re.M).group(1).split())
+    except (OSError, AttributeError):
+        return
+    missing = missing_cpu_flags(llama_cpp.llama_print_system_info().decode(), flags)
+    if missing:
+        raise MmirError(f"llama-cpp-python {llama_cpp.__version__} was built for CPU instructions this machine lacks "
+                        f"({', '.join(missing)}; its CPU flags in {cpuinfo}): rebuild it here, e.g. `make setup` after "
+                        "`pip uninstall -y llama-cpp-python && pip cache remove llama_cpp_python`")
 
 
 class LlamaCppBackend(Backend):
@@ -117,6 +147,7 @@ class LlamaCppBackend(Backend):
                 import llama_cpp
             except ImportError as e:
                 raise MmirError("the llama_cpp backend needs llama-cpp-python: pip install 'llama-cpp-python[server]'") from e
+            check_cpu_supports_build(llama_cpp)
             kw = dict(n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers, verbose=self.verbose, logits_all=logits_all)
             self._logits_all = logits_all
             if self.n_threads is not None:
