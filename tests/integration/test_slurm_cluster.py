@@ -33,7 +33,7 @@ TARGET = "results/metrics/task2/openstax/minilm/statistics.json"
 # score has no entry: resources.default
 RESOURCES = {"default": {"threads": 1, "mem_mb": 1000, "runtime": 5, "gpu": 0},
              "prepare": {"threads": 1, "mem_mb": 1500, "runtime": 10, "gpu": 0},
-             "ocr": {"threads": 2, "mem_mb": 2500, "runtime": 15, "gpu": 0},
+             "ocr": {"threads": 2, "mem_mb": 3500, "runtime": 15, "gpu": 0},
              "caption": {"threads": 1, "mem_mb": 1200, "runtime": 8, "gpu": 0},
              "encode": {"threads": 1, "mem_mb": 2000, "runtime": 20, "gpu": 0},
              "retrieve": {"threads": 2, "mem_mb": 1800, "runtime": 12, "gpu": 0}}
