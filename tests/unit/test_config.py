@@ -32,7 +32,7 @@ def test_defaults_are_filled():
                                  "task4_protocol": "paper", "image_text": "ocr", "alt_text": False, "tie_order": "run",
                                  "chunk_size": 65536}
     assert cfg["captioners"] == {"ocr": {"kind": "ocr", "min_score": 0.5, "engine": "rapidocr", "device": None, "lang": "eng",
-                                         "shard_size": 500}}
+                                         "runtime": "openvino", "shard_size": 500}}
     assert cfg["ablations"]["caption"] == {"systems": [], "captioners": []}
     assert cfg["tasks"] == ["task1"] and "nDCG@10" in cfg["measures"]
     assert cfg["datasets"]["tiny"]["integrity"]["missing_gold"] == "error"
