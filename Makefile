@@ -48,10 +48,11 @@ reproduce: setup
 	$(VENV)/bin/snakemake --cores $(CORES) --configfile workflow/configs/offline-full.yaml
 
 # the unit tests on one process per core (pytest-xdist; one file per process at a time, so a file's fixtures stay
-# together): 500 s -> 200 s on 2 cores. The integration tests then run on one process: most of them hold both cores
+# together): 500 s -> 200 s on 2 cores. A crashed worker fails its test and is not replaced (--max-worker-restart=0):
+# xdist 3.8 hung after replacing one. The integration tests then run on one process: most of them hold both cores
 # (llama.cpp on 2 threads, Snakemake --cores 2), and two llama.cpp processes on the same cores slow each other down.
 test: setup lint
-	$(PY) -m pytest -n auto --dist loadfile tests/unit
+	$(PY) -m pytest -n auto --dist loadfile --max-worker-restart=0 tests/unit
 	$(PY) -m pytest tests/integration
 
 # ruff (line length 140, pyproject.toml), snakefmt, the import-layer contract, the strict docs build;

@@ -5,7 +5,11 @@ images counted instead of stopping the shard."""
 from __future__ import annotations
 
 import io
+import multiprocessing
 import shutil
+import subprocess
+import sys
+from concurrent.futures import ProcessPoolExecutor
 
 import pandas as pd
 import pytest
@@ -246,25 +250,50 @@ def test_engine_settings_give_rapidocr_defaults_outputs_bitwise():
         assert bool(got) == bool(words)
 
 
+def _openvino_and_onnxruntime_lines(cases):
+    """In a spawned worker (OpenVINO stays out of the test process, see :mod:`mmir.encoders.ocr_pool`): the
+    OpenVINO sessions' settings and both runtimes' lines for each ``(words, size)``."""
+    ort = engines.EngineSpec("rapidocr", "cpu").build()
+    ov = engines.EngineSpec("rapidocr", "cpu", runtime="openvino").build()
+    sessions = (ov._ocr.text_det.infer, ov._ocr.text_cls.infer, ov._ocr.text_rec.session)
+    settings = [(type(s).__name__, str(s.compiled.get_property("INFERENCE_PRECISION_HINT")),
+                 s.compiled.get_property("INFERENCE_NUM_THREADS"), s.compiled.get_property("ENABLE_CPU_PINNING")) for s in sessions]
+    images = [Image.open(io.BytesIO(_png(words, size=size))).convert("RGB") for words, size in cases]
+    return settings, [(ort.read(img), ov.read(img)) for img in images]
+
+
 def test_openvino_runtime_reads_what_onnxruntime_reads():
     """The same ONNX models on OpenVINO (float32): the same lines and texts; boxes within a pixel, scores within 1e-4
     (other kernels, other rounding)."""
     pytest.importorskip("openvino")
     pytest.importorskip("rapidocr_onnxruntime")
-    ort = engines.EngineSpec("rapidocr", "cpu").build()
-    ov = engines.EngineSpec("rapidocr", "cpu", runtime="openvino").build()
-    sessions = (ov._ocr.text_det.infer, ov._ocr.text_cls.infer, ov._ocr.text_rec.session)
-    assert all(isinstance(s, engines.OpenVinoSession) for s in sessions)
-    for s in sessions:  # float32 even where the CPU has bfloat16 (AMX); one thread, not pinned (workers share the cores)
-        assert str(s.compiled.get_property("INFERENCE_PRECISION_HINT")) == "<Type: 'float32'>"
-        assert s.compiled.get_property("INFERENCE_NUM_THREADS") == 1 and s.compiled.get_property("ENABLE_CPU_PINNING") is False
-    for words, size in [("SPEED ONE", (420, 110)), ("2 + 3 = 5", (300, 300)), ("LINE A\nLINE B", (500, 260)), ("", (90, 60))]:
-        img = Image.open(io.BytesIO(_png(words, size=size))).convert("RGB")
-        want, got = ort.read(img), ov.read(img)
+    cases = [("SPEED ONE", (420, 110)), ("2 + 3 = 5", (300, 300)), ("LINE A\nLINE B", (500, 260)), ("", (90, 60))]
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        settings, results = pool.submit(_openvino_and_onnxruntime_lines, cases).result()
+    # float32 even where the CPU has bfloat16 (AMX); one thread, not pinned (workers share the cores)
+    assert settings == [("OpenVinoSession", "<Type: 'float32'>", 1, False)] * 3
+    for (words, _), (want, got) in zip(cases, results):
         assert [l.text for l in got] == [l.text for l in want] and bool(got) == bool(words)
         for g, w in zip(got, want):
             assert g.score == pytest.approx(w.score, abs=1e-4)
             assert max(abs(a - b) for p, q in zip(g.box, w.box) for a, b in zip(p, q)) <= 1.0
+
+
+def test_openvino_captioner_on_one_worker_keeps_openvino_out_of_this_process(tmp_path):
+    """OpenVINO loaded next to torch and pyarrow corrupted the interpreter's heap (a segfault minutes later), so even
+    ``workers=1`` reads on a spawned worker; checked in a fresh interpreter, where nothing else imported it."""
+    pytest.importorskip("openvino")
+    pytest.importorskip("rapidocr_onnxruntime")
+    png = tmp_path / "x.png"
+    png.write_bytes(_png("HELLO", size=(300, 120)))
+    code = ("import sys\nfrom pathlib import Path\nfrom mmir.encoders.ocr import OcrCaptioner\n"
+            "if __name__ == '__main__':\n"
+            f"    with OcrCaptioner(None, device='cpu', runtime='openvino', workers=1) as cap:\n"
+            f"        print(repr(cap.caption(Path({str(png)!r}).read_bytes())), 'openvino' in sys.modules)\n")
+    script = tmp_path / "ocr_one.py"
+    script.write_text(code)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=True).stdout.split()
+    assert out == ["'HELLO'", "False"]
 
 
 def test_table_normalisation_equals_rapidocr_preprocessing():

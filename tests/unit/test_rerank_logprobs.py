@@ -118,7 +118,10 @@ def test_offline_gguf_expected_grade_equals_the_expectation_from_llamas_own_logi
     assert [r.status for r in recs] == ["ok", "ok"], [r.error for r in recs]
 
     # independently: the chat template rendered here, the prompt and the reply up to the grade evaluated by a fresh
-    # Llama, the logits at the grade's position, a softmax over the whole vocabulary, every grade token's probability
+    # Llama, the logits at the grade's position, a softmax over the whole vocabulary, every grade token's probability.
+    # Each prompt's tokens after the prefix it shares with the previous one are evaluated as one batch, as
+    # llama-cpp-python's prompt cache does: on ggml's AVX-512 kernels the logits depend on how tokens are batched
+    # (the second candidate's E[g] 1.9106 evaluated from scratch, 1.9272 after the cached 62-token prefix)
     ref = llama_cpp.Llama(model_path=str(backend.model_path), n_ctx=1024, n_threads=2, logits_all=True, verbose=False)
     template = jinja2.Environment().from_string(ref.metadata["tokenizer.chat_template"])
     pieces = [ref.detokenize([i]).decode("utf-8", errors="ignore").strip() for i in range(ref.n_vocab())]
@@ -128,8 +131,11 @@ def test_offline_gguf_expected_grade_equals_the_expectation_from_llamas_own_logi
         prompt = template.render(messages=msgs, add_generation_prompt=True)
         before = rec.text[:grade_offset(rec.text)]  # the reply's text before the grade (empty for a bare grade)
         ids = ref.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
-        ref.reset()
-        ref.eval(ids)
+        shared = next((i for i, (a, b) in enumerate(zip(ref._input_ids, ids)) if a != b), min(ref.n_tokens, len(ids)))
+        cached = min(shared, len(ids) - 1)  # at least the last prompt token is evaluated, for its logits
+        ref._ctx.kv_cache_seq_rm(-1, cached, -1)
+        ref.n_tokens = cached
+        ref.eval(ids[cached:])
         for t in ref.tokenize(before.encode("utf-8"), add_bos=False, special=False):  # one at a time, as generated
             ref.eval([t])
         logits = np.asarray(ref.scores[ref.n_tokens - 1], dtype=np.float64)

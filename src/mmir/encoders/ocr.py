@@ -48,7 +48,7 @@ class OcrCaptioner:
         device: rapidocr's onnxruntime provider, ``cpu`` | ``cuda`` | ``None`` (cuda when offered);
             :func:`~mmir.encoders.ocr_engines.resolve_device` falls back to cpu with a logged warning.
         lang: Tesseract language models (``eng``, ``eng+deu``).
-        workers: processes that OCR the cache misses (1 = in this process), each with one engine thread.
+        workers: processes that OCR the cache misses (1 = in this process, OpenVINO's on one worker), each with one engine thread.
         runtime: what runs rapidocr's models on a CPU, ``onnxruntime`` | ``openvino`` (:class:`~mmir.encoders.
             ocr_engines.OpenVinoSession`); on cuda always onnxruntime.
 

@@ -1,12 +1,12 @@
 """An OCR engine over many images on ``workers`` processes, each building its engine once (:class:`OcrPool`).
 
-``workers == 1`` runs in this process. Otherwise a ``spawn`` process pool: a fresh interpreter per worker, since
-forking a process that already runs threads (pyarrow's pool, onnxruntime's) can deadlock. The pool takes the images
-with the most engine work first (:func:`work`, from the image header), so a large image does not start last and
-leave the other workers idle at the end; results come back as they finish, each with its input index, and each
-image is read by the same engine settings whichever worker takes it, so the output does not depend on the number
-of workers or the order. A script that starts a pool must keep its top level under ``if __name__ == "__main__"``
-(spawn imports the main script in every worker).
+``workers == 1`` runs in this process (OpenVINO's engine on one worker process). Otherwise a ``spawn`` process
+pool: a fresh interpreter per worker, since forking a process that already runs threads (pyarrow's pool,
+onnxruntime's) can deadlock. The pool takes the images with the most engine work first (:func:`work`, from the image
+header), so a large image does not start last and leave the other workers idle at the end; results come back as
+they finish, each with its input index, and each image is read by the same engine settings whichever worker takes
+it, so the output does not depend on the number of workers or the order. A script that starts a pool must keep its
+top level under ``if __name__ == "__main__"`` (spawn imports the main script in every worker).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def work(data: bytes, engine: str = "rapidocr") -> float:
 
 class OcrPool:
     """``map_unordered(items)`` OCRs ``(bytes, source)`` items on up to ``workers`` processes; the engine of ``spec``
-    is built once per worker (once in this process when ``workers == 1``), the pool started on first use and kept
+    is built once per worker (once in this process when ``workers == 1``, except OpenVINO's), the pool started on first use and kept
     until :meth:`close`."""
 
     def __init__(self, spec: EngineSpec, workers: int = 1, max_pixels: int = DEFAULT_MAX_PIXELS):
@@ -97,7 +97,11 @@ class OcrPool:
         items = list(items)
         if not items:
             return
-        if self.workers == 1 or len(items) == 1 and self._executor is None:
+        # OpenVINO never runs in the calling process: loaded into the unit-test process (torch, pyarrow, mlflow, ...) it
+        # corrupted the interpreter's heap, a segfault in CPython's tuple free list minutes later even when no image
+        # went through it; a spawned worker holds only the OCR stack
+        inline = self.spec.runtime != "openvino"
+        if inline and (self.workers == 1 or len(items) == 1 and self._executor is None):
             if self._engine is None:
                 self._engine = self.spec.build()
             for i, (data, source) in enumerate(items):
