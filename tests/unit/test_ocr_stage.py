@@ -20,6 +20,7 @@ import mmir.encoders.ocr as ocr_mod
 import mmir.encoders.ocr_engines as engines
 from mmir.core import paths
 from mmir.encoders.ocr import OcrCaptioner
+from mmir.encoders.ocr_pool import OcrPool
 from mmir.workflow import ocr_steps
 from mmir.workflow.rules import RULES
 from mmir.workflow.shards import n_ocr_shards, shard_range
@@ -322,6 +323,22 @@ def test_work_estimates_rapidocr_detector_pixels():
     assert work(strip, "tesseract") == 2000 * 100 < work(square, "tesseract") == 600 * 600
     assert work(_png(size=(1000, 800))) == 1000 * 800  # no scaling above the short side
     assert work(b"not an image") == 0.0
+
+
+def test_pool_keeps_all_its_workers_after_a_small_first_call():
+    """The pool is sized by ``workers``, not by its first call: OpenVINO's first call may hold a single image."""
+    pytest.importorskip("rapidocr_onnxruntime")
+    datas = [_png("ONE", size=(240, 160)), b"broken", _png("TWO", size=(240, 160))]
+    pool = OcrPool(engines.EngineSpec("rapidocr", "cpu"), workers=3)
+    try:
+        first = dict(pool.map_unordered([(d, f"a{i}.png") for i, d in enumerate(datas[:2])]))
+        second = dict(pool.map_unordered([(d, f"b{i}.png") for i, d in enumerate(datas)]))
+        assert pool._executor._max_workers == 3
+    finally:
+        pool.close()
+    assert [first[i].corrupt for i in range(2)] == [False, True] and "ONE" in " ".join(l.text for l in first[0].lines).upper()
+    assert [second[i].corrupt for i in range(3)] == [False, True, False]
+    assert "TWO" in " ".join(l.text for l in second[2].lines).upper()
 
 
 def test_pool_returns_each_result_at_its_index_and_errors_in_input_order():

@@ -108,7 +108,9 @@ class OcrPool:
                 yield i, read_one(self._engine, data, source, self.max_pixels)
             return
         if self._executor is None:
-            self._executor = ProcessPoolExecutor(max_workers=min(self.workers, len(items)),
+            # all `workers`, whatever this first call holds (OpenVINO's may hold one image): a spawn pool starts its
+            # processes only as submitted work needs them
+            self._executor = ProcessPoolExecutor(max_workers=self.workers,
                                                  mp_context=multiprocessing.get_context("spawn"),
                                                  initializer=_init_worker, initargs=(self.spec, self.max_pixels))
         cost = [work(data, self.spec.engine) for data, _ in items]
