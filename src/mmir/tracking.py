@@ -333,6 +333,16 @@ def log_rag(config: dict, summaries: list[dict], artifacts: list[list[str]], pro
     return log_units(config, "rag", params, units, project_dir)
 
 
+def external_run_tags(run_file: str | Path | None) -> dict[str, str]:
+    """``external_run_file`` and ``external_run_sha256``: the file a ``kind: run`` unit's ranking comes from, read from
+    its retrieve stats (``<run>.stats.json``; a reranked run: its first stage's). None for mmir's own runs."""
+    stats = Path(str(run_file)).with_suffix(".stats.json") if run_file else None
+    d = json.loads(stats.read_text(encoding="utf-8")) if stats is not None and stats.is_file() else {}
+    if "external_sha256" in d:
+        return {"external_run_file": str(d["external_file"]), "external_run_sha256": str(d["external_sha256"])}
+    return external_run_tags(d["first_stage"]) if d.get("first_stage") else {}
+
+
 def log_invocation(config: dict, task: str, entries: list[dict], project_dir: str | Path = ".",
                    run_name: str | None = None, parent_metrics: dict[str, float] | None = None) -> dict:
     """A parent run for this task (``run_name``, default the task) and a child per entry, kept current as
@@ -355,7 +365,7 @@ def log_invocation(config: dict, task: str, entries: list[dict], project_dir: st
         tags = {"mmir.level": "unit", **run_tags(commit, f"mmir {task} score"), "rule": "score",
                 "wildcards": json.dumps({"task": t, "dataset": e["dataset"], "domain": e["domain"], "system": e["system"]}),
                 "task": t, "dataset": e["dataset"], "domain": e["domain"], "system": e["system"], "protocol": protocol,
-                **e.get("tags", {})}
+                **e.get("tags", {}), **external_run_tags(e.get("run_file"))}
         metrics = {_mlflow_key(m): float(v) for m, v in summary["measures"].items()}
         metrics |= {"queries": summary["queries"], "queries_without_results": summary["queries_without_results"]}
         metrics |= {k: float(v) for k, v in e.get("extra_metrics", {}).items()}

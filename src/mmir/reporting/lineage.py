@@ -30,6 +30,7 @@ from mmir.config.models import (
     VLMCaptioner,
     parse_slice,
 )
+from mmir.config.models.systems import RunSystem
 from mmir.core.gitinfo import code_commit
 from mmir.llm.prompts import PromptLibrary
 
@@ -61,6 +62,8 @@ def model_revision(system: System) -> str:
     if isinstance(system, BM25System):
         v = _package_version(system.backend)
         return f"{system.backend}=={v}" if v else "–"
+    if isinstance(system, RunSystem):
+        return "external run files (sha256 each: external runs)"
     if isinstance(system, MMSystem) and system.random_init:
         return f"random init (seed {system.seed})"
     if system.revision:
@@ -81,11 +84,26 @@ def systems_lineage(systems: Mapping[str, System]) -> list[dict[str, str]]:
     for name, s in systems.items():
         if isinstance(s, BM25System):
             model = f"BM25 {s.method} (k1 {s.k1}, b {s.b})"
+        elif isinstance(s, RunSystem):
+            model = s.path
         else:
             model = s.model or s.encoder if isinstance(s, MMSystem) else s.model
-        rows.append({"system": name, "kind": s.kind, "backend": "" if isinstance(s, MMSystem) else s.backend,
+        rows.append({"system": name, "kind": s.kind, "backend": "" if isinstance(s, (MMSystem, RunSystem)) else s.backend,
                      "model": model, "revision": model_revision(s), "preset": s.preset or ""})
     return rows
+
+
+def external_runs_lineage(stats: Sequence[str | Path] = ()) -> list[dict[str, Any]]:
+    """One row per external run file scored (``kind: run``), from the retrieve stats of its unit
+    (:func:`mmir.workflow.external_runs.copy_external_run`): system, task, dataset, file, sha256, lines, topics it
+    lacks (scored 0)."""
+    rows = []
+    for f in stats:
+        d = json.loads(Path(f).read_text(encoding="utf-8"))
+        rows.append({"system": d.get("system", ""), "task": d.get("task", ""), "file": d.get("external_file", ""),
+                     "sha256": d.get("external_sha256", ""), "lines": d.get("external_lines"),
+                     "topics_missing": d.get("topics_missing")})
+    return sorted(rows, key=lambda r: (r["system"], r["task"], r["file"]))
 
 
 def generators_lineage(generators: Mapping[str, Generator]) -> list[dict[str, str]]:
@@ -178,10 +196,12 @@ def used_prompts(config: ParamsSlice) -> dict[str, list[str] | None]:
     return out
 
 
-def lineage(config: Mapping[str, Any], prepared: Sequence[str | Path] = (), repo_dir: str | Path | None = None) -> dict[str, Any]:
-    """The whole lineage: ``code`` (commit, dirty), ``datasets``, ``systems``, ``generators``, ``prompts`` (rows as
-    above). ``config``: the report rule's slice (datasets, systems, generators, captioners, reformulators, ablations,
-    rag, m2rag, mmdr, audit, mlflow), parsed as :class:`~mmir.config.models.ParamsSlice`."""
+def lineage(config: Mapping[str, Any], prepared: Sequence[str | Path] = (), repo_dir: str | Path | None = None,
+            external_runs: Sequence[str | Path] = ()) -> dict[str, Any]:
+    """The whole lineage: ``code`` (commit, dirty), ``datasets``, ``systems``, ``generators``, ``prompts`` and, with
+    ``kind: run`` systems, ``external_runs`` (rows as above; ``external_runs``: their units' retrieve stats). ``config``:
+    the report rule's slice (datasets, systems, generators, captioners, reformulators, ablations, rag, m2rag, mmdr,
+    audit, mlflow), parsed as :class:`~mmir.config.models.ParamsSlice`."""
     p = parse_slice(dict(config))
     c = code_commit(repo_dir)
     used_gens = set()
@@ -196,4 +216,5 @@ def lineage(config: Mapping[str, Any], prepared: Sequence[str | Path] = (), repo
             "datasets": datasets_lineage(p.datasets or {}, prepared),
             "systems": systems_lineage(p.systems or {}),
             "generators": generators_lineage(gens),
-            "prompts": prompts_lineage(used_prompts(p))}
+            "prompts": prompts_lineage(used_prompts(p)),
+            **({"external_runs": external_runs_lineage(external_runs)} if external_runs else {})}

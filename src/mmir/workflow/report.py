@@ -18,7 +18,7 @@ log = logging.getLogger("mmir.workflow.report")
 
 def report_step(config: Mapping[str, Any], files: Sequence[str | Path], prepared: Sequence[str | Path], out_html: str | Path,
                 out_lineage: str | Path, out_latex: str | Path, tex: Mapping[str, str | Path],
-                out_tracking: str | Path | None = None) -> dict[str, int]:
+                out_tracking: str | Path | None = None, external_runs: Sequence[str | Path] = ()) -> dict[str, int]:
     """Build the page, the lineage JSON, the LaTeX files; log them to MLflow when ``out_tracking`` is given.
 
     Args:
@@ -27,6 +27,7 @@ def report_step(config: Mapping[str, Any], files: Sequence[str | Path], prepared
         files: :func:`mmir.workflow.targets.report_files` of the config (tables, figures, MLflow records).
         prepared: the ``prepare.json`` of every prepared domain (sizes and fetched revisions for the lineage).
         tex: ``{name: results/tables/<name>.tex}`` for the markdown tables (from :func:`mmir.workflow.targets.tex_outputs`).
+        external_runs: the retrieve stats of every ``kind: run`` unit (file and sha256 in the lineage).
 
     Returns:
         Counts: tables, figures, csv files, latex tables, html bytes, tables whose computing commit MLflow gave.
@@ -56,7 +57,7 @@ def report_step(config: Mapping[str, Any], files: Sequence[str | Path], prepared
     for p in missing:  # declared but no markdown among the inputs: say so in the file rather than leave it absent
         write_text(p, f"% {Path(p).name}: no markdown table among the report's inputs\n")
     write_text(out_latex, latex_document(fragments, "mmir tables"))
-    lin = lineage(config, prepared)
+    lin = lineage(config, prepared, external_runs=external_runs)
     latex_files = [str(p) for p in tex.values()] + [str(out_latex)]
     parents = {t.name: mlflow_parent(t) for t in tables if mlflow_parent(t)}
     commits = {}

@@ -285,7 +285,8 @@ class RetrieveJob:
     ``evaluation``: the retrieve slice of ``evaluation`` (``protocol``, ``top_k``; ``task4_protocol``,
     ``chunk_size``, ``alt_text`` where the task and system read them). ``stores``: kind -> store directory of a
     dense/mm system (from the encode jobs). ``queries``: an ablation's query variants (Task 1), encoded here through
-    the embedding cache at ``cache_root`` (a few thousand short texts at most)."""
+    the embedding cache at ``cache_root`` (a few thousand short texts at most). ``external``: the run file of a ``kind:
+    run`` system (:mod:`mmir.workflow.external_runs`)."""
 
     task: str
     prepared_dir: str | Path
@@ -298,13 +299,14 @@ class RetrieveJob:
     captions: str | Path | None = None
     queries: str | Path | None = None
     cache_root: str | Path | None = None
+    external: str | Path | None = None  # a kind: run system's run file of this unit
 
 
 def retrieve(job: RetrieveJob, encoder=None) -> dict:
     """Run one system on one prepared domain for one task (:class:`RetrieveJob`); writes the TREC run and its stats.
 
-    Scores: BM25 as bm25s gives them; vector systems cosine x 100; multi-vector systems the MaxSim sum. Exclusions
-    per ``evaluation.protocol``.
+    Scores: BM25 as bm25s gives them; vector systems cosine x 100; multi-vector systems the MaxSim sum; an external
+    run (``kind: run``) its file's. Exclusions per ``evaluation.protocol``.
     """
     from mmir.core.io import write_json as _wj
     from mmir.retrieval.exclusions import as_indices, exclusions
@@ -315,6 +317,10 @@ def retrieve(job: RetrieveJob, encoder=None) -> dict:
     task, system_name, system, queries = job.task, job.system_name, job.system, job.queries
     typed = parse_system(system, f"systems.{system_name}")
     evaluation = parse(EvaluationConfig, job.evaluation, "evaluation")  # keys the slice leaves out: their defaults
+    if typed.kind == "run":  # rankings made elsewhere: checked and copied (mmir.workflow.external_runs)
+        from mmir.workflow.external_runs import copy_external_run
+
+        return copy_external_run(task, job.prepared_dir, system_name, job.external, evaluation, job.out_run, job.out_stats)
     t0 = time.perf_counter()
     prep = Path(job.prepared_dir)
     items, qs = task_items(task, prep), task_queries(task, prep, queries)

@@ -434,9 +434,9 @@ def _significance_metrics(significance_file: str | Path | None) -> tuple[dict, d
 
 def model_revision(system: System) -> str:
     """What names a system's weights in MLflow: its pinned revision, else its model, its multimodal encoder, or its
-    BM25 backend."""
+    BM25 backend; an external run (``kind: run``): its path template (each file's sha256 is a tag of its own)."""
     return str(getattr(system, "revision", None) or getattr(system, "model", None) or getattr(system, "encoder", None)
-               or system.backend)
+               or getattr(system, "backend", None) or f"external run {system.path}")
 
 
 def track(config: dict, task: str, units: list[dict], out_json: str | Path, run_name: str | None = None,

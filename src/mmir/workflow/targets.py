@@ -96,7 +96,7 @@ def used_captioners(config: dict | Params) -> list[str]:
     (``evaluation.image_text``), the caption grid, the reformulators' image text, M2RAG's."""
     p = U.typed(config)
     out = []
-    text_systems = any(s.kind != "mm" for s in p.systems.values())
+    text_systems = any(s.kind not in ("mm", "run") for s in p.systems.values())  # an external run reads no image text
     if ((text_systems and any(task_spec(t).multimodal for t in p.tasks)) or U.rag_units(p) or U.mmdr_units(p)
             or (U.essentiality_units(p) and not p.essentiality.labels)):
         out.append(p.evaluation.image_text)

@@ -1,7 +1,7 @@
 """The one config check before any job: the typed models (defaults filled), then the embedding API systems' (base
 URL, key variable) and every benchmark's own cross-key checks, then what the config names outside itself (dataset
-roots and domains, environment variables holding API keys, model packages). Snakemake
-(``workflow/rules/common.smk``) and the CLI both call this."""
+roots and domains, environment variables holding API keys, model packages, the run files of ``kind: run`` systems).
+Snakemake (``workflow/rules/common.smk``) and the CLI both call this."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def validate_config(config: dict, file: str | None = None) -> dict:
     for name, ds in params.datasets.items():
         check_dataset(name, ds, file)
     check_rerank(params, file)
+    check_external_runs(params, file)
     check_reporting(params, file)
     check_environment(params, file)
     return config
@@ -98,6 +99,37 @@ def check_rerank(params: Params, file: str | None = None) -> None:
                 raise ConfigError(f"rerank.runs.{i}", f"{run.system} runs on none of this run's tasks "
                                   f"({', '.join(run.tasks or params.tasks)}) and datasets ({', '.join(run.datasets or params.datasets)}): "
                                   "nothing to rerank (Task 1 has no kind: mm system; Tasks 2-4 need a dataset with images)", file)
+
+
+def check_external_runs(params: Params, file: str | None = None) -> None:
+    """Each ``kind: run`` system has a run file for every (task, dataset, domain) the config runs it on (its ``path``
+    template filled; relative paths against the working directory, the project directory of every job), and no
+    ablation grid names it (a grid re-runs its systems with other queries; an external run cannot be re-run).
+
+    Raises:
+        ConfigError: naming ``systems.<name>.path`` and the first missing file (with the count), or
+            ``ablations.<grid>.systems.<i>``.
+    """
+    from mmir.retrieval.external import run_path
+    from mmir.workflow.units import task_units
+
+    external = {n: s for n, s in params.systems.items() if s.kind == "run"}
+    if not external:
+        return
+    for grid in ("caption", "reformulation", "reasoning"):
+        for i, s in enumerate(getattr(params.ablations, grid).systems):
+            if s in external:
+                raise ConfigError(f"ablations.{grid}.systems.{i}", f"{s!r} is an external run (kind: run): a query ablation "
+                                  "searches again with other queries, which an external run cannot do", file)
+    for name, s in external.items():
+        wanted = [(t, u["dataset"], u["domain"]) for t in params.tasks for u in task_units(params, t) if u["system"] == name]
+        missing = [(t, d, dom, run_path(s.path, t, d, dom)) for t, d, dom in wanted]
+        missing = [m for m in missing if not os.path.isfile(m[3])]
+        if missing:
+            t, d, dom, path = missing[0]
+            raise ConfigError(f"systems.{name}.path", f"no run file {path!r} for {t} on {d}/{dom} ({len(missing)} of the "
+                              f"{len(wanted)} run files this config reads are missing; relative paths are relative to the "
+                              f"project directory {os.getcwd()}; limit the system with tasks / datasets)", file)
 
 
 def check_reporting(params: Params, file: str | None = None) -> None:

@@ -245,8 +245,40 @@ MultiVectorSystem = Annotated[
 ]
 
 
+#: the fields a ``kind: run`` path template may hold
+RUN_PATH_FIELDS = ("task", "dataset", "domain")
+
+
+class RunSystem(_System):
+    """Rankings made outside mmir: one TREC run file per task, dataset and domain, checked and copied by the retrieve
+    step (mmir.retrieval.external), then scored, tabled and reranked like any system."""
+
+    kind: Literal["run"] = Field(description="run = TREC run files made elsewhere (docs: Your own system)")
+    path: str = Field(description="the run file of each unit, a template of {task}, {dataset} and {domain} (e.g. "
+                      "runs/{task}/{dataset}/{domain}.trec); relative paths are relative to the project directory, $VARS "
+                      "and ~ are expanded; its sha256 decides reruns")
+
+    @field_validator("path")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        import string
+
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+        except ValueError as exc:  # unbalanced braces
+            raise ValueError(f"{value!r}: {exc}") from exc
+        bad = sorted({f for f in fields if f not in RUN_PATH_FIELDS})
+        if bad:
+            raise ValueError(f"{value!r}: a run path template holds only {{task}}, {{dataset}} and {{domain}} (unknown: "
+                             f"{', '.join(bad)})")
+        if not value.strip():
+            raise ValueError("an empty path")
+        return value
+
+
 System = Annotated[
     Annotated[BM25System, Tag("kind=bm25")] | Annotated[DenseSystem, Tag("kind=dense")] | Annotated[MMSystem, Tag("kind=mm")]
-    | Annotated[MultiVectorSystem, Tag("kind=multivector")],
-    tagged_by("kind", "bm25", "dense", "mm", "multivector"),
+    | Annotated[MultiVectorSystem, Tag("kind=multivector")]
+    | Annotated[RunSystem, Tag("kind=run")],
+    tagged_by("kind", "bm25", "dense", "mm", "multivector", "run"),
 ]

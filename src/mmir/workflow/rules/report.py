@@ -134,7 +134,7 @@ def _report_html(job: Job):
     o = job.output
     tex = {k: v for k, v in o.items() if k.startswith("tex_")}
     return report_step(job.params, list(job.input["files"]), list(job.input["prepared"]), o["html"], o["lineage"],
-                       o["latex"], tex, o["tracking"])
+                       o["latex"], tex, o["tracking"], list(job.input.get("external_runs", [])))
 
 
 def _report_html_tex(config: dict) -> dict[str, str]:
@@ -144,10 +144,14 @@ def _report_html_tex(config: dict) -> dict[str, str]:
 
 
 def _report_html_inputs(config: dict, w: W) -> dict:
-    """Every table, figure and MLflow record of the families the config runs, and the prepare reports (lineage)."""
+    """Every table, figure and MLflow record of the families the config runs, the prepare reports and the retrieve stats
+    of external runs (``kind: run``: their files and sha256; lineage)."""
     from mmir.workflow.targets import family_targets, report_files
 
-    return {"files": report_files(config), "prepared": family_targets(config, "prepare")}
+    external = [paths.RUN_STATS.format(task=t, **u) for t in config["tasks"] for u in U.task_units(config, t)
+                if config["systems"].get(u["system"], {}).get("kind") == "run"]
+    return {"files": report_files(config), "prepared": family_targets(config, "prepare"),
+            **({"external_runs": external} if external else {})}
 
 
 #: The config the report reads: what the lineage names (data, models, generators, prompts of the stages) and MLflow.

@@ -1,5 +1,6 @@
 """Rules of ``workflow/rules/retrieval.smk``: encode (one shard of one kind of a vector system) and retrieve (one
-system over one prepared domain for one task -> TREC run). What a task reads comes from :mod:`mmir.core.tasks`."""
+system over one prepared domain for one task -> TREC run; a ``kind: run`` system's external run checked and copied).
+What a task reads comes from :mod:`mmir.core.tasks`."""
 
 from __future__ import annotations
 
@@ -69,7 +70,14 @@ def _retrieve(job: Job):
     stores = {k[len("shards_"):]: str(Path(v[0]).parent) for k, v in i.items() if k.startswith("shards_")}
     return retrieval_steps.retrieve(retrieval_steps.RetrieveJob(
         w["task"], prepared_dir(w), w["system"], p["system"], p["evaluation"], job.output["run"], job.output["stats"], stores,
-        i.get("captions"), i.get("queries"), p["cache_root"]))
+        i.get("captions"), i.get("queries"), p.get("cache_root"), i.get("external")))
+
+
+def external_run_file(config: dict, w: W) -> str:
+    """The run file of a ``kind: run`` system's unit (its ``path`` template filled; relative to the project directory)."""
+    from mmir.retrieval.external import run_path
+
+    return run_path(config["systems"][w["system"]]["path"], w["task"], w["dataset"], w["domain"])
 
 
 def _retrieve_inputs(config: dict, w: W) -> dict:
@@ -80,6 +88,8 @@ def _retrieve_inputs(config: dict, w: W) -> dict:
     spec = task_spec(w["task"])
     files = {n.replace(".", "_"): paths.prepared(w["dataset"], w["domain"], n) for n in spec.retrieve_files}
     kind = system_config(config, w["system"])["kind"]
+    if kind == "run":  # the external run file, checked against the task's items, topics and exclusions
+        return files | {"external": external_run_file(config, w)}
     if spec.multimodal and kind == "bm25":
         files["captions"] = image_text_captions(config, w)
     base = {**w, "system": base_system(config, w["system"])}
@@ -101,6 +111,11 @@ def _retrieve_params(config: dict, w: W) -> dict:
         ev["task4_protocol"] = config["evaluation"]["task4_protocol"]
     typed = U.typed(config).systems[base_system(config, w["system"])]
     kind = typed.kind
+    if kind == "run":  # the file's sha256 decides a rerun, as a changed config slice does
+        from mmir.retrieval.external import file_sha256
+
+        path = external_run_file(config, w)
+        return {"system": system, "evaluation": ev, "external_sha256": file_sha256(path) if Path(path).is_file() else None}
     if kind != "bm25":
         ev["chunk_size"] = config["evaluation"]["chunk_size"]
     elif spec.multimodal:
