@@ -30,11 +30,11 @@ def fetch(dataset: str, ds: dict, domain: str, out_marker: str | Path) -> dict:
     if hub.source == "beir":
         from mmir.data.beir import HUB_PATTERNS
 
-        info = fetch_files(hub.repo_id, hub.revision, HUB_PATTERNS, dest)
+        info = fetch_files(hub.repo_id, hub.revision, HUB_PATTERNS, dest, hub.source)
     elif hub.source == "bright":
         from mmir.data.bright import configs
 
-        info = fetch_domain(hub.repo_id, hub.revision, domain, configs(hub), dest)
+        info = fetch_domain(hub.repo_id, hub.revision, domain, configs(hub), dest, hub.source)
     else:
         info = fetch_domain(hub.repo_id, hub.revision, domain, ["documents", "examples", "examples_multimodal",
                                                                "document_images", "examples_images"], dest)
