@@ -42,7 +42,7 @@ onstart:
     for name, ds in config["datasets"].items():
         if fetched(ds) and not all(Path(paths.FETCHED.format(dataset=name, domain=d)).exists() for d in DOMAINS[name]):
             try:
-                check_reachable(ds["repo_id"], ds["revision"])
+                check_reachable(ds["repo_id"], ds["revision"], ds["source"])
             except Exception as exc:
                 raise WorkflowError(f"dataset {name}: {exc}")
 

@@ -7,6 +7,9 @@ family for DVC; it derives nothing itself (``mmir.workflow.rules`` and ``mmir.wo
     mmir targets FAMILY [--dataset D] [--task T]  the files that complete a stage family
     mmir snakemake FAMILY [...] [-- SNAKEMAKE ARGS]  snakemake on those files (the DVC stages' command)
     mmir expected OUT.yaml [--tolerance T]         this run's Task 1-4 tables as expected values (regression guard)
+
+A bad config or data file is one line, ``mmir: error: <file>, line N, field 'x': ...`` (exit status 2); ``mmir --debug``
+prints its traceback too.
 """
 
 from __future__ import annotations
@@ -146,6 +149,8 @@ def parser() -> argparse.ArgumentParser:
     """The ``mmir`` argument parser (``--configfile`` is read by each command: see :func:`hoist_configfiles`)."""
     top = argparse.ArgumentParser(prog="mmir", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     top.add_argument("--params", default="params.yaml", help="config file (default: params.yaml)")
+    top.add_argument("--debug", action="store_true", help="print the traceback of an error (a data or config error is "
+                                                           "one `mmir: error: ...` line otherwise)")
     _configfile_option(top)
     sub = top.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("validate", help="check the config and list its units")
@@ -195,7 +200,8 @@ def hoist_configfiles(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 for a bad config or data, with the error on stderr)."""
+    """Entry point; returns the exit status (2 for a bad config or data: one ``mmir: error: <file>, line N, field 'x':
+    ...`` line on stderr, the traceback too with ``--debug``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []  # passed to snakemake as they are
     argv, configfiles = hoist_configfiles(argv[: len(argv) - len(extra) - (1 if "--" in argv else 0)])
@@ -209,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.params, args.configfile)
         return globals()[f"cmd_{args.cmd}"](config, args)
     except (MmirError, ValueError, OSError) as exc:  # OSError: e.g. a --params / --configfile that cannot be read
+        if args.debug:
+            import traceback
+
+            traceback.print_exc()
         print(f"mmir: error: {exc}", file=sys.stderr)
         return 2
 

@@ -49,20 +49,22 @@ def test_beir_local_keeps_grades_the_split_queries_and_title_text(tmp_path):
 
 
 @pytest.mark.parametrize("corpus, qrels, where", [
-    ("{not json\n", QRELS, ("corpus.jsonl", 0, None)),
-    (json.dumps({"title": "t", "text": "x"}) + "\n", QRELS, ("corpus.jsonl", 0, "_id")),
-    (None, "query-id\tcorpus-id\tscore\nq1\td1\n", ("test.tsv", 1, None)),
-    (None, "query-id\tcorpus-id\tscore\nq1\td1\thigh\n", ("test.tsv", 1, "score")),
-    (None, "query-id\tcorpus-id\tscore\nq1\tdX\t1\n", ("queries.jsonl", 0, "gold_ids")),
-    (None, "query-id\tcorpus-id\tscore\nq2\td1\t1\n", ("queries.jsonl", 1, "text")),
+    ("{not json\n", QRELS, ("corpus.jsonl", 1, None)),
+    (json.dumps({"title": "t", "text": "x"}) + "\n", QRELS, ("corpus.jsonl", 1, "_id")),
+    (None, "query-id\tcorpus-id\tscore\nq1\td1\n", ("test.tsv", 2, None)),
+    (None, "query-id\tcorpus-id\tscore\nq1\td1\thigh\n", ("test.tsv", 2, "score")),
+    # an unknown document is named at its qrels line, not at the query's row of queries.jsonl
+    (None, "query-id\tcorpus-id\tscore\nq1\td1\t1\n\nq1\tdX\t1\n", ("test.tsv", 4, "corpus-id")),
+    (None, "query-id\tcorpus-id\tscore\nq2\td1\t1\n", ("queries.jsonl", 2, "text")),
 ])
-def test_beir_errors_name_file_row_and_field(tmp_path, corpus, qrels, where):
+def test_beir_errors_name_file_line_and_field(tmp_path, corpus, qrels, where):
     root = beir_dir(tmp_path / "beir", qrels=qrels, queries=[QUERIES[0], {"_id": "q2", "text": " "}])
     if corpus is not None:
         (root / "corpus.jsonl").write_text(corpus, encoding="utf-8")
     with pytest.raises(DataError) as exc:
         prepare_domain("toy", {"source": "beir", "root": str(root)}, "toy")
-    assert Path(exc.value.file).name == where[0] and exc.value.row == where[1] and exc.value.field == where[2]
+    assert (Path(exc.value.file).name, exc.value.line, exc.value.field) == where
+    assert f"{Path(exc.value.file).name}, line {where[1]}" in str(exc.value)
 
 
 def _png(color) -> bytes:

@@ -308,7 +308,9 @@ def test_null_list_is_an_error_unless_the_policy_says_warn(tmp_path, field):
     p = prepare_domain("mmb", ds(root, null_lists="warn"), "d")
     assert p.report["problems"]["null_lists"] == 1 and "query '2'" in p.report["examples"]["null_lists"][0]
     if field == "gold_ids":
-        assert "2" not in p.qrels and p.report["problems"]["no_gold"] == 1
+        # read as [], the query has no judgement: integrity.unjudged_queries (drop) leaves it out, counted
+        assert "2" not in p.qrels and "2" not in set(p.topics["qid"]) and p.report["problems"]["unjudged_queries"] == 1
+        assert p.report["topic_rows"]["dropped"] == {"unjudged": 1} and p.report["topic_rows"]["dropped_ids"] == {"unjudged": ["2"]}
 
 
 # ------------------------------------------------------------------------ 11. messages name real sources

@@ -20,13 +20,24 @@ class ConfigError(MmirError):
 
 
 class DataError(MmirError):
-    """Bad input data: names the file, and where known the row (0-based) and field."""
+    """Bad input data: names the file and, where known, the place and the field.
 
-    def __init__(self, file: str, message: str, row: int | None = None, field: str | None = None):
-        self.file, self.row, self.field = str(file), row, field
+    The place is a 1-based ``line`` for line-based text files (JSON-lines, TSV, TREC), or a 0-based ``row`` for
+    table rows (parquet) and iterator positions (ir_datasets); the message says which (``line 551`` / ``row 11``).
+    When both are given the line is named.
+    """
+
+    def __init__(self, file: str, message: str, row: int | None = None, field: str | None = None, line: int | None = None):
+        self.file, self.row, self.field, self.line, self.message = str(file), row, field, line, message
         parts = [str(file)]
-        if row is not None:
+        if line is not None:
+            parts.append(f"line {line}")
+        elif row is not None:
             parts.append(f"row {row}")
         if field is not None:
             parts.append(f"field '{field}'")
         super().__init__(f"{', '.join(parts)}: {message}")
+
+    def at_line(self, line: int | None) -> DataError:
+        """The same error placed at a 1-based ``line`` (a text file's) instead of its row; itself when ``line`` is None."""
+        return self if line is None else DataError(self.file, self.message, self.row, self.field, line)

@@ -6,15 +6,15 @@ shared by MTEB retrieval sets and ViDoRe's BEIR exports):
 - ``queries.jsonl`` (same forms): ``_id``, ``text``;
 - ``qrels/<split>.tsv`` (header ``query-id corpus-id score``; or ``qrels/<split>*.parquet``).
 
-As BEIR's loader does, only the queries judged in the split are kept, and a document's text is ``title + " " + text``
-(``title: false`` keeps the text alone). Image files ``<image_dir>/<corpus-id>.<ext>`` or an ``image`` column make the
+As BEIR's loader does, only the queries judged in the split are kept (``integrity.unjudged_queries: drop``, counted),
+and a document's text is ``title + " " + text`` (``title: false`` keeps the text alone). Image files
+``<image_dir>/<corpus-id>.<ext>`` or an ``image`` column make the
 corpus images of Task 3 (a query's positive images: the images of its judged documents). Local (``root``) or fetched
 from the hub (``repo_id`` at ``revision``, :func:`mmir.data.hub.fetch_files`).
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
@@ -24,7 +24,10 @@ import pyarrow.parquet as pq
 from mmir.config.models import BeirDataset
 from mmir.core.errors import DataError
 from mmir.core.paths import resolve_path
-from mmir.data.frames import SourceFrames, docs_frame, examples_frame, split_qrels
+from mmir.data.checks import Checks
+from mmir.data.frames import SourceFrames, docs_frame, examples_frame
+from mmir.data.judgements import Judgement, attach
+from mmir.data.lines import numbered, read_text
 from mmir.data.parquet import as_id, as_text, is_null, norm_ref
 
 #: the files a hub snapshot of a BEIR dataset needs (every split's qrels: they are small)
@@ -46,8 +49,10 @@ def find_table(root: Path, name: str) -> list[Path]:
     raise DataError(root / f"{name}.jsonl", f"missing: no {name}.jsonl, {name}.jsonl.gz, {name}.parquet or {name}/*.parquet")
 
 
-def read_records(files: list[Path]) -> list[tuple[dict, str, int]]:
-    """``(record, file, 0-based row)`` of JSON-lines or parquet files. Raises DataError naming the line of bad JSON."""
+def read_records(files: list[Path]) -> list[tuple[dict, str, int, int | None]]:
+    """``(record, file, 0-based row, 1-based line or None)`` of JSON-lines (lines: :mod:`mmir.data.lines`) or parquet
+    files (line None). Control characters inside strings are read as they are (``strict=False``, as pandas and
+    pyarrow read JSON). Raises DataError naming the line of bad JSON or UTF-8."""
     out = []
     for f in files:
         if f.suffix == ".parquet":
@@ -55,68 +60,73 @@ def read_records(files: list[Path]) -> list[tuple[dict, str, int]]:
                 df = pq.read_table(f).to_pandas()
             except Exception as exc:  # pyarrow raises several types for corrupt files
                 raise DataError(f, f"not a readable parquet file ({type(exc).__name__}: {exc})") from exc
-            out += [(rec, str(f), i) for i, rec in enumerate(df.to_dict("records"))]
+            out += [(rec, str(f), i, None) for i, rec in enumerate(df.to_dict("records"))]
             continue
-        raw = gzip.decompress(f.read_bytes()) if f.name.endswith(".gz") else f.read_bytes()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            row = raw[: exc.start].count(b"\n")
-            raise DataError(f, f"invalid UTF-8 at byte offset {exc.start} (byte 0x{raw[exc.start]:02x})", row) from exc
-        for i, line in enumerate(text.splitlines()):
-            if not line.strip():
-                continue
+        for i, (n, line) in enumerate(numbered(read_text(f))):
             try:
-                rec = json.loads(line)
+                rec = json.loads(line, strict=False)
             except json.JSONDecodeError as exc:
-                raise DataError(f, f"not a JSON object: {exc.msg} at column {exc.colno}", i) from exc
+                raise DataError(f, f"not a JSON object: {exc.msg} at column {exc.colno}", line=n) from exc
             if not isinstance(rec, dict):
-                raise DataError(f, f"expected a JSON object, got {type(rec).__name__}", i)
-            out.append((rec, str(f), i))
+                raise DataError(f, f"expected a JSON object, got {type(rec).__name__}", line=n)
+            out.append((rec, str(f), i, n))
     return out
 
 
-def _id_of(rec: dict, file: str, row: int) -> str:
+def _id_of(rec: dict, file: str, row: int, line: int | None) -> str:
     key = next((k for k in _ID if k in rec), "_id")
-    value = as_id(rec.get(key), file, row, key)
+    try:
+        value = as_id(rec.get(key), file, row, key)
+    except DataError as exc:
+        raise exc.at_line(line) from None
     if value is None:
-        raise DataError(file, "empty or missing id", row, key)
+        raise DataError(file, "empty or missing id", row, key, line)
     return value
 
 
-def read_qrels(root: Path, split: str) -> tuple[dict[str, dict[str, int]], list[str]]:
-    """``qrels/<split>.tsv`` (header ``query-id corpus-id score``) or ``qrels/<split>*.parquet`` as ``{qid: {doc_id: score}}``
-    and the files read. Raises DataError naming file, row and field."""
+def read_qrels(root: Path, split: str) -> tuple[list[Judgement], list[str]]:
+    """The rows of ``qrels/<split>.tsv`` (header ``query-id corpus-id score``, skipped as BEIR's loader skips its
+    first line; a headerless file is read from its first line) or ``qrels/<split>*.parquet``, in file order, with
+    their lines (rows), and the files read. Ids are kept exactly as written (a byte order mark is dropped).
+
+    Raises:
+        DataError: a missing file, a row without three fields, an empty id or a grade that is not an integer
+            (file, line, field).
+    """
     tsv = root / "qrels" / f"{split}.tsv"
     shards = sorted((root / "qrels").glob(f"{split}*.parquet")) if (root / "qrels").is_dir() else []
     if tsv.is_file():
-        lines = tsv.read_text(encoding="utf-8").splitlines()
-        rows = [(line.split("\t"), i) for i, line in enumerate(lines) if line.strip()]
-        if rows and rows[0][0][-1].strip().lower() == "score":
+        rows = list(numbered(read_text(tsv)))
+        if rows and rows[0][1].split("\t")[-1].strip().lower() == "score":
             rows = rows[1:]  # BEIR's header line
         recs = []
-        for parts, i in rows:
+        for i, (n, line) in enumerate(rows):
+            parts = line.split("\t")
             if len(parts) != 3:
-                raise DataError(tsv, f"expected 'query-id<TAB>corpus-id<TAB>score', got {len(parts)} fields", i)
-            recs.append(({"query-id": parts[0], "corpus-id": parts[1], "score": parts[2]}, str(tsv), i))
+                raise DataError(tsv, f"expected 'query-id<TAB>corpus-id<TAB>score', got {len(parts)} field(s): {line[:80]!r}",
+                                line=n)
+            recs.append(({"query-id": parts[0], "corpus-id": parts[1], "score": parts[2]}, str(tsv), i, n))
         files = [str(tsv)]
     elif shards:
         recs = read_records(shards)
         files = [str(f) for f in shards]
     else:
         raise DataError(tsv, f"missing: no qrels/{split}.tsv or qrels/{split}*.parquet (split: {split})")
-    qrels: dict[str, dict[str, int]] = {}
-    for rec, f, i in recs:
-        q = as_id(rec.get("query-id"), f, i, "query-id")
-        d = as_id(rec.get("corpus-id"), f, i, "corpus-id")
+    out = []
+    for rec, f, i, n in recs:
+        try:
+            q = as_id(rec.get("query-id"), f, i, "query-id")
+            d = as_id(rec.get("corpus-id"), f, i, "corpus-id")
+        except DataError as exc:
+            raise exc.at_line(n) from None
         if q is None or d is None:
-            raise DataError(f, "empty query-id or corpus-id", i, "query-id" if q is None else "corpus-id")
+            raise DataError(f, "empty query-id or corpus-id", i, "query-id" if q is None else "corpus-id", n)
         try:
             score = int(str(rec.get("score")).strip())
         except ValueError as exc:
-            raise DataError(f, f"score {rec.get('score')!r} is not an integer", i, "score") from exc
-        qrels.setdefault(q, {})[norm_ref(d)] = score
-    return qrels, files
+            raise DataError(f, f"score {rec.get('score')!r} is not an integer", i, "score", n) from exc
+        out.append(Judgement(q, norm_ref(d), score, f, None if n is not None else i, n))
+    return out, files
 
 
 def _image_files(folder: Path) -> dict[str, Path]:
@@ -154,23 +164,31 @@ def has_images(ds: BeirDataset) -> bool:
 
 
 def read_frames(ds: BeirDataset, domain: str, raw_root: str | Path | None = None) -> SourceFrames:
-    """The BEIR files of ``ds`` (its ``root``, or ``raw_root``: the fetched hub snapshot) as MM-BRIGHT tables.
+    """The BEIR files of ``ds`` (its ``root``, or ``raw_root``: the fetched hub snapshot) as MM-BRIGHT tables: every
+    query of the queries file, joined to the split's qrels (:func:`mmir.data.judgements.attach`: unjudged queries are
+    then ``integrity.unjudged_queries``' to drop, as BEIR's loader does).
 
     Raises:
-        DataError: a missing file, bad JSON, a missing id or text, a malformed qrels line (file, row, field).
+        DataError: a missing file, bad JSON, a missing id or text, a malformed qrels line, a qrels row naming an
+            unknown query (file, line or row, field).
     """
     root = Path(raw_root) if raw_root is not None else resolve_path(ds.root)
-    qrels, qrels_files = read_qrels(root, ds.split)
+    checks = Checks(ds.integrity.model_dump(), str(root))
+    judgements, qrels_files = read_qrels(root, ds.split)
     docs, images = [], []
     image_files = _image_files(root / ds.image_dir) if ds.image_dir else {}
-    for rec, f, i in read_records(find_table(root, "corpus")):
-        did = _id_of(rec, f, i)
-        text = as_text(rec.get("text"), f, i, "text", f"the text of document {did!r}")
+    for rec, f, i, n in read_records(find_table(root, "corpus")):
+        did = _id_of(rec, f, i, n)
+        try:
+            text = as_text(rec.get("text"), f, i, "text", f"the text of document {did!r}")
+            title = as_text(rec.get("title"), f, i, "title", f"the title of document {did!r}") if ds.title else None
+        except DataError as exc:
+            raise exc.at_line(n) from None
         if text is None and "image" not in rec and did not in image_files:
-            raise DataError(f, f"missing text for document {did!r}", i, "text")
-        title = as_text(rec.get("title"), f, i, "title", f"the title of document {did!r}") if ds.title else None
+            raise DataError(f, f"missing text for document {did!r}", i, "text", n)
+        # BEIR's "title text" (a blank title adds nothing); surrounding whitespace: integrity.text_whitespace
         content = " ".join(t for t in (title, text) if t and t.strip())
-        docs.append((did, content, f, i))
+        docs.append((did, content, f, i, n))
         if did in image_files:
             p = image_files[did]
             images.append({"path": f"{ds.image_dir}/{p.name}", "bytes": p.read_bytes(), "doc": norm_ref(did), "_file": str(p), "_row": 0})
@@ -180,16 +198,17 @@ def read_frames(ds: BeirDataset, domain: str, raw_root: str | Path | None = None
             suffix = Path(str(cell.get("path") or "")).suffix if isinstance(cell, dict) else ""
             images.append({"path": f"images/{did}{suffix}", "bytes": data, "doc": norm_ref(did), "_file": f, "_row": i})
     queries = []
-    for rec, f, i in read_records(find_table(root, "queries")):
-        qid = _id_of(rec, f, i)
-        if qid in qrels:  # BEIR's loader keeps the queries judged in the split
-            key = "text" if "text" in rec else "query"
+    files = find_table(root, "queries")
+    for rec, f, i, n in read_records(files):
+        qid = _id_of(rec, f, i, n)
+        key = "text" if "text" in rec else "query"
+        try:
             text = as_text(rec.get(key), f, i, key, f"the text of query {qid!r}")
-            if text is None or not text.strip():
-                raise DataError(f, f"empty query text for query {qid!r}", i, key)
-            queries.append({"id": qid, "query": text, "_file": f, "_row": i})
-    gold = split_qrels(qrels)
-    ex = examples_frame([q | {"gold_ids": gold[q["id"]]} for q in queries])
+        except DataError as exc:
+            raise exc.at_line(n) from None
+        queries.append({"id": qid, "query": text, "_file": f, "_row": i, "_line": n, "_query_field": key})
+    queries, graded = attach(queries, judgements, checks, ", ".join(str(f) for f in files), qrels_files)
+    ex = examples_frame(queries)
     frames: dict[str, pd.DataFrame | None] = {"docs": docs_frame(docs), "ex": ex, "exm": None}
     if images:
         by_doc = {im["doc"]: im["path"] for im in images}
@@ -197,4 +216,4 @@ def read_frames(ds: BeirDataset, domain: str, raw_root: str | Path | None = None
         exm["positive_images"] = [[by_doc[d] for d in g if d in by_doc] for g in exm["gold_ids"]]
         exm["negative_images"] = [[] for _ in range(len(exm))]
         frames |= {"exm": exm, "dimg": pd.DataFrame(images).drop(columns="doc"), "qimg": None}
-    return SourceFrames(frames, root, qrels, {"split": ds.split, "qrels_files": qrels_files})
+    return SourceFrames(frames, root, graded, {"split": ds.split, "qrels_files": qrels_files}, checks)

@@ -68,19 +68,23 @@ def read_frames(ds: BrightDataset, domain: str, fetched: str | Path | None = Non
     docs = read_config(root, "long_documents" if ds.long_context else "documents", domain, ["id", "content"])
     ex = read_config(root, "examples", domain, EXAMPLE_COLUMNS)
     gold_col = "gold_ids_long" if ds.long_context else "gold_ids"
-    graded, report = None, {"bright": {"long_context": ds.long_context, "qrels_from": ds.qrels_from}}
+    graded, report, checks = None, {"bright": {"long_context": ds.long_context, "qrels_from": ds.qrels_from}}, None
     ex = ex.assign(gold_ids=ex[gold_col], negative_ids=ex["excluded_ids"],
                    gold_answers=ex["gold_answer"] if "gold_answer" in ex.columns else None, image_paths=[[]] * len(ex))
     if ds.qrels_from != "hub":
-        from mmir.data.trec import read_qrels
+        from mmir.data.checks import Checks
+        from mmir.data.judgements import attach
+        from mmir.data.trec import read_qrels_rows
 
         path = anserini_qrels_file(resolve_path(ds.anserini_root), domain, ds.qrels_from == "anserini-fixed")
         if not path.is_file():
             raise DataError(path, f"missing: anserini qrels for {domain!r} (qrels_from: {ds.qrels_from})")
-        graded = read_qrels(path)
-        ex["gold_ids"] = [[d for d, r in graded.get(q, {}).items() if r > 0] for q in ex["id"].astype(str)]
+        checks = Checks(ds.integrity.model_dump(), str(root))
+        recs = [r | {"id": as_id(r["id"], r["_file"], r["_row"], "id")} for r in ex.to_dict("records")]
+        recs, graded = attach(recs, read_qrels_rows(path), checks, str(ex["_file"].iloc[0]) if len(ex) else str(root), [str(path)])
+        ex = pd.DataFrame(recs)
         report["bright"]["qrels_file"] = str(path)
-    return SourceFrames({"docs": docs, "ex": ex, "exm": None}, root, graded, report)
+    return SourceFrames({"docs": docs, "ex": ex, "exm": None}, root, graded, report, checks)
 
 
 def read_reasoning(ds: BrightDataset, domain: str, variant: str, fetched: str | Path | None = None) -> pd.DataFrame:

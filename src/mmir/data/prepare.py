@@ -23,7 +23,8 @@ and for Tasks 2–4 (:mod:`mmir.data.multimodal`; empty when the dataset has no 
 - ``excluded.task4.always.tsv``  pairs with an image annotated negative (paper protocol, every ``protocol``)
 
 Both query configs (``examples`` and ``examples_multimodal``) get the same checks and policies; the counts
-of the second are prefixed ``mm_``. Integrity rules (each names file, 0-based row and field):
+of the second are prefixed ``mm_``. Integrity rules (each names the file, the 1-based line of a text file or the
+0-based row of a table, and the field; the qrels rows' own rules: :mod:`mmir.data.judgements`):
 
 | problem                              | default | why |
 |--------------------------------------|---------|-----|
@@ -36,14 +37,19 @@ of the second are prefixed ``mm_``. Integrity rules (each names file, 0-based ro
 | gold id absent from the corpus       | error   | `integrity.missing_gold: warn` drops it from the qrels |
 | excluded id that is also gold        | warn    | BRIGHT's data has such overlaps; the id stays excluded under `official`    |
 |                                      |         | (as the released code does)                                                |
-| query without any gold id            | warn    | it cannot be scored and is left out of the qrels |
+| query without any judgement          | drop    | `integrity.unjudged_queries` (drop / keep / error): BEIR's loader |
+|                                      |         | drops them; counted, first ids named                              |
+| judged query without any gold id     | warn    | it cannot be scored and is left out of the qrels |
+| no scorable query at all             | error   | `integrity.no_scorable_queries: warn` writes `scorable_queries: 0` and the reason |
+| surrounding whitespace of a text     | strip   | `integrity.text_whitespace` (MTEB's `(title + " " + text).strip()`); counted |
 | query image not in examples_images   | warn    | `missing_query_images`; dropped from the query's images |
 | positive image not in document_images| warn    | `missing_positive_images`; dropped from the Task 3/4 qrels |
 | more than `max_missing_share` of a domain's query or positive image references unresolved | error | a wrong root or path convention |
 | duplicate image path, identical bytes| count   | kept once (`duplicate_images_identical`); different bytes are an error |
 | optional column absent               | warn    | `column_missing` (e.g. no `positive_images`: no Task 3 qrels) |
 
-Nothing is written unless every check passes, and every file is written atomically.
+Nothing is written unless every check passes, and every file is written atomically. ``prepare.json`` accounts for
+every judgement and query read: ``qrels_rows`` / ``topic_rows`` = ``{read, written, dropped: {reason: n}}``.
 """
 
 from __future__ import annotations
@@ -57,21 +63,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from mmir.config.models import Dataset, EvaluationConfig, IntegrityConfig, TrecDataset, default_of, parse_dataset
+from mmir.config.models import Dataset, EvaluationConfig, default_of, parse_dataset
 from mmir.core.errors import DataError
 from mmir.core.io import write_json, write_parquet, write_text
 from mmir.core.paths import resolve_path
 from mmir.core.tasks import task as task_spec
-from mmir.data.images import check_relative
+from mmir.data.checks import DEFAULT_POLICY as DEFAULT_POLICY  # the integrity defaults, re-exported
+from mmir.data.checks import Checks
 from mmir.data.multimodal import IMAGE_COLUMNS, MultimodalPrepared
-from mmir.data.parquet import (
-    as_answers,
-    as_id,
-    as_ref_list,
-    as_text,
-    norm_ref,
-    read_config,
-)
+from mmir.data.parquet import read_config
+from mmir.data.rows import check_corpus, read_queries
 from mmir.data.sample import Sample, cut, kept_items
 
 log = logging.getLogger(__name__)
@@ -104,179 +105,8 @@ class Prepared:
 
 #: the reader module of each source read into the MM-BRIGHT tables (a ``read_frames(ds, domain, raw_root)`` ->
 #: :class:`mmir.data.frames.SourceFrames`)
-SOURCE_READERS = {"beir": "mmir.data.beir", "ir_datasets": "mmir.data.irds", "bright": "mmir.data.bright"}
-
-# Defaults of datasets.<name>.integrity, from its model.
-DEFAULT_POLICY = IntegrityConfig().model_dump()
-_SAMPLE = 3  # references named in an aggregated message
-
-
-class _Checks:
-    def __init__(self, policy: dict, root: str = "the dataset"):
-        self.policy = DEFAULT_POLICY | (policy or {})
-        self.root = root
-        self.counts: dict[str, int] = {}
-        self.examples: dict[str, list[str]] = {}
-
-    def problem(self, kind: str, err: DataError, prefix: str = "", n: int = 1) -> None:
-        """Raise ``err`` when the policy for ``kind`` is error; count ``n`` (under ``prefix + kind``) and
-        remember the message otherwise."""
-        if self.policy[kind] == "error":
-            raise err
-        self.note(prefix + kind, str(err), n)
-
-    def note(self, key: str, message: str, n: int = 1) -> None:
-        """Count ``n`` occurrences of ``key`` and keep up to 5 messages."""
-        self.counts[key] = self.counts.get(key, 0) + n
-        ex = self.examples.setdefault(key, [])
-        if len(ex) < 5:
-            ex.append(message)
-
-    def unresolved(self, kind: str, refs: list[tuple], total: int, what: str, table: str, prefix: str = "") -> None:
-        """References that name nothing (``refs``: (file, row, field, qid, ref) of ``total`` references).
-
-        Stops with a DataError when more than ``max_missing_share`` of them are unresolved (a wrong root or
-        a path convention that differs between the tables cannot pass as warnings); otherwise applies the
-        ``kind`` policy to all of them at once, naming the first few query ids and references.
-        """
-        if not refs:
-            return
-        f, r, fld = refs[0][:3]
-        sample = "; ".join(f"query {q!r}: {ref!r}" for *_, q, ref in refs[:_SAMPLE])
-        more = f" and {len(refs) - _SAMPLE} more" if len(refs) > _SAMPLE else ""
-        msg = f"{len(refs)} of {total} {what} are not in {table} ({sample}{more})"
-        share, limit = len(refs) / total, float(self.policy["max_missing_share"])
-        if share > limit:
-            raise DataError(f, f"{msg}: {share:.0%} of the domain's {what} do not resolve, more than "
-                               f"integrity.max_missing_share = {limit:g}; check the dataset root "
-                               f"({self.root}) and that both tables spell paths the same way", r, fld)
-        self.problem(kind, DataError(f, msg, r, fld), prefix, n=len(refs))
-
-
-def _check_corpus(docs: pd.DataFrame, checks: _Checks) -> pd.DataFrame:
-    seen: dict[str, int] = {}
-    ids, texts = [], []
-    for did, text, f, r in zip(docs["id"], docs["content"], docs["_file"], docs["_row"]):
-        raw = as_id(did, f, r, "id")
-        if raw is None:
-            raise DataError(f, "empty or missing document id", r, "id")
-        did = norm_ref(raw)
-        if did != raw:
-            checks.counts["backslash_refs"] = checks.counts.get("backslash_refs", 0) + 1
-        text = as_text(text, f, r, "content", f"the content of document {did!r}")
-        if text is None:
-            raise DataError(f, f"missing content for document {did!r}", r, "content")
-        if did in seen:
-            checks.problem(
-                "duplicate_doc_ids",
-                DataError(f, f"duplicate document id {did!r} (first at row {seen[did]})", r, "id"),
-            )
-            continue
-        seen[did] = r
-        ids.append(did)
-        texts.append(text)
-    return pd.DataFrame({"doc_id": ids, "text": texts})
-
-
-_LISTS = ("gold_ids", "negative_ids", "image_paths", "positive_images", "negative_images")
-
-
-def read_queries(ex: pd.DataFrame, config: str, doc_ids: set[str], checks: _Checks,
-                 query_images: pd.DataFrame | None = None, images: pd.DataFrame | None = None) -> list[dict]:
-    """Check one query config (``examples`` or ``examples_multimodal``, with ``_file``/``_row``) and return
-    one record per query: ``qid, query, gold`` (ids in the corpus), ``negatives`` (in the corpus),
-    ``gold_answers``, ``image_paths`` and, for the multimodal config, ``positive_images`` and
-    ``negative_images``.
-
-    ``query_images`` (checked ``examples_images``) resolves ``image_paths``: an absent or undecodable image
-    is left out of the query's images. ``images`` (checked ``document_images``) resolves
-    ``positive_images``. Both are None when the domain has no such table (the references are kept as they are).
-
-    Raises:
-        DataError: naming file, row and field (see the module docstring for every rule and policy).
-    """
-    prefix = "mm_" if config == "examples_multimodal" else ""
-    wanted = _LISTS if prefix else _LISTS[:3]
-    if len(ex):
-        f0 = ex["_file"].iloc[0]
-        for col in wanted:
-            if col not in ex.columns:
-                checks.note(f"{prefix}column_missing", f"{f0}, field '{col}': column absent; read as [] for every query"
-                            + (" (no Task 3 qrels)" if col == "positive_images" else ""))
-    qimg_ok = None if query_images is None else dict(zip(query_images["path"], query_images["ok"]))
-    img_paths = None if images is None else set(images["path"])
-    out, seen = [], {}
-    missing_q, missing_p, n_qrefs, n_prefs = [], [], 0, 0
-    for rec in ex.to_dict("records"):
-        f, r = rec["_file"], rec["_row"]
-        qid = as_id(rec["id"], f, r, "id")
-        if qid is None:
-            raise DataError(f, "empty or missing query id", r, "id")
-        if qid in seen:
-            raise DataError(f, f"duplicate query id {qid!r} (first at row {seen[qid]})", r, "id")
-        seen[qid] = r
-        query = as_text(rec["query"], f, r, "query", f"the text of query {qid!r}")
-        if query is None or not query.strip():
-            raise DataError(f, f"empty query text for query {qid!r}", r, "query")
-        lists = {}
-        for col in wanted:
-            if col not in rec:
-                lists[col] = []
-                continue
-            value = as_ref_list(rec[col], f, r, col, checks.counts)
-            if value is None:
-                checks.problem("null_lists", DataError(
-                    f, f"null {col} for query {qid!r}: a list is required (integrity.null_lists: warn reads it as [])",
-                    r, col), prefix)
-                value = []
-            lists[col] = value
-        gold_ok = []
-        for g in dict.fromkeys(lists["gold_ids"]):
-            if g in doc_ids:
-                gold_ok.append(g)
-            else:
-                checks.problem("missing_gold", DataError(f, f"gold id {g!r} of query {qid!r} is not in the corpus",
-                                                         r, "gold_ids"), prefix)
-        negatives = lists["negative_ids"]
-        overlap = [n for n in negatives if n in set(gold_ok)]
-        if overlap:
-            checks.problem("excluded_overlaps_gold", DataError(
-                f, f"query {qid!r}: {len(overlap)} excluded id(s) are also gold, e.g. {overlap[0]!r}", r, "negative_ids"), prefix)
-        excl = [n for n in dict.fromkeys(negatives) if n in doc_ids]
-        key = f"{prefix}excluded_not_in_corpus"
-        checks.counts[key] = checks.counts.get(key, 0) + len(set(negatives)) - len(excl)
-        if not gold_ok:
-            checks.problem("no_gold", DataError(f, f"query {qid!r} has no gold id in the corpus; it is not scored",
-                                                r, "gold_ids"), prefix)
-        paths = []
-        for p in lists["image_paths"]:
-            try:
-                check_relative(p, checks.root)
-            except DataError as exc:
-                raise DataError(f, f"unsafe image path: {exc}", r, "image_paths") from exc
-            if qimg_ok is None:
-                paths.append(p)
-                continue
-            n_qrefs += 1
-            if p not in qimg_ok:
-                missing_q.append((f, r, "image_paths", qid, p))
-            elif qimg_ok[p]:
-                paths.append(p)  # an undecodable query image (counted as query_images_corrupt) is left out
-        q = {"qid": qid, "query": query, "gold": gold_ok, "negatives": excl, "image_paths": paths,
-             "gold_answers": as_answers(rec.get("gold_answers"), f, r) if "gold_answers" in rec else []}
-        if prefix:
-            pos = list(dict.fromkeys(lists["positive_images"]))
-            if img_paths is not None:
-                n_prefs += len(pos)
-                missing_p += [(f, r, "positive_images", qid, p) for p in pos if p not in img_paths]
-                pos = [p for p in pos if p in img_paths]
-            q |= {"positive_images": pos, "negative_images": lists["negative_images"]}
-        out.append(q)
-    checks.unresolved("missing_query_images", missing_q, n_qrefs, "query image references",
-                      "examples_images", prefix)
-    checks.unresolved("missing_positive_images", missing_p, n_prefs, "positive image references",
-                      "document_images", prefix)
-    return out
+SOURCE_READERS = {"beir": "mmir.data.beir", "ir_datasets": "mmir.data.irds", "bright": "mmir.data.bright",
+                  "trec": "mmir.data.trec"}
 
 
 def _task1(queries: list[dict]):
@@ -303,20 +133,22 @@ def load_mmbright_domain(root: str | Path, domain: str, policy: dict, max_pixels
 
 
 def load_frames(frames: dict, root: str | Path, policy: dict, max_pixels: int = 89_478_485, sample: Sample | None = None,
-                graded: dict[str, dict[str, int]] | None = None) -> Prepared:
+                graded: dict[str, dict[str, int]] | None = None, prior: Checks | None = None) -> Prepared:
     """Check tables in the MM-BRIGHT layout, whatever source they were read from: ``docs`` (id, content), ``ex``
     (id, query, gold_ids, optional negative_ids, image_paths, gold_answers), ``exm`` (None, or examples_multimodal
-    with ``dimg``/``qimg`` image tables), each with ``_file``/``_row`` naming the source file and row.
+    with ``dimg``/``qimg`` image tables), each with ``_file``/``_row`` (and ``_line``) naming the source file and place.
 
     ``graded``: the source's graded qrels ``{qid: {doc_id: rel}}``; the Task 1 qrels keep their grades (the gold
-    ids are the entries with rel > 0). ``sample`` cuts the tables to a sample, then loads and checks the cut tables.
+    ids are the entries with rel > 0). ``prior``: what the source reader's own checks counted (its qrels rows).
+    ``sample`` cuts the tables to a sample, then loads and checks the cut tables.
 
     Raises:
-        DataError: naming file, row and field (module docstring).
+        DataError: naming file, line or row, and field (module docstring); no scorable query under
+            ``integrity.no_scorable_queries: error``.
     """
-    p = _graded(_load_mmbright(frames, root, policy, max_pixels), graded)
+    p = _graded(_load_mmbright(frames, root, policy, max_pixels, prior), graded)
     if sample is None:
-        return p
+        return _scorable(p, policy)
     qids, docs, images = kept_items(p.topics, p.qrels, p.excluded, p.mm, sample, list(p.corpus["doc_id"]),
                                     list(p.mm.images["path"]) if p.mm is not None else [])
     qpaths = {x for t in ([p.topics] + ([p.mm.topics] if p.mm is not None else []))
@@ -326,7 +158,8 @@ def load_frames(frames: dict, root: str | Path, policy: dict, max_pixels: int = 
     if frames["exm"] is not None:
         cutf |= {"dimg": cut(frames["dimg"], "path", images, ref=True),
                  "qimg": cut(frames["qimg"], "path", qpaths, ref=True)}
-    return _with_sample_report(_graded(_load_mmbright(cutf, root, policy, max_pixels), graded), p, sample)
+    sampled = _graded(_load_mmbright(cutf, root, policy, max_pixels, prior), graded)
+    return _scorable(_with_sample_report(sampled, _scorable(p, policy), sample), policy)
 
 
 def _graded(p: Prepared, graded: dict[str, dict[str, int]] | None) -> Prepared:
@@ -341,17 +174,55 @@ def _with_sample_report(sampled: Prepared, full: Prepared, s: Sample) -> Prepare
         "documents": len(sampled.corpus), "documents_full": len(full.corpus),
         "images": len(sampled.mm.images) if sampled.mm is not None else 0,
         "images_full": len(full.mm.images) if full.mm is not None else 0}
+    # the ledgers describe the source as read; the rows the sample leaves out are one more reason
+    for key in ("qrels_rows", "topic_rows"):
+        led = {**full.report[key], "dropped": dict(full.report[key]["dropped"])}
+        written = sampled.report[key]["written"]
+        if led["written"] > written:
+            led["dropped"]["outside_sample"] = led["written"] - written
+        sampled.report[key] = led | {"written": written}
     return sampled
 
 
-def _load_mmbright(frames: dict, root: str | Path, policy: dict, max_pixels: int) -> Prepared:
+def _scorable(p: Prepared, policy: dict) -> Prepared:
+    """``scorable_queries`` (the topics with a relevant document in the Task 1 qrels) and, when 0, why; stops under
+    ``integrity.no_scorable_queries: error`` (a table must never show a number for a domain nothing was scored on)."""
+    n = len(p.qrels)
+    p.report["scorable_queries"], p.report["scorable_reason"] = n, None
+    if n:
+        return p
+    q, t = p.report["qrels_rows"], p.report["topic_rows"]
+    where = p.report.get("qrels_files") or p.report["sources"]
+    dropped = ", ".join(f"{k} {v}" for k, v in q["dropped"].items()) or "none"
+    if "sample" in p.report:
+        why = f"none of the sample's {len(p.topics)} queries has a relevant document in the corpus"
+    elif t["read"] == 0:
+        why, where = "the queries file holds no query", p.report["query_files"]
+    elif q["read"] == 0:
+        why = "the qrels hold no judgement"
+    elif t["written"] == 0:
+        why = f"none of the {t['read']} queries is judged (qrels rows: {q['read']} read, dropped: {dropped})"
+    else:
+        why = (f"none of the {t['written']} judged queries has a relevant document in the corpus (qrels rows: "
+               f"{q['read']} read, dropped: {dropped})")
+    p.report["scorable_reason"] = why
+    err = DataError(where[0] if where else "the dataset", f"no scorable query: {why} (integrity.no_scorable_queries: warn "
+                    "writes empty qrels, and prepare.json says scorable_queries: 0 and why)")
+    if policy.get("no_scorable_queries", DEFAULT_POLICY["no_scorable_queries"]) == "error":
+        raise err
+    p.report["problems"]["no_scorable_queries"] = 1
+    p.report["examples"]["no_scorable_queries"] = [str(err)]
+    return p
+
+
+def _load_mmbright(frames: dict, root: str | Path, policy: dict, max_pixels: int, prior: Checks | None = None) -> Prepared:
     from mmir.data.multimodal import build_multimodal, check_images
 
-    checks = _Checks(policy, str(root))
+    checks = Checks(policy, str(root)).merged(prior)
     docs, ex, exm = frames["docs"], frames["ex"], frames["exm"]
-    corpus = _check_corpus(docs, checks)
+    corpus = check_corpus(docs, checks)
     doc_ids = set(corpus["doc_id"])
-    sources = set(docs["_file"]) | set(ex["_file"])
+    sources = set(docs["_file"]) | set(ex["_file"]) | set(checks.qrels_files)
     images = qimages = None
     if exm is not None:
         dimg, qimg = frames["dimg"], frames["qimg"]
@@ -366,31 +237,13 @@ def _load_mmbright(frames: dict, root: str | Path, policy: dict, max_pixels: int
         mm = build_multimodal(corpus, mm_queries, images, qimages, checks.counts)
     # not a problem: how many ids and paths had Windows separators (rewritten on both sides of each reference)
     normalised = checks.counts.pop("backslash_refs", 0)
+    query_files = checks.query_files or sorted(set(ex["_file"])) or [str(root)]
     return Prepared(corpus, topics, qrels, excluded,
-                    {"sources": sorted(sources), "problems": checks.counts, "examples": checks.examples,
-                     "backslash_refs": normalised}, mm)
-
-
-def load_trec_domain(ds: TrecDataset, policy: dict, sample: Sample | None = None) -> Prepared:
-    """Read a TREC collection (documents, topics, qrels) and check it like an MM-BRIGHT domain; ``sample`` as
-    :func:`load_mmbright_domain`."""
-    from mmir.data.trec import read_qrels, read_trec_documents, read_trec_topics
-
-    root = resolve_path(ds.root)
-    corpus_path, topics_path, qrels_path = root / ds.corpus, root / ds.topics, root / ds.qrels
-    docs = [(d, t, str(corpus_path), i) for i, (d, t) in enumerate(read_trec_documents(corpus_path))]
-    docs_df = pd.DataFrame(docs, columns=["id", "content", "_file", "_row"])
-    raw_qrels = {q: {norm_ref(d): r for d, r in v.items()} for q, v in read_qrels(qrels_path).items()}
-    rows = []
-    for i, (qid, text) in enumerate(read_trec_topics(topics_path, ds.topic_field)):
-        rel = raw_qrels.get(qid, {})
-        rows.append({"id": qid, "query": text, "gold_ids": [d for d, r in rel.items() if r > 0], "negative_ids": [],
-                     "image_paths": [], "_file": str(topics_path), "_row": i})
-    ex = pd.DataFrame(rows, columns=["id", "query", "gold_ids", "negative_ids", "image_paths", "_file", "_row"])
-    # graded judgments (rel > 0) kept exactly as in the source qrels
-    p = load_frames({"docs": docs_df, "ex": ex, "exm": None}, root, policy, sample=sample, graded=raw_qrels)
-    p.report["sources"] = [str(corpus_path), str(topics_path), str(qrels_path)]
-    return p
+                    {"sources": sorted(sources), "query_files": query_files, "qrels_files": checks.qrels_files or query_files,
+                     "problems": checks.counts,
+                     "examples": checks.examples, "backslash_refs": normalised,
+                     "qrels_rows": checks.ledger("qrels", sum(len(v) for v in qrels.values())),
+                     "topic_rows": checks.ledger("topics", len(topics)), "texts_stripped": checks.stripped}, mm)
 
 
 def prepare_domain(dataset: str, ds: Dataset | Mapping, domain: str, raw_root: str | Path | None = None) -> Prepared:
@@ -398,14 +251,12 @@ def prepare_domain(dataset: str, ds: Dataset | Mapping, domain: str, raw_root: s
     (the fetched copy of an ``hf`` dataset); its ``sample`` cuts it to a sample (:mod:`mmir.data.sample`)."""
     ds = parse_dataset(ds, f"datasets.{dataset}")
     policy, sample = ds.integrity.model_dump(), ds.sample
-    if ds.source == "trec":
-        return load_trec_domain(ds, policy, sample)
     if ds.source in SOURCE_READERS:
         import importlib
 
         reader = importlib.import_module(SOURCE_READERS[ds.source])
         src = reader.read_frames(ds, domain, raw_root)
-        p = load_frames(src.frames, src.root, policy, sample=sample, graded=src.graded)
+        p = load_frames(src.frames, src.root, policy, sample=sample, graded=src.graded, prior=src.checks)
         p.report |= src.report
         return p
     root = Path(raw_root) if raw_root is not None else resolve_path(ds.root)
@@ -444,6 +295,45 @@ def write_prepared(p: Prepared, out_dir: str | Path, meta: dict | None = None) -
     return report
 
 
+def log_report(report: dict, out_dir: str | Path, logger: logging.Logger = log) -> None:
+    """The prepare rule's log of a ``prepare.json`` report: what was read and written, the account of the judgements
+    and queries (:func:`accounting_lines`), each problem a policy let pass, the judged items that cannot be retrieved."""
+    logger.info("read %s", ", ".join(report["sources"]))
+    logger.info("wrote %s: %d documents, %d topics (%d with qrels), %d qrels, %d excluded pairs", out_dir, report["documents"],
+                report["topics"], report["topics_with_qrels"], report["qrels_task1"], report["excluded_pairs"])
+    for line in accounting_lines(report):
+        logger.info("%s", line)
+    for kind, n in report["problems"].items():
+        if n:
+            ex = report["examples"].get(kind)
+            logger.warning("%s: %d (kept going, per integrity policy)%s", kind, n, f"; e.g. {ex[0]}" if ex else "")
+    if any(report.get("unretrievable", {}).values()):
+        logger.warning("judged items that cannot be retrieved (undecodable images; they count as misses): %s",
+                       ", ".join(f"{t} {n}" for t, n in report["unretrievable"].items() if n))
+
+
+def accounting_lines(report: dict) -> list[str]:
+    """The prepare log's account of a ``prepare.json`` report: the judgements and queries read, written and dropped by
+    reason (with the first query ids), the texts stripped, and the scorable queries (and why none)."""
+    out = []
+    for key, what in (("qrels_rows", "qrels rows"), ("topic_rows", "queries")):
+        led = report.get(key)
+        if not led:
+            continue
+        ids = led.get("dropped_ids", {})
+        why = "; ".join(f"{r} {n}" + (f" (e.g. {', '.join(ids[r])})" if ids.get(r) else "") for r, n in led["dropped"].items())
+        out.append(f"{what}: read {led['read']}, written {led['written']}, dropped {sum(led['dropped'].values())}"
+                   + (f": {why}" if why else ""))
+    stripped = {k: v for k, v in report.get("texts_stripped", {}).items() if v}
+    if stripped:
+        out.append("texts stripped of surrounding whitespace (integrity.text_whitespace): "
+                   + ", ".join(f"{k} {v}" for k, v in stripped.items()))
+    if "scorable_queries" in report:
+        reason = report.get("scorable_reason")
+        out.append(f"scorable queries: {report['scorable_queries']}" + (f" ({reason})" if reason else ""))
+    return out
+
+
 def _write_excluded(path: Path, excluded: dict[str, list[str]]) -> None:
     lines = [f"{q}\t{d}\n" for q in sorted(excluded) for d in excluded[q]]
     write_text(path, "qid\tdoc_id\n" + "".join(lines))
@@ -480,10 +370,14 @@ def _write_mm(mm, stage: Path, report: dict) -> None:
 
 
 def read_excluded(path: str | Path) -> dict[str, set[str]]:
-    """``excluded.tsv`` as ``{qid: {doc_id}}``."""
+    """``excluded.tsv`` as ``{qid: {doc_id}}`` (lines: :mod:`mmir.data.lines`, ids kept exactly). Raises DataError
+    naming the line of a row without two fields."""
+    from mmir.data.lines import numbered, read_text
+
     out: dict[str, set[str]] = {}
-    for line in Path(path).read_text(encoding="utf-8").splitlines()[1:]:
-        if line:
-            q, d = line.split("\t")
-            out.setdefault(q, set()).add(d)
+    for n, line in list(numbered(read_text(path)))[1:]:
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise DataError(path, f"expected 'qid<TAB>doc_id', got {len(parts)} field(s)", line=n)
+        out.setdefault(parts[0], set()).add(parts[1])
     return out

@@ -1,89 +1,111 @@
-"""TREC collections: SGML-style documents and topics, and qrels (``qid iter docid rel``)."""
+"""TREC collections: SGML-style documents and topics, and qrels (``qid iter docid rel``).
+
+Documents and topics carry no layout: their text is the body without tags, runs of ASCII whitespace (space, tab,
+newlines, ``\\v``, ``\\f``) collapsed to one space; other characters (U+0085, U+2028, U+00A0, ...) are kept. Qrels
+fields are separated by spaces or tabs, lines by ``\\n`` (:mod:`mmir.data.lines`); ids are kept exactly. Files are
+UTF-8 (optionally ``.gz``; a byte order mark is dropped); other bytes stop with the line and byte offset.
+"""
 
 from __future__ import annotations
 
-import gzip
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from mmir.config.models import TrecDataset
 from mmir.core.errors import DataError
+from mmir.core.paths import resolve_path
+from mmir.data.checks import Checks
+from mmir.data.frames import SourceFrames, docs_frame, examples_frame
+from mmir.data.judgements import Judgement, attach
+from mmir.data.lines import LineCounter, numbered, read_text
+from mmir.data.parquet import norm_ref
 
 _DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
-_DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S | re.I)
+_DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.S | re.I)
 _TAG = re.compile(r"<[^>]+>")
 _TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
+_LAYOUT = re.compile(r"[ \t\n\r\x0b\x0c]+")
+_FIELDS = re.compile(r"[ \t]+")
 
 
-def _open_text(path: Path) -> str:
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
-    return raw.decode("utf-8", errors="replace")
+def collapse(text: str) -> str:
+    """``text`` with each run of ASCII whitespace as one space, none at either end."""
+    return _LAYOUT.sub(" ", text).strip(" ")
 
 
-def _line_of(text: str, pos: int) -> int:
-    return text.count("\n", 0, pos) + 1
+def read_trec_documents(path: str | Path, lines: bool = False) -> Iterator[tuple]:
+    """Yield ``(docno, text)`` from a TREC file or every file of a directory (sorted); with ``lines``, ``(docno, text,
+    file, 1-based line of its <DOC>)``.
 
-
-def read_trec_documents(path: str | Path) -> Iterator[tuple[str, str]]:
-    """Yield ``(docno, text)`` from a TREC file or every file of a directory (sorted).
-
-    Text is the body with tags removed and whitespace collapsed. Raises DataError for a <DOC> without
-    <DOCNO> (naming file and line).
+    Text is the body with tags removed and layout whitespace collapsed (:func:`collapse`). Raises DataError for a
+    <DOC> without <DOCNO> or with an empty one (naming file and line).
     """
     path = Path(path)
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     if not files:
         raise DataError(path, "no TREC document files found")
     for f in files:
-        text = _open_text(f)
+        text = read_text(f)
+        line_at = LineCounter(text)
         for m in _DOC.finditer(text):
-            body = m.group(1)
+            body, line = m.group(1), line_at(m.start())
             no = _DOCNO.search(body)
-            if not no:
-                raise DataError(f, f"<DOC> without <DOCNO> at line {_line_of(text, m.start())}", field="DOCNO")
-            content = _TAG.sub(" ", body[: no.start()] + body[no.end() :])
-            yield no.group(1).strip(), " ".join(content.split())
+            docno = collapse(no.group(1)) if no else ""
+            if not docno:
+                raise DataError(f, f"<DOC> without {'a' if no else 'an empty'} <DOCNO>", field="DOCNO", line=line)
+            content = collapse(_TAG.sub(" ", body[: no.start()] + body[no.end():]))
+            yield (docno, content, str(f), line) if lines else (docno, content)
 
 
-def read_trec_topics(path: str | Path, field: str = "title") -> list[tuple[str, str]]:
-    """``[(qid, text)]`` from a TREC topics file; ``field`` is title, desc or title+desc."""
+def read_trec_topics(path: str | Path, field: str = "title", lines: bool = False) -> list[tuple]:
+    """``[(qid, text)]`` from a TREC topics file; ``field`` is title, desc or title+desc; with ``lines``,
+    ``(qid, text, 1-based line of its <top>)``."""
     path = Path(path)
-    text = _open_text(path)
+    text = read_text(path)
+    line_at = LineCounter(text)
     topics = []
     for m in _TOP.finditer(text):
-        body = m.group(1)
+        body, line = m.group(1), line_at(m.start())
         num = re.search(r"<num>\s*(?:Number:)?\s*([^<\n]+)", body, re.I)
         if not num:
-            raise DataError(path, f"<top> without <num> at line {_line_of(text, m.start())}", field="num")
+            raise DataError(path, "<top> without <num>", field="num", line=line)
         parts = {}
         for tag in ("title", "desc", "narr"):
             t = re.search(rf"<{tag}>(.*?)(?=<(?:/{tag}|title|desc|narr|/top)>|$)", body, re.S | re.I)
             if t:
-                parts[tag] = " ".join(re.sub(r"^\s*(Description|Narrative):", "", t.group(1)).split())
+                parts[tag] = collapse(re.sub(r"^\s*(Description|Narrative):", "", t.group(1)))
         wanted = ["title", "desc"] if field == "title+desc" else [field]
-        topics.append((num.group(1).strip(), " ".join(parts.get(w, "") for w in wanted).strip()))
+        qid, query = collapse(num.group(1)), " ".join(parts.get(w, "") for w in wanted).strip(" ")
+        topics.append((qid, query, line) if lines else (qid, query))
     if not topics:
         raise DataError(path, "no <top> entries found")
     return topics
 
 
-def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
-    """TREC qrels as ``{qid: {docid: rel}}``. Raises DataError naming the line of a malformed entry."""
+def read_qrels_rows(path: str | Path) -> list[Judgement]:
+    """The rows of a TREC qrels file in file order, each with its line. Raises DataError naming the line of a
+    malformed entry."""
     path = Path(path)
-    qrels: dict[str, dict[str, int]] = {}
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split()
+    out = []
+    for i, line in numbered(read_text(path)):
+        parts = _FIELDS.split(line.strip(" \t"))
         if len(parts) != 4:
-            raise DataError(path, f"line {i}: expected 'qid iter docid rel', got {line!r}")
+            raise DataError(path, f"expected 'qid iter docid rel', got {len(parts)} field(s): {line[:80]!r}", line=i)
         try:
             rel = int(parts[3])
         except ValueError as exc:
-            raise DataError(path, f"line {i}: relevance {parts[3]!r} is not an integer", field="rel") from exc
-        qrels.setdefault(parts[0], {})[parts[2]] = rel
+            raise DataError(path, f"relevance {parts[3]!r} is not an integer", field="rel", line=i) from exc
+        out.append(Judgement(parts[0], parts[2], rel, str(path), line=i))
+    return out
+
+
+def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """TREC qrels as ``{qid: {docid: rel}}`` (a repeated pair: the last line). Raises DataError naming the line of
+    a malformed entry."""
+    qrels: dict[str, dict[str, int]] = {}
+    for j in read_qrels_rows(path):
+        qrels.setdefault(j.qid, {})[j.doc_id] = j.rel
     return qrels
 
 
@@ -93,3 +115,21 @@ def write_qrels(path: str | Path, qrels: dict[str, dict[str, int]]) -> None:
 
     lines = [f"{q} 0 {d} {r}" for q in sorted(qrels) for d, r in sorted(qrels[q].items())]
     write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+
+
+def read_frames(ds: TrecDataset, domain: str, raw_root: str | Path | None = None) -> SourceFrames:
+    """The documents, topics and qrels of a TREC collection as MM-BRIGHT tables (graded qrels kept, each row's line
+    named; the topics joined to the qrels by :func:`mmir.data.judgements.attach`).
+
+    Raises:
+        DataError: a malformed document, topic or qrels line (file, line, field), a qrels row naming an unknown topic.
+    """
+    root = resolve_path(ds.root)
+    corpus_path, topics_path, qrels_path = root / ds.corpus, root / ds.topics, root / ds.qrels
+    checks = Checks(ds.integrity.model_dump(), str(root))
+    docs = docs_frame((d, t, f, i, n) for i, (d, t, f, n) in enumerate(read_trec_documents(corpus_path, lines=True)))
+    judgements = [j._replace(doc_id=norm_ref(j.doc_id)) for j in read_qrels_rows(qrels_path)]
+    topics = [{"id": qid, "query": text, "_file": str(topics_path), "_row": i, "_line": n, "_query_field": ds.topic_field}
+              for i, (qid, text, n) in enumerate(read_trec_topics(topics_path, ds.topic_field, lines=True))]
+    topics, graded = attach(topics, judgements, checks, str(topics_path), [str(qrels_path)])
+    return SourceFrames({"docs": docs, "ex": examples_frame(topics), "exm": None}, root, graded, {}, checks)

@@ -30,11 +30,11 @@ def fetch(dataset: str, ds: dict, domain: str, out_marker: str | Path) -> dict:
     if hub.source == "beir":
         from mmir.data.beir import HUB_PATTERNS
 
-        info = fetch_files(hub.repo_id, hub.revision, HUB_PATTERNS, dest)
+        info = fetch_files(hub.repo_id, hub.revision, HUB_PATTERNS, dest, hub.source)
     elif hub.source == "bright":
         from mmir.data.bright import configs
 
-        info = fetch_domain(hub.repo_id, hub.revision, domain, configs(hub), dest)
+        info = fetch_domain(hub.repo_id, hub.revision, domain, configs(hub), dest, hub.source)
     else:
         info = fetch_domain(hub.repo_id, hub.revision, domain, ["documents", "examples", "examples_multimodal",
                                                                "document_images", "examples_images"], dest)
@@ -46,7 +46,7 @@ def fetch(dataset: str, ds: dict, domain: str, out_marker: str | Path) -> dict:
 def prepare(dataset: str, ds: dict, domain: str, out_dir: str | Path, fetched_marker: str | Path | None = None) -> dict:
     """Normalise and check one domain (:mod:`mmir.data.prepare`); writes its artifacts to ``out_dir``."""
     from mmir.data.domains import fetched
-    from mmir.data.prepare import prepare_domain, write_prepared
+    from mmir.data.prepare import log_report, prepare_domain, write_prepared
 
     parsed = parse_dataset(ds, f"datasets.{dataset}")
     source = parsed.source
@@ -58,16 +58,7 @@ def prepare(dataset: str, ds: dict, domain: str, out_dir: str | Path, fetched_ma
         raw_root = paths.RAW.format(dataset=dataset)
     p = prepare_domain(dataset, ds, domain, raw_root)
     report = write_prepared(p, out_dir, meta)
-    log.info("read %s", ", ".join(report["sources"]))
-    log.info("wrote %s: %d documents, %d topics (%d with qrels), %d qrels, %d excluded pairs",
-             out_dir, report["documents"], report["topics"], report["topics_with_qrels"], report["qrels_task1"], report["excluded_pairs"])
-    for kind, n in report["problems"].items():
-        if n:
-            ex = report["examples"].get(kind)
-            log.warning("%s: %d (kept going, per integrity policy)%s", kind, n, f"; e.g. {ex[0]}" if ex else "")
-    if any(report.get("unretrievable", {}).values()):
-        log.warning("judged items that cannot be retrieved (undecodable images; they count as misses): %s",
-                    ", ".join(f"{t} {n}" for t, n in report["unretrievable"].items() if n))
+    log_report(report, out_dir, log)
     return report
 
 

@@ -56,6 +56,19 @@ class IntegrityConfig(Section):
                                          "of the query's images (first few query ids and paths in the message)")
     missing_positive_images: Policy = Field("warn", description="a positive_images entry absent from document_images; warn drops "
                                             "it from the Task 3/4 qrels")
+    unjudged_queries: Literal["drop", "keep", "error"] = Field(
+        "drop", description="a query no qrels row (or gold_ids entry) judges, in every source: drop leaves it out of the topics "
+        "(BEIR's loader does; a BEIR queries file often holds every split's queries), keep ranks it unscored; counted, "
+        "first ids named")
+    qrels_unknown_query: Policy = Field("error", description="a qrels row naming a query absent from the queries or topics "
+                                        "(BEIR's loader raises); warn drops the row, counted")
+    qrels_conflicting_grades: Policy = Field("error", description="one (query, document) pair judged twice with different "
+                                             "grades; warn keeps the last (as BEIR's and ir_datasets' loaders do), counted")
+    no_scorable_queries: Policy = Field("error", description="no query has a relevant document in the corpus; warn writes "
+                                        "empty qrels, and prepare.json says scorable_queries: 0 and why (tables show no number)")
+    text_whitespace: Literal["strip", "keep"] = Field(
+        "strip", description="surrounding whitespace of each document and query text (after joining title and text), in "
+        "every source: strip removes it (MTEB's (title + ' ' + text).strip()), counted; TREC SGML always collapses layout")
     max_missing_share: Number = Field(0.5, ge=0, le=1, description="stop when more than this share of a domain's query-image or "
                                      "positive-image references do not resolve, whatever the policy (a wrong root must not pass "
                                      "as warnings); 1 = never")

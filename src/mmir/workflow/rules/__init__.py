@@ -28,9 +28,17 @@ RULES: dict[str, Rule] = {r.name: r for m in (data, retrieval, generation, evalu
 
 
 def run_job(job: Job) -> Any:
-    """Run a job's step; an error is logged (with its traceback) before it propagates, so the rule log holds it."""
+    """Run a job's step; an error is logged (with its traceback) before it propagates, so the rule log holds it. An
+    error about the input or config (:class:`~mmir.core.errors.MmirError`: it names the file, line and field) is
+    logged to the log file only: the console gets one line from the caller (``mmir: error: ...``)."""
+    from mmir.core.errors import MmirError
+    from mmir.core.logs import FILE_ONLY
+
     try:
         return RULES[job.rule].run(job)
+    except MmirError as exc:
+        log.error("rule %s failed (wildcards %s): %s", job.rule, job.wildcards, exc, exc_info=True, extra=FILE_ONLY)
+        raise
     except Exception:
         log.exception("rule %s failed (wildcards %s)", job.rule, job.wildcards)
         raise
@@ -40,9 +48,13 @@ def run_snakemake_job(smk) -> Any:
     """The body of ``workflow/scripts/step.py``: the job of a Snakemake script call, its log set up, run.
 
     ``smk`` is the ``snakemake`` object Snakemake injects (``rule``, ``wildcards``, ``input``, ``output``,
-    ``params.slice``, ``log``).
+    ``params.slice``, ``log``). A data or config error ends the job with one ``mmir: error: <file>, line N, field
+    'x': ...`` line on stderr and exit status 2, its traceback in the job's log file (``run_job``).
     """
+    import sys
+
     from mmir.core import logs
+    from mmir.core.errors import MmirError
 
     def plain(v):
         return v if isinstance(v, str) else [str(x) for x in v]
@@ -50,4 +62,8 @@ def run_snakemake_job(smk) -> Any:
     logs.setup(smk.log[0] if smk.log else None)
     job = Job(smk.rule, {k: str(v) for k, v in smk.wildcards.items()}, {k: plain(v) for k, v in smk.input.items()},
               {k: str(v) for k, v in smk.output.items()}, smk.params.slice, int(smk.threads))
-    return run_job(job)
+    try:
+        return run_job(job)
+    except MmirError as exc:
+        print(f"mmir: error: {exc}" + (f" (traceback: {smk.log[0]})" if smk.log else ""), file=sys.stderr)
+        sys.exit(2)
