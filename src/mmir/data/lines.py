@@ -9,12 +9,14 @@ otherwise glue itself to the first id or key). Line numbers are 1-based, as edit
 from __future__ import annotations
 
 import gzip
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from mmir.core.errors import DataError
 
 BOM = "\ufeff"
+_FIELDS = re.compile(r"[ \t]+")
 
 
 def decode(raw: bytes, file: str | Path) -> str:
@@ -62,3 +64,9 @@ class LineCounter:
         self.line += self.text.count("\n", self.pos, pos)
         self.pos = pos
         return self.line
+
+
+def fields(line: str) -> list[str]:
+    """The space- or tab-separated fields of one line (``str.split()`` would also split at U+0085, U+2028, U+3000 and
+    the other Unicode spaces that ids may hold)."""
+    return _FIELDS.split(line.strip(" \t\r\n"))

@@ -18,7 +18,7 @@ from mmir.core.paths import resolve_path
 from mmir.data.checks import Checks
 from mmir.data.frames import SourceFrames, docs_frame, examples_frame
 from mmir.data.judgements import Judgement, attach
-from mmir.data.lines import LineCounter, numbered, read_text
+from mmir.data.lines import LineCounter, fields, numbered, read_text
 from mmir.data.parquet import norm_ref
 
 _DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
@@ -26,7 +26,6 @@ _DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.S | re.I)
 _TAG = re.compile(r"<[^>]+>")
 _TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
 _LAYOUT = re.compile(r"[ \t\n\r\x0b\x0c]+")
-_FIELDS = re.compile(r"[ \t]+")
 
 
 def collapse(text: str) -> str:
@@ -89,7 +88,7 @@ def read_qrels_rows(path: str | Path) -> list[Judgement]:
     path = Path(path)
     out = []
     for i, line in numbered(read_text(path)):
-        parts = _FIELDS.split(line.strip(" \t"))
+        parts = fields(line)
         if len(parts) != 4:
             raise DataError(path, f"expected 'qid iter docid rel', got {len(parts)} field(s): {line[:80]!r}", line=i)
         try:

@@ -95,7 +95,7 @@ class CallAudit:
         for p in paths:
             f = Path(p)
             if f.exists():
-                records += [CallRecord.from_dict(json.loads(x)) for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+                records += [CallRecord.from_dict(json.loads(x)) for x in f.read_text(encoding="utf-8").split("\n") if x.strip()]
         return cls(records)
 
 

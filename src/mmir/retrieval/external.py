@@ -29,6 +29,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from mmir.core.errors import DataError
+from mmir.data.lines import fields
 from mmir.retrieval.runs import Run
 
 #: the columns of a TREC run line
@@ -121,7 +122,7 @@ def read_checked_run(path: str | Path, qids: Collection[str], items: Collection[
                 line = raw.decode("utf-8-sig" if i == 1 else "utf-8")
             except UnicodeDecodeError as exc:
                 raise RunFileError(path, i, None, f"not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line)") from exc
-            parts = line.split()
+            parts = fields(line) if line.strip(" \t\r\n") else []
             if not parts:
                 continue
             n_lines += 1

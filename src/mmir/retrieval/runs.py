@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mmir.core.errors import DataError
 from mmir.core.io import atomic_path
+from mmir.data.lines import fields, numbered, read_text
 
 Run = dict[str, list[tuple[str, float]]]
 
@@ -28,10 +29,8 @@ def write_run(path: str | Path, run: Run, tag: str) -> int:
 def read_run(path: str | Path) -> Run:
     """Read a TREC run file into rank order (by the file's rank column). Raises DataError on bad lines."""
     tmp: dict[str, list[tuple[int, str, float]]] = {}
-    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split()
+    for i, line in numbered(read_text(path)):
+        parts = fields(line)
         if len(parts) != 6:
             raise DataError(path, f"line {i}: expected 'qid Q0 docid rank score tag', got {line!r}")
         try:

@@ -195,7 +195,7 @@ def score_step(unit: PreparedUnit, tasks_dir: str | Path, reports_dir: str | Pat
     rep_dir = Path(reports_dir)
     rep_summary = json.loads((rep_dir / "summary.json").read_text(encoding="utf-8"))
     baseline = {}
-    for line in (rep_dir / "reports.jsonl").read_text(encoding="utf-8").splitlines():
+    for line in (rep_dir / "reports.jsonl").read_text(encoding="utf-8").split("\n"):
         if line.strip():
             r = json.loads(line)
             baseline[r["qid"]] = r

@@ -87,7 +87,7 @@ def read_kb(kb_jsonl: str | Path, image_bytes: Mapping[str, bytes] | None = None
 
     out = []
     path = Path(kb_jsonl)
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -151,7 +151,7 @@ def collect(summary_files: Sequence[str | Path]) -> list[dict[str, Any]]:
         for k in ("llm_calls", "llm_failures", "kb_llm_calls", "kb_llm_failures"):
             g[k] += int(s.get(k, 0))
         g["evaluations"] += [StoredEvaluation(json.loads(line)) for line in
-                             (Path(f).parent / "evaluations.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+                             (Path(f).parent / "evaluations.jsonl").read_text(encoding="utf-8").split("\n") if line.strip()]
         g["excluded"] += len(s["generation_failures"])
         g["domains"].append(s["domain"])
         g["seconds"] += s["seconds"]

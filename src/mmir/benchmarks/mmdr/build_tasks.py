@@ -153,7 +153,7 @@ def load_built_tasks(tasks_dir: str | Path) -> list[BuiltTask]:
     """
     d = Path(tasks_dir)
     tasks = load_tasks(d / TASKS_FILE, gt_path=d / GT_FILE)
-    lines = (d / TASKS_FILE).read_text(encoding="utf-8").splitlines()
+    lines = (d / TASKS_FILE).read_text(encoding="utf-8").split("\n")
     out = []
     for t in tasks:
         meta = json.loads(lines[t.index]).get("mmir")

@@ -103,7 +103,7 @@ def read_results(path: str | os.PathLike) -> tuple[list[dict[str, Any]], list[st
     order: list[str] = []
     dups: list[str] = []
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        lines = p.read_text(encoding="utf-8").split("\n")
     except (OSError, UnicodeDecodeError) as e:
         raise DataError(str(p), f"cannot read results: {e}") from e
     for n, line in enumerate(lines, start=1):

@@ -49,7 +49,7 @@ def combine_results(run_dirs: Sequence[str | Path], dest: str | Path) -> list[di
     recs = []
     for d in run_dirs:
         s = json.loads((Path(d) / "summary.json").read_text(encoding="utf-8"))
-        for line in (Path(d) / "results" / f"{RESULTS_STEM}.jsonl").read_text(encoding="utf-8").splitlines():
+        for line in (Path(d) / "results" / f"{RESULTS_STEM}.jsonl").read_text(encoding="utf-8").split("\n"):
             if line.strip():
                 r = json.loads(line)
                 r["qid"] = f"{s['dataset']}/{s['domain']}/{r['qid']}"

@@ -84,7 +84,7 @@ def _read_records(path: Path) -> list[tuple[int, Any]]:
         raise DataError(str(path), f"not UTF-8 text: {e}") from e
     if path.suffix.lower() == ".jsonl":
         out = []
-        for i, line in enumerate(text.splitlines()):
+        for i, line in enumerate(text.split("\n")):
             if not line.strip():
                 continue
             try:
