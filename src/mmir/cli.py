@@ -27,8 +27,9 @@ def cmd_validate(config, args) -> int:
     p = U.typed(config)
     for ds, dom in U.units(config):
         print(f"{ds}\t{dom}")
-    print(f"systems: {', '.join(p.systems)}; tasks: {', '.join(p.tasks)}; protocol: {p.evaluation.protocol}")
+    print(f"systems: {', '.join(U.system_order(p))}; tasks: {', '.join(p.tasks)}; protocol: {p.evaluation.protocol}")
     print("units: " + "; ".join(f"{t} {len(U.task_units(config, t))}" for t in p.tasks))
+    print("baseline: " + "; ".join(f"{t} " + ", ".join(f"{ds} {b}" for ds, b in U.table_baselines(config, t).items()) for t in p.tasks))
     m2rag = U.m2rag_units(config)
     print(f"rag units: {len(U.rag_units(config))}; m2rag units: {len(m2rag)} "
           f"({len({(u['dataset'], u['domain'], u['source']) for u in m2rag})} knowledge bases); "
