@@ -103,9 +103,14 @@ def cmd_snakemake(config, args) -> int:
         print(f"mmir: stage family {args.family} has no unit in this config: nothing to do "
               f"(created {len(made)} empty outputs for DVC)", file=sys.stderr)
         return 0
+    from mmir.workflow.resume import clear_stale_lock
+
     files = [a for f in [args.params, *args.configfile] for a in ("--configfile", f)]
     cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", os.environ.get("MMIR_CORES", "all"), *files,
            *args.snakemake_args, "--", *targets]
+    note = clear_stale_lock(cmd[0], cmd[1:])  # a lock a killed Snakemake left (a DVC stage rerun after a kill)
+    if note:
+        print(f"mmir: {note}", file=sys.stderr)
     print("mmir: " + " ".join(cmd[:8]) + f" ... ({len(targets)} targets)", file=sys.stderr)
     return subprocess.call(cmd)
 
