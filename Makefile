@@ -39,13 +39,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --no-deps pylate==1.6.0 colpali-engine==0.3.18   # late interaction: see pyproject.toml
 	touch $@
 
-# the first run: every stage on a sample of ../shared/data (params.yaml), 11-17 minutes cold on 2 cores (docs: Tests and benchmarks)
+# the first run: every stage on a sample of ../shared/data (params.yaml), 11-17 minutes cold on 2 cores (docs: Tests and benchmarks).
+# Snakemake through mmir.workflow.resume: after a kill, the same command removes the stale lock and resumes.
 run: setup
-	$(VENV)/bin/snakemake --cores $(CORES)
+	$(PY) -m mmir.workflow.resume --cores $(CORES)
 
 # the full offline reproduction: every query and the whole corpus (workflow/configs/offline-full.yaml)
 reproduce: setup
-	$(VENV)/bin/snakemake --cores $(CORES) --configfile workflow/configs/offline-full.yaml
+	$(PY) -m mmir.workflow.resume --cores $(CORES) --configfile workflow/configs/offline-full.yaml
 
 # the unit tests on one process per core (pytest-xdist; one file per process at a time, so a file's fixtures stay
 # together): 500 s -> 200 s on 2 cores. A crashed worker fails its test and is not replaced (--max-worker-restart=0):

@@ -30,8 +30,9 @@ def cmd_validate(config, args) -> int:
     p = U.typed(config)
     for ds, dom in U.units(config):
         print(f"{ds}\t{dom}")
-    print(f"systems: {', '.join(p.systems)}; tasks: {', '.join(p.tasks)}; protocol: {p.evaluation.protocol}")
+    print(f"systems: {', '.join(U.system_order(p))}; tasks: {', '.join(p.tasks)}; protocol: {p.evaluation.protocol}")
     print("units: " + "; ".join(f"{t} {len(U.task_units(config, t))}" for t in p.tasks))
+    print("baseline: " + "; ".join(f"{t} " + ", ".join(f"{ds} {b}" for ds, b in U.table_baselines(config, t).items()) for t in p.tasks))
     m2rag = U.m2rag_units(config)
     print(f"rag units: {len(U.rag_units(config))}; m2rag units: {len(m2rag)} "
           f"({len({(u['dataset'], u['domain'], u['source']) for u in m2rag})} knowledge bases); "
@@ -105,9 +106,14 @@ def cmd_snakemake(config, args) -> int:
         print(f"mmir: stage family {args.family} has no unit in this config: nothing to do "
               f"(created {len(made)} empty outputs for DVC)", file=sys.stderr)
         return 0
+    from mmir.workflow.resume import clear_stale_lock
+
     files = [a for f in [args.params, *args.configfile] for a in ("--configfile", f)]
     cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", os.environ.get("MMIR_CORES", "all"), *files,
            *args.snakemake_args, "--", *targets]
+    note = clear_stale_lock(cmd[0], cmd[1:])  # a lock a killed Snakemake left (a DVC stage rerun after a kill)
+    if note:
+        print(f"mmir: {note}", file=sys.stderr)
     print("mmir: " + " ".join(cmd[:8]) + f" ... ({len(targets)} targets)", file=sys.stderr)
     return subprocess.call(cmd)
 

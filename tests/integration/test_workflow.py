@@ -28,7 +28,7 @@ from integration.helpers import snakemake as _snakemake
 pytestmark = pytest.mark.integration
 
 
-def _params(data_root: Path, cache: Path) -> dict:
+def _params(data_root: Path | str, cache: Path | str) -> dict:
     return {
         "datasets": {"openstax": {"source": "local", "root": str(data_root), "domains": ["statistics"]}},
         "systems": {"bm25": {"kind": "bm25"},
@@ -36,6 +36,14 @@ def _params(data_root: Path, cache: Path) -> dict:
         "measures": ["nDCG@10", "Recall@100", "MAP"],
         "paths": {"embedding_cache": str(cache)},
     }
+
+
+def _beside_shared_data(base: Path, data_dir: Path) -> Path:
+    """``base/project``, with the shared data at ``../shared/data`` as in the real layout (a symlink here)."""
+    (base / "shared").mkdir(parents=True)
+    (base / "shared" / "data").symlink_to(data_dir)
+    (base / "project").mkdir()
+    return base / "project"
 
 
 def ndcg10_by_hand(ranking: list[str], gold: set[str]) -> float:
@@ -60,9 +68,11 @@ def independent_ndcg10(run_file: Path, data_root: Path) -> float:
 
 @pytest.fixture(scope="module")
 def workflow_dir(tmp_path_factory):
+    """The first run of a project whose paths are relative, as params.yaml's: the data at ../shared/data, the cache
+    inside the project."""
     data_root = shared("openstax")
-    wd = tmp_path_factory.mktemp("wf")
-    (wd / "params.yaml").write_text(yaml.safe_dump(_params(data_root, wd / "emb")))
+    wd = _beside_shared_data(tmp_path_factory.mktemp("wf"), data_root.parent)
+    (wd / "params.yaml").write_text(yaml.safe_dump(_params("../shared/data/openstax", "emb")))
     proc = _snakemake(wd)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return wd, data_root
@@ -157,6 +167,19 @@ def test_rerun_does_nothing_and_bm25_change_reruns_only_bm25(workflow_dir):
     finally:
         params["systems"]["bm25"]["k1"] = 0.9
         (wd / "params.yaml").write_text(yaml.safe_dump(params))
+
+
+def test_a_copy_of_the_finished_project_elsewhere_plans_nothing(workflow_dir, tmp_path):
+    """Every rule's inputs and params hold the project's paths as given (relative): the finished first run copied to
+    another directory, with its .snakemake metadata and the shared data at the same relative place, is up to date."""
+    wd, data_root = workflow_dir
+    moved = _beside_shared_data(tmp_path / "elsewhere", data_root.parent)
+    shutil.copytree(wd, moved, symlinks=True, dirs_exist_ok=True)  # copy2: modification times kept, as `cp -a`
+    proc = _snakemake(moved, "-n")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Nothing to be done" in out, out[-3000:]
+    metadata = "".join(p.read_text(errors="replace") for p in (moved / ".snakemake" / "metadata").iterdir())
+    assert str(wd) not in metadata and str(data_root.parent) not in metadata  # no absolute path was recorded
 
 
 def test_bad_config_stops_before_any_job(tmp_path):

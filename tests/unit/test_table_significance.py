@@ -86,6 +86,21 @@ def test_bh_and_a_named_baseline(units):
     assert cells["dense"]["Avg."]["p"] is None and cells["bm25"]["Avg."]["significant"]
 
 
+def test_the_workflows_baseline_not_the_first_row_is_tested_against(units):
+    """``baselines`` (mmir.workflow.units.table_baselines) names each dataset's baseline; with the config's null the
+    first row would be bm25 here, so the row named is what every test is against, and the footnote names it."""
+    tmp, metrics, perquery = units
+    out = {k: tmp / f"w.{k}" for k in ("md", "csv", "json", "sig")}
+    steps.report("task1", metrics, "nDCG@10", "official", steps.TableFiles(out["md"], out["csv"], out["json"], out["sig"]),
+                 perquery_files=perquery, significance={"resamples": 500}, baselines={"os": "noise"})
+    sig = json.loads(out["sig"].read_text())["datasets"]["os"]
+    assert sig["baseline"] == "noise" and sig["cells"]["noise"]["Avg."]["p"] is None
+    assert all(sig["cells"][s]["Avg."]["p"] is not None for s in ("bm25", "dense", "rand"))
+    assert "baseline **noise**" in out["md"].read_text() and set(pd.read_csv(out["csv"])["baseline"]) == {"noise"}
+    # the rows stay in the order of the metric files (the workflow's table order)
+    assert pd.read_csv(out["csv"])["system"].tolist() == ["bm25", "dense", "noise", "rand"]
+
+
 def test_without_per_query_files_the_table_is_unchanged(units):
     tmp, metrics, _ = units
     steps.report("task1", metrics, "nDCG@10", "official", steps.TableFiles(tmp / "p.md", tmp / "p.csv", tmp / "p.json"))

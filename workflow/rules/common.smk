@@ -7,6 +7,7 @@ from pathlib import Path
 # run from a checkout without installing
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+from mmir.config import merge_config_files
 from mmir.core import paths
 from mmir.core.tasks import TASKS
 from mmir.data.domains import dataset_domains
@@ -15,8 +16,19 @@ from mmir.workflow.targets import all_targets
 from mmir.workflow.units import ablation_systems, rerank_systems
 from mmir.workflow.validate import validate_config
 
+# Snakemake merges params.yaml into the --configfile overlays, so an overlay's systems and datasets would come first
+# (and with them a table's first row). The config is rebuilt from Snakemake's own list of files with mmir's merge:
+# `python -m mmir validate` reads the same files the same way, and both see one config, key order included.
+_overlays = list(workflow.config_settings.configfiles)
+CONFIG_FILES = [*([] if workflow.config_settings.replace_workflow_config else workflow.configfiles[len(_overlays) :]), *_overlays]
+_raw = merge_config_files(CONFIG_FILES, workflow.config_settings.config)
+config.clear()
+config.update(_raw)
 # raises ConfigError naming the bad key; no job has started
-validate_config(config, "config (params.yaml + any --configfile/--config overlay)")
+validate_config(
+    config,
+    " + ".join(map(str, CONFIG_FILES)) + (" + --config" if workflow.config_settings.config else "") or "config",
+)
 
 # "<system>+cap:<captioner>", "<system>+ref:<reformulator>"
 DERIVED = ablation_systems(config)

@@ -212,18 +212,34 @@ def _read_yaml(path: Path) -> dict:
 
 
 def merge_overlay(base: dict, overlay: dict) -> dict:
-    """``overlay`` merged into ``base`` key by key, recursively (Snakemake's ``--configfile`` rule): mappings
-    merge, any other value replaces. ``base`` is updated and returned."""
+    """``overlay`` merged into ``base`` key by key, recursively: mappings merge, any other value replaces (a mapping
+    over a ``null`` too: ``rag: null`` then ``rag: {k: 3}`` is ``{k: 3}``). A key new to ``base`` comes after its keys,
+    so params.yaml's systems and datasets keep their place and an overlay's new ones follow in the overlay's order.
+    ``base`` is updated and returned."""
     for key, value in overlay.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict):
             merge_overlay(base[key], value)
         else:
-            base[key] = value
+            base[key] = copy.deepcopy(value)
     return base
 
 
+def merge_config_files(files: list[str | os.PathLike], overrides: dict | None = None) -> dict:
+    """The raw config of ``files`` merged in order (:func:`merge_overlay`), then ``overrides`` (``snakemake --config
+    key=value``). Snakemake (``workflow/rules/common.smk``, from its own list of config files) and ``python -m mmir``
+    (:func:`read_config`) both build their config with it, so they see one config, key order included.
+
+    Raises:
+        ConfigError: bad YAML (named, with the file); OSError: a file cannot be read.
+    """
+    raw: dict = {}
+    for f in files:
+        merge_overlay(raw, _read_yaml(Path(f)))
+    return merge_overlay(raw, dict(overrides or {}))
+
+
 def read_config(path: str | os.PathLike = "params.yaml", overlays: list[str | os.PathLike] | None = None) -> tuple[dict, str]:
-    """Read ``path`` and merge each overlay as ``snakemake --configfile`` does (not validated).
+    """Read ``path`` and merge each overlay into it (:func:`merge_config_files`; not validated).
 
     Returns:
         ``(raw config, "<file> + <overlay> ...")``.
@@ -232,7 +248,4 @@ def read_config(path: str | os.PathLike = "params.yaml", overlays: list[str | os
         ConfigError: bad YAML (named, with the file); OSError: a file cannot be read.
     """
     files = [Path(path), *(Path(o) for o in overlays or [])]
-    raw: dict = {}
-    for f in files:
-        merge_overlay(raw, _read_yaml(f))
-    return raw, " + ".join(map(str, files))
+    return merge_config_files(files), " + ".join(map(str, files))

@@ -106,6 +106,13 @@ def resolve_path(p: str, base: str | os.PathLike | None = None) -> Path:
     return q if q.is_absolute() else (Path(base) if base else Path.cwd()) / q
 
 
+def project_path(p: str) -> Path:
+    """``p`` with ``~`` and ``$VARS`` expanded, a relative path kept relative (to the project directory, Snakemake's
+    working directory). Rule inputs and params use it: an absolute path recorded there would make a copy of the
+    project, or a node that mounts it elsewhere, rerun every job ("Set of input files has changed")."""
+    return Path(os.path.expandvars(os.path.expanduser(p)))
+
+
 def project_file(p: str) -> str:
     """A path of the config (e.g. an ``expected`` file): as given when it exists (absolute, or relative to the working
     directory), else relative to the source checkout this package runs from (the folder holding its ``Snakefile``),

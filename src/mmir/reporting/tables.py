@@ -42,7 +42,8 @@ def collect(metric_files: list[str | Path]) -> pd.DataFrame:
 
 
 def wide(long: pd.DataFrame, measure: str, dataset: str) -> pd.DataFrame:
-    """Systems × domains (+ Avg.) of one dataset for one measure, values × 100, systems in input order."""
+    """Systems × domains (+ Avg.) of one dataset for one measure, values × 100, systems in input order (the workflow
+    gives the metric files in table order: :func:`mmir.workflow.units.task_units`)."""
     sub = long[(long["dataset"] == dataset) & (long["measure"] == measure)]
     domains = list(dict.fromkeys(sub["domain"]))
     systems = list(dict.fromkeys(sub["system"]))
@@ -69,9 +70,12 @@ def collect_perquery(metric_files: list[str | Path], perquery_files: list[str | 
 
 
 def task_statistics(metric_files: list[str | Path], perquery_files: list[str | Path], measure: str, settings: Settings,
-                    task: str) -> dict[str, pd.DataFrame]:
-    """:func:`mmir.evaluation.significance.table_statistics` of each dataset's table (seed key: task, dataset)."""
-    return {ds: table_statistics(scores, settings, key=(task, ds))
+                    task: str, baselines: dict[str, str] | None = None) -> dict[str, pd.DataFrame]:
+    """:func:`mmir.evaluation.significance.table_statistics` of each dataset's table (seed key: task, dataset), tested
+    against ``baselines[dataset]`` where given (the workflow's choice, :func:`mmir.workflow.units.table_baselines`),
+    else ``settings.baseline``."""
+    return {ds: table_statistics(scores, settings.model_copy(update={"baseline": (baselines or {}).get(ds, settings.baseline)}),
+                                 key=(task, ds))
             for ds, scores in collect_perquery(metric_files, perquery_files, measure).items()}
 
 

@@ -220,13 +220,13 @@ class TableFiles:
 def report(task: str, metric_files: list[str], measure: str, protocol: str, out: TableFiles,
            untrained: list[str] = (), notes: list[str] = (), perquery_files: list[str] | None = None,
            significance: dict | None = None, reranked: dict[str, str] | None = None,
-           rerank_stats: dict[str, list[str]] | None = None, approximate: list[str] = ()) -> None:
+           rerank_stats: dict[str, list[str]] | None = None, approximate: list[str] = (), baselines: dict[str, str] | None = None) -> None:
     """Write the task table (:mod:`mmir.reporting.tables`) to ``out``; systems in ``untrained`` (random weights) and in ``approximate`` (an
     approximate index: FAISS hnsw/ivf, Voyager) are labelled so; ``notes`` (how image text and ties were handled) go under the title. With
     the per-query files (parallel to ``metric_files``) and the ``significance`` config slice every cell gets its interval and its test
     against the baseline (:mod:`mmir.evaluation.significance`), also written to ``out.significance``. ``reranked``
     (``{<system>+rr:<reranker>: first-stage system}``) adds each reranked row's test against its own first stage
-    (:mod:`mmir.reporting.rerank`); ``rerank_stats`` (their run stats files) marks rows whose reranker calls failed."""
+    (:mod:`mmir.reporting.rerank`); ``rerank_stats`` marks rows whose reranker calls failed; ``baselines``: ``{dataset: system}``."""
     from mmir.evaluation.significance import Settings
     from mmir.reporting import rerank as rr
     from mmir.reporting.tables import APPROXIMATE_NOTE, FAILED_MARK, TableFiles, TableStatistics, collect, task_statistics, write_task_table
@@ -244,7 +244,7 @@ def report(task: str, metric_files: list[str], measure: str, protocol: str, out:
     settings = Settings.from_config(significance)
     stats = None
     if perquery_files is not None:
-        stats = task_statistics(metric_files, perquery_files, measure, settings, task)
+        stats = task_statistics(metric_files, perquery_files, measure, settings, task, baselines)
         for st in stats.values():
             st["system"], st["baseline"] = st["system"].map(lambda s: label.get(s, s)), st["baseline"].map(lambda s: label.get(s, s))
     write_task_table(long, task, measure, protocol, TableFiles(out_md, out_csv, out_metrics, out_significance), notes=list(notes),

@@ -184,8 +184,24 @@ def units(config: dict | Params) -> list[tuple[str, str]]:
     return [(name, dom) for name, ds in typed(config).datasets.items() for dom in dataset_domains(name, ds)]
 
 
+#: the row order of every task table, as MM-BRIGHT's Tables 3-6: systems by kind (lexical, dense text, late interaction,
+#: multimodal; a kind not listed after them), then by name; each reranked system right after its first stage
+KIND_ORDER = ("bm25", "dense", "multivector", "mm")
+#: the system a task table is tested against when ``significance.baseline`` is null or not one of its rows: the paper's
+DEFAULT_BASELINE = "bm25"
+
+
+def system_order(config: dict | Params) -> list[str]:
+    """The keys of ``systems`` in table order (:data:`KIND_ORDER`, then name): never the order of the config's mapping,
+    which depends on how overlays were merged."""
+    p = typed(config)
+    rank = {k: i for i, k in enumerate(KIND_ORDER)}
+    return sorted(p.systems, key=lambda n: (rank.get(p.systems[n].kind, len(KIND_ORDER)), n))
+
+
 def task_units(config: dict | Params, task: str) -> list[dict]:
-    """``{dataset, domain, system}`` of every unit a task runs on.
+    """``{dataset, domain, system}`` of every unit a task runs on: datasets and domains in config order, systems in
+    table order (:func:`system_order`, each reranked system after its first stage, by reranker name).
 
     Task 1 (text only, the paper's Table 3) runs the text systems (bm25, dense) on every domain; Tasks 2–4 run
     every system on the domains with multimodal data (text systems through image text). The ablation systems
@@ -193,17 +209,36 @@ def task_units(config: dict | Params, task: str) -> list[dict]:
     """
     spec = task_spec(task)
     p = typed(config)
+    reranked = rerank_systems(p)
+    after: dict[str, list[str]] = {}  # first stage -> its reranked systems (a reranked system runs wherever its first stage does)
+    for rr in sorted(reranked):
+        if reranked[rr]["tasks"] is None or task in reranked[rr]["tasks"]:
+            after.setdefault(reranked[rr]["base"], []).append(rr)
     out = []
     for name, dom in units(p):
-        if not spec.multimodal or has_multimodal(p.datasets[name], dom):
-            out += [{"dataset": name, "domain": dom, "system": s} for s, sys_ in p.systems.items()
-                    if (spec.mm_kinds is not None or sys_.kind != "mm") and (sys_.tasks is None or task in sys_.tasks)
-                    and (sys_.datasets is None or name in sys_.datasets)]
-    for rr, r in rerank_systems(p).items():  # a reranked system runs wherever its first stage does
-        if r["tasks"] is None or task in r["tasks"]:
-            out += [{**u, "system": rr} for u in list(out) if u["system"] == r["base"]
-                    and (r["datasets"] is None or u["dataset"] in r["datasets"])]
+        if spec.multimodal and not has_multimodal(p.datasets[name], dom):
+            continue
+        for s in system_order(p):
+            sys_ = p.systems[s]
+            if (spec.mm_kinds is None and sys_.kind == "mm") or (sys_.tasks is not None and task not in sys_.tasks) \
+                    or (sys_.datasets is not None and name not in sys_.datasets):
+                continue
+            out.append({"dataset": name, "domain": dom, "system": s})
+            out += [{"dataset": name, "domain": dom, "system": rr} for rr in after.get(s, [])
+                    if reranked[rr]["datasets"] is None or name in reranked[rr]["datasets"]]
     return out
+
+
+def table_baselines(config: dict | Params, task: str) -> dict[str, str]:
+    """``{dataset: system}``: what each dataset's table of ``task`` tests every row against. ``significance.baseline``
+    where that table has the row, else :data:`DEFAULT_BASELINE` (BM25, the paper's) where it has it, else the table's
+    first row (:func:`task_units` order). Depends on neither dict nor merge order; ``python -m mmir validate`` prints it."""
+    configured = typed(config).significance.baseline
+    rows: dict[str, list[str]] = {}
+    for u in task_units(config, task):
+        rows.setdefault(u["dataset"], []).append(u["system"])
+    return {ds: next((b for b in (configured, DEFAULT_BASELINE) if b in names), names[0]) for ds, names in rows.items()}
+
 
 def ablation_units(config: dict | Params, grid: str) -> list[dict]:
     """Units of an ablation grid, on the domains whose queries have images (reasoning: the domains of the ``bright``

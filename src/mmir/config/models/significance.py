@@ -14,8 +14,9 @@ class SignificanceConfig(Section):
     Avg. column stratified by domain), corrected for multiple comparisons; a marker where the corrected p < alpha.
     Seeds are per cell (seed + the cell's name)."""
 
-    baseline: str | None = Field(None, description="system (RAG: setting, or topk:<system>) tested against; null = the first "
-                                 "row of each table")
+    baseline: str | None = Field(None, description="system (RAG: setting, or topk:<system>) tested against; a task table "
+                                 "without that row, and null, use bm25 where the table has it, else its first row (rows by "
+                                 "kind: bm25, dense, multivector, mm; then by name); RAG null: the first setting")
     test: Literal["permutation", "bootstrap"] = Field("permutation", description="paired randomization (sign flips) or paired "
                                                       "bootstrap (shift method)")
     correction: Literal["holm", "bh", "none"] = Field("holm", description="Holm (family-wise) or Benjamini-Hochberg (false "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mmir.core import paths
 from mmir.core.errors import ConfigError
-from mmir.core.paths import resolve_path
+from mmir.core.paths import project_path
 from mmir.workflow.rules.common import Job, Rule, W, prepared_dir, without
 
 
@@ -47,7 +47,7 @@ def _prepare_inputs(config: dict, w: W) -> dict:
         return {"raw": [paths.FETCHED.format(**w)]}
     if ds["source"] == "ir_datasets":
         return {}
-    root = resolve_path(ds["root"])
+    root = project_path(ds["root"])
     if ds["source"] == "trec":
         return {"raw": [str(root / ds[k]) for k in ("corpus", "topics", "qrels")]}
     if ds["source"] == "beir":

@@ -4,7 +4,7 @@ domain (classifier through the generation cache, or a labels file), then the dis
 from __future__ import annotations
 
 from mmir.core import paths
-from mmir.core.paths import resolve_path
+from mmir.core.paths import project_path
 from mmir.workflow import units as U
 from mmir.workflow.rules.common import (
     Job,
@@ -39,7 +39,7 @@ def _essentiality_inputs(config: dict, w: W) -> dict:
     e = config["essentiality"]
     files = {n: paths.prepared(w["dataset"], w["domain"], f"{n}.parquet") for n in ("topics_mm", "query_images")}
     if e["labels"]:
-        files["labels_file"] = str(resolve_path(e["labels"]))
+        files["labels_file"] = str(project_path(e["labels"]))
     else:
         files["captions"] = image_text_captions(config, w)
     return files

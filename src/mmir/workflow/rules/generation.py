@@ -62,14 +62,14 @@ def _reason_queries(job: Job):
 
 def _reason_queries_inputs(config: dict, w: W) -> dict:
     """The fetched marker of a hub copy, or the variant's parquet files of a local ``root``."""
-    from mmir.core.paths import resolve_path
+    from mmir.core.paths import project_path
     from mmir.data.domains import fetched
     from mmir.data.parquet import domain_files
 
     ds = config["datasets"][w["dataset"]]
     if fetched(ds):
         return {"raw": [paths.FETCHED.format(dataset=w["dataset"], domain=w["domain"])]}
-    return {"raw": [str(f) for f in domain_files(resolve_path(ds["root"]), f"{w['source']}_reason", w["domain"])]}
+    return {"raw": [str(f) for f in domain_files(project_path(ds["root"]), f"{w['source']}_reason", w["domain"])]}
 
 
 def _reason_queries_params(config: dict, w: W) -> dict:

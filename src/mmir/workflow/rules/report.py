@@ -54,7 +54,8 @@ def _report(job: Job):
     reranked = p.get("reranked") or {}
     stats = {s: [f for f in job.input.get("rerank_stats", []) if f"/{s}/" in f] for s in reranked}
     result = steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], out, p["untrained"],
-                          p["notes"], list(job.input["perquery"]), p["significance"], reranked, stats, p["approximate"])
+                          p["notes"], list(job.input["perquery"]), p["significance"], reranked, stats, p["approximate"],
+                          p["baselines"])
     write_forest(o["significance"], o["csv"], o["forest"])
     return result
 
@@ -74,6 +75,7 @@ def _report_params(config: dict, w: W) -> dict:
             "untrained": sorted(s for s in systems if untrained(config, s)),
             "approximate": sorted(s for s in systems if approximate(config, s)),
             "notes": table_notes(config, w["task"]), "significance": config["significance"],
+            "baselines": U.table_baselines(config, w["task"]),
             **({"reranked": {s: reranked[s]["base"] for s in sorted(systems) if s in reranked}} if systems & set(reranked) else {})}
 
 

@@ -1,0 +1,106 @@
+"""Run Snakemake, first removing the lock a killed Snakemake left: ``python -m mmir.workflow.resume [SNAKEMAKE ARGS]``
+(``make run`` and ``make reproduce`` run it; ``mmir snakemake`` does the same check).
+
+Snakemake killed with its jobs (``kill -9``, an out-of-memory kill, a lost node) leaves two things behind: its lock on
+the working directory, and the outputs of the jobs it was running marked incomplete. The workflow profile
+(``profiles/default``: ``rerun-incomplete``) reruns the second; this removes the first (``snakemake --unlock`` with the
+same arguments) when, and only when, no process on this machine runs Snakemake or one of its jobs in that directory.
+A live run keeps its lock, and Snakemake refuses to start as usual. Processes on other machines are invisible here: on
+a shared filesystem, run this only where the workflow was running.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from mmir.core.errors import MmirError
+
+#: where Snakemake's default (file) persistence keeps the locks of a working directory
+LOCKS = Path(".snakemake") / "locks"
+
+
+def workdir(args: list[str]) -> Path:
+    """The working directory Snakemake will use with ``args``: ``--directory`` / ``-d``, else the current one."""
+    for i, a in enumerate(args):
+        if a in ("--directory", "-d") and i + 1 < len(args):
+            return Path(args[i + 1])
+        if a.startswith("--directory="):
+            return Path(a.partition("=")[2])
+    return Path.cwd()
+
+
+def _ancestors() -> set[int]:
+    """This process and its parents (a wrapper's own command line may name snakemake)."""
+    out, pid = set(), os.getpid()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            break
+        pid = int(next((line.split()[1] for line in status.splitlines() if line.startswith("PPid:")), 0))
+    return out
+
+
+def live_processes(directory: str | os.PathLike) -> list[tuple[int, str]]:
+    """``(pid, command line)`` of the processes on this machine (this one and its parents excepted) whose working
+    directory is ``directory`` and whose command line names snakemake: Snakemake itself, or a job it started (a script
+    job runs ``.snakemake/scripts/...``). Processes this user may not inspect are not seen."""
+    target, mine = os.path.realpath(directory), _ancestors()
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        try:
+            if os.path.realpath(os.readlink(entry / "cwd")) != target:
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:  # gone, a zombie, or another user's
+            continue
+        if "snakemake" in cmd:
+            out.append((int(entry.name), cmd))
+    return out
+
+
+def clear_stale_lock(snakemake: str | os.PathLike, args: list[str]) -> str | None:
+    """Remove the lock of the directory ``args`` run Snakemake in when no live Snakemake holds it
+    (``snakemake --unlock ARGS``). Returns what was done or why not (None: there is no lock).
+
+    Raises:
+        MmirError: ``snakemake --unlock`` failed (its output in the message).
+    """
+    directory = workdir(args)
+    if not any((directory / LOCKS).glob("*.lock")):
+        return None
+    live = live_processes(directory)
+    if live:
+        pid, cmd = live[0]
+        return (f"{directory} is locked by a running Snakemake (pid {pid}: {cmd[:120]}); left as it is: wait for it, "
+                "or stop it first")
+    proc = subprocess.run([str(snakemake), "--unlock", *args], capture_output=True, text=True)  # first: args may end in "-- targets"
+    if proc.returncode != 0:
+        raise MmirError(f"snakemake --unlock failed in {directory}:\n{(proc.stdout + proc.stderr)[-2000:]}")
+    return f"removed the lock a killed Snakemake left on {directory} (no Snakemake process of it is running here)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Clear a stale lock, then replace this process by ``snakemake ARGV`` (its exit status is the command's)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    snakemake = Path(sys.executable).parent / "snakemake"
+    try:
+        note = clear_stale_lock(snakemake, args)
+    except MmirError as exc:
+        print(f"mmir: error: {exc}", file=sys.stderr)
+        return 2
+    if note:
+        print(f"mmir: {note}", file=sys.stderr)
+    sys.stderr.flush()
+    os.execv(snakemake, [str(snakemake), *args])
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())
