@@ -17,6 +17,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -85,10 +86,30 @@ def entry_point_target(name: str, where: str = "plugin") -> tuple[str, importlib
     return ep.value.replace(" ", ""), ep.dist
 
 
-@functools.lru_cache(maxsize=4)
-def _top_level_distributions(search_path: tuple[str, ...]) -> Mapping[str, list[str]]:
-    """``importlib.metadata.packages_distributions()`` (half a second on a large venv), once per ``sys.path``."""
+def _metadata_folders() -> tuple[tuple[str, int], ...]:
+    """``(folder, mtime)`` of the ``sys.path`` folders holding distribution metadata (``*.dist-info``, ``*.egg-info``):
+    all that :func:`importlib.metadata.packages_distributions` reads (a folder's mtime changes when pip adds, renames or
+    removes a distribution in it)."""
+    out = []
+    for entry in sys.path:
+        try:
+            with os.scandir(entry or ".") as it:
+                if any(e.name.endswith((".dist-info", ".egg-info")) for e in it):
+                    out.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:  # a missing folder or a zip file: nothing pip installs into
+            continue
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8)
+def _packages_distributions(folders: tuple[tuple[str, int], ...]) -> Mapping[str, list[str]]:
+    """``importlib.metadata.packages_distributions()`` (half a second on a large venv), once per set of metadata folders."""
     return importlib.metadata.packages_distributions()
+
+
+def _top_level_distributions() -> Mapping[str, list[str]]:
+    """Top-level module name -> names of the distributions that install it."""
+    return _packages_distributions(_metadata_folders())
 
 
 def _file_sha256(path: Path) -> str:
@@ -141,7 +162,7 @@ def identify(factory: str, where: str = "plugin") -> PluginIdentity:
     if source is None or not source.is_file():
         raise _error(where, factory, f"module {module!r} has no source file to identify it by")
     dists = [ep_dist] if ep_dist is not None else [
-        importlib.metadata.distribution(n) for n in dict.fromkeys(_top_level_distributions(tuple(sys.path)).get(module.split(".")[0], []))]
+        importlib.metadata.distribution(n) for n in dict.fromkeys(_top_level_distributions().get(module.split(".")[0], []))]
     for dist in dists:
         name, version = dist.metadata["Name"], dist.version
         if _holds(dist, source):
