@@ -117,7 +117,7 @@ def expand_reranker_presets(config: dict, file: str | None = None) -> dict:
 
 def _check_templates(params: Params, file: str | None) -> None:
     for name, s in params.systems.items():
-        if s.kind != "dense":
+        if s.kind != "dense" or s.backend == "plugin":  # a plug-in has no templates
             continue
         for key in ("query_template", "doc_template"):
             template = getattr(s, key)
@@ -142,13 +142,13 @@ def check_params(params: Params, file: str | None = None) -> None:
         raise ConfigError("evaluation.primary_measure", f"{ev.primary_measure!r} is not listed in measures", file)
     mm_tasks = [t for t in params.tasks if t != "task1"]
     text_systems = [n for n, s in params.systems.items()
-                    if s.kind in ("bm25", "dense") or (s.kind == "multivector" and s.backend == "colbert")]
+                    if s.kind in ("bm25", "dense") or (s.kind == "multivector" and s.backend in ("colbert", "plugin"))]
     if mm_tasks and text_systems and ev.image_text not in params.captioners:
         raise ConfigError("evaluation.image_text", f"{ev.image_text!r} is not a key of captioners (text systems "
                           f"{', '.join(text_systems)} need image text on {', '.join(mm_tasks)})", file)
     _check_templates(params, file)
     for name, s in params.systems.items():
-        if s.kind == "mm" and s.random_init and not s.encoder.startswith("open_clip:"):
+        if s.kind == "mm" and getattr(s, "random_init", False) and not s.encoder.startswith("open_clip:"):
             raise ConfigError(f"systems.{name}.random_init", "random weights are supported for open_clip:<arch> encoders", file)
     for name, ds in params.datasets.items():
         if ds.source in ("trec", "beir", "ir_datasets") and ds.domains != "all" and len(ds.domains) != 1:

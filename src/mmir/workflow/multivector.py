@@ -77,10 +77,13 @@ def is_token_shard(sealed: dict) -> bool:
 
 
 def search(typed: MultiVectorSystemBase, task: str, stores: dict[str, str], items, qs, k: int, exclude, encoder=None,
-           variants: bool = False, domain: str | None = None, cache_root=None) -> tuple[np.ndarray, np.ndarray, dict]:
+           variants: bool = False, domain: str | None = None, cache_root=None, name: str | None = None,
+           prep=None) -> tuple[np.ndarray, np.ndarray, dict]:
     """MaxSim top-``k`` of a multi-vector system over its item store for a task's queries (read from the query
     store, or encoded here for ablation query variants): exact, or with ``index: voyager`` exact MaxSim over Voyager's
-    candidates (an index cached under ``cache_root``; stats say ``approximate``). Returns ``(scores, indices, stats)``.
+    candidates (an index cached under ``cache_root``; stats say ``approximate``). ``name`` and ``prep``: the system's key
+    and prepared domain, for a plug-in encoding query variants (:class:`~mmir.retrieval.encoding.KindEncoder`). Returns
+    ``(scores, indices, stats)``.
 
     Raises:
         DataError: a store whose ids are not the task's items or queries in order (stale: rerun its encode jobs).
@@ -99,7 +102,7 @@ def search(typed: MultiVectorSystemBase, task: str, stores: dict[str, str], item
         raise DataError(stores[item_kind], f"the store's {len(store.ids)} items are not the task's {len(items)} items in "
                         "order (stale store: rerun its encode jobs)")
     if variants:
-        queries = KindEncoder(typed, encoder, domain=domain).encoder.encode_queries(qs.texts)
+        queries = KindEncoder(typed, encoder, domain=domain, name=name, prep=prep).encoder.encode_queries(qs.texts)
     else:
         qstore = opened[next(kd for kd in kinds if kd != item_kind)]
         if qstore.ids != list(qs.qids):

@@ -48,9 +48,11 @@ def reranker_prompt(cfg: Any):
 
 
 def rerank(job: RerankJob, *, scorer=None, backend=None) -> dict:
-    """Rerank ``job.first_stage`` (``scorer`` / ``backend``: an already loaded cross-encoder or LLM backend, for tests).
+    """Rerank ``job.first_stage`` (``scorer`` / ``backend``: an already loaded cross-encoder, plug-in scorer or LLM
+    backend, for tests).
 
     Raises:
+        PluginError: a plug-in reranker that cannot be built, raised, or returned bad scores (nothing is written).
         DataError: the run's queries are not the task's, it ranks an unknown item, or ``depth`` exceeds every ranking.
         LLMStageError: every LLM call failed (nothing is written).
     """
@@ -81,6 +83,13 @@ def rerank(job: RerankJob, *, scorer=None, backend=None) -> dict:
                 ce.close()
         stats |= {"pairs": ce.pairs, "pairs_truncated": ce.truncated, "model": cfg.model, "device": ce.device,
                   "random_init": cfg.random_init}
+    elif cfg.kind == "plugin":  # a Python plug-in's scores, checked query by query
+        from mmir.retrieval.encoding import corpus_texts
+        from mmir.retrieval.rerank.plugin import PluginRerankScorer
+
+        ps = scorer or PluginRerankScorer(cfg, f"rerankers.{job.reranker_name}", lambda: corpus_texts(job.prep))
+        out = rerank_run(run, job.depth, ps.query_reranker(cands))
+        stats |= {"pairs": ps.pairs, "plugin": ps.identity.label, "plugin_calls": ps.caller.batches}
     else:
         from mmir.llm.backends import make_backend
         from mmir.llm.cache import GenerationCache

@@ -63,7 +63,7 @@ def pair_budget(system: System, encoder=None):
     text_limit = getattr(encoder, "text_limit", None)
     if text_limit is not None:
         return TokenPairBudget(text_limit("document"), system.pair_image_share)
-    limit = system.max_length if system.kind == "dense" else system.document_length
+    limit = getattr(system, "max_length" if system.kind == "dense" else "document_length", None)  # a plug-in has none
     chars = system.pair_chars or (4 * limit if limit else 2048)
     return PairBudget(chars, system.pair_image_share)
 
@@ -110,7 +110,7 @@ def encode(job: EncodeJob, encoder=None) -> dict:
     encoding = parse(EncodingConfig, job.encoding, "encoding")
     t0 = time.perf_counter()
     prep, store = Path(job.prepared_dir), Path(job.store_dir)
-    enc = KindEncoder(typed, encoder, domain=prep.name)
+    enc = KindEncoder(typed, encoder, domain=prep.name, name=system_name, prep=prep)
     budget = pair_budget(typed, enc.encoder if kind == "pairs" else None)
     rows = kind_rows(kind, prep, typed, _image_text(job.captions, prep, job.alt_text), budget)
     if kind == "pairs":  # along the documents' shards
@@ -131,7 +131,7 @@ def encode(job: EncodeJob, encoder=None) -> dict:
         stats = {"system": system_name, "system_sha256": system_fingerprint(system), "kind": kind, "shard": shard,
                  "shards": shards, "row_range": [start, stop], "dtype": encoding.dtype, **ms, "truncations": {},
                  "pair_text_cuts": {"documents": budget.cut_documents, "images": budget.cut_images} if kind == "pairs" else {},
-                 "seconds": round(time.perf_counter() - t0, 2)}
+                 **enc.plugin_stats(), "seconds": round(time.perf_counter() - t0, 2)}
         write_json(job.out_stats, stats)
         log.info("read %s (%d %s items, shard %d of %d: items %d..%d); wrote %s: %d tokens, %d batches computed, %d skipped "
                  "(already written), %d model calls, %d cache hits; %.1fs", prep, len(rows), kind, shard, shards, start, stop,
@@ -199,7 +199,7 @@ def encode(job: EncodeJob, encoder=None) -> dict:
              **{f"cache_{k}": v for k, v in totals.items()}, "truncations": truncations,
              # pair texts of the whole kind whose document or image text was cut to its share of the budget
              "pair_text_cuts": {"documents": budget.cut_documents, "images": budget.cut_images} if kind == "pairs" else {},
-             **api, **capped,
+             **api, **capped, **enc.plugin_stats(),
              "seconds": round(time.perf_counter() - t0, 2)}
     write_json(job.out_stats, stats)
     log.info("read %s (%d %s rows, shard %d of %d: rows %d..%d); wrote %s: %d batches computed, %d skipped (already "
@@ -342,7 +342,8 @@ def retrieve(job: RetrieveJob, encoder=None) -> dict:
         for kind in kinds_of(typed, task):
             seal_store(system, kind, job.stores[kind])
         scores, idx, used = multivector.search(typed, task, job.stores, items, qs, k, exclude, encoder,
-                                               variants=queries is not None, domain=prep.name, cache_root=job.cache_root)
+                                               variants=queries is not None, domain=prep.name, cache_root=job.cache_root,
+                                               name=system_name, prep=prep)
         stats |= used
         scale = 1.0
     else:
@@ -396,7 +397,8 @@ def _vectors(job: RetrieveJob, typed: System, items, qs, encoder):
         store = opened[item_kind]
         _check_ids(store.ids, items.ids, stores[item_kind])
         if variants is not None:  # ablation query variants: encoded here, through the cache
-            qvecs = _encode_inline(KindEncoder(typed, encoder, domain=domain), qs.texts, cache_root, typed.batch_size)
+            qvecs = _encode_inline(KindEncoder(typed, encoder, domain=domain, name=job.system_name, prep=job.prepared_dir),
+                                   qs.texts, cache_root, typed.batch_size)
             used["query_variants_encoded"] = len(qs)
         else:
             qstore = opened[next(k for k in spec.dense_kinds if k != item_kind)]

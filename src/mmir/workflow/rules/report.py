@@ -158,7 +158,7 @@ def _report_html_inputs(config: dict, w: W) -> dict:
 
 #: The config the report reads: what the lineage names (data, models, generators, prompts of the stages) and MLflow.
 REPORT_KEYS = ("datasets", "systems", "generators", "captioners", "reformulators", "ablations", "rag", "m2rag", "mmdr",
-               "mlflow", "audit")
+               "mlflow", "audit", "rerankers")
 
 
 def _report_html_params(config: dict, w: W) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from mmir.core import paths
 from mmir.core.tasks import task as task_spec
+from mmir.encoders.plugins import plugin_params
 from mmir.workflow import units as U
 from mmir.workflow.rules.common import Job, Rule, W, image_text_captions, prepared_dir
 
@@ -42,10 +43,12 @@ def _rerank_inputs(config: dict, w: W) -> dict:
 
 
 def _rerank_params(config: dict, w: W) -> dict:
-    """The reranker's entry, the depth and, for an LLM reranker, its generator and the generation cache."""
+    """The reranker's entry, the depth and, for an LLM reranker, its generator and the generation cache; for a plug-in,
+    its identity (a new version reruns the job)."""
     r = U.rerank_systems(config)[w["system"]]
     reranker = config["rerankers"][r["reranker"]]
-    out = {"reranker_name": r["reranker"], "reranker": reranker, "depth": r["depth"]}
+    out = {"reranker_name": r["reranker"], "reranker": reranker, "depth": r["depth"],
+           **plugin_params(reranker, f"rerankers.{r['reranker']}")}  # a plug-in's new version reruns the job
     if reranker["kind"] in LLM_KINDS:
         out |= {"generator": config["generators"][reranker["generator"]],
                 "generation_cache": config["paths"]["generation_cache"]}

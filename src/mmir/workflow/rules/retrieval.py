@@ -8,6 +8,7 @@ from pathlib import Path
 
 from mmir.core import paths
 from mmir.core.tasks import task as task_spec
+from mmir.encoders.plugins import plugin_params
 from mmir.workflow import units as U
 from mmir.workflow.rules.common import Job, Rule, W, base_system, image_text_captions, prepared_dir, system_config
 
@@ -60,7 +61,8 @@ def _encode_params(config: dict, w: W) -> dict:
     system = config["systems"][w["system"]]
     return {"system": system, "shards": n_shards(config, w["dataset"], w["domain"], w["kind"]),
             "encoding": config["encoding"], "cache_root": config["paths"]["embedding_cache"],
-            "alt_text": bool(needs_image_text(U.typed(config).systems[w["system"]], w["kind"]) and config["evaluation"]["alt_text"])}
+            "alt_text": bool(needs_image_text(U.typed(config).systems[w["system"]], w["kind"]) and config["evaluation"]["alt_text"]),
+            **plugin_params(system, f"systems.{w['system']}")}  # a plug-in's new version reruns the job
 
 
 def _retrieve(job: Job):
@@ -122,7 +124,8 @@ def _retrieve_params(config: dict, w: W) -> dict:
         ev["alt_text"] = config["evaluation"]["alt_text"]
     inline = w["system"] in U.ablation_systems(config) and kind == "dense"
     inline |= kind == "multivector" and typed.index == "voyager"  # the Voyager index is cached there
-    return {"system": system, "evaluation": ev, "cache_root": config["paths"]["embedding_cache"] if inline else None}
+    return {"system": system, "evaluation": ev, "cache_root": config["paths"]["embedding_cache"] if inline else None,
+            **plugin_params(system, f"systems.{base_system(config, w['system'])}")}
 
 
 RULES = (
