@@ -365,8 +365,9 @@ def log_invocation(config: dict, task: str, entries: list[dict], project_dir: st
         tags = {"mmir.level": "unit", **run_tags(commit, f"mmir {task} score"), "rule": "score",
                 "wildcards": json.dumps({"task": t, "dataset": e["dataset"], "domain": e["domain"], "system": e["system"]}),
                 "task": t, "dataset": e["dataset"], "domain": e["domain"], "system": e["system"], "protocol": protocol,
-                **e.get("tags", {}), **external_run_tags(e.get("run_file"))}
-        metrics = {_mlflow_key(m): float(v) for m, v in summary["measures"].items()}
+                **({"mmir.unscored": summary["unscored"]} if summary.get("unscored") else {}), **e.get("tags", {}),
+                **external_run_tags(e.get("run_file"))}
+        metrics = {_mlflow_key(m): float(v) for m, v in summary["measures"].items() if v is not None}  # None: no scorable query
         metrics |= {"queries": summary["queries"], "queries_without_results": summary["queries_without_results"]}
         metrics |= {k: float(v) for k, v in e.get("extra_metrics", {}).items()}
         child = f"{task}/{e['dataset']}/{e['domain']}/{e['system']}"

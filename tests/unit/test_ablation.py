@@ -2,6 +2,7 @@
 
 
 import pandas as pd
+import pytest
 from scripted import ScriptedBackend
 
 from mmir.benchmarks.mmbright import MMBRIGHT_PROMPTS
@@ -59,3 +60,15 @@ def test_ablation_table_cells_deltas_and_plot(tmp_path):
     assert out["png"].read_bytes()[:4] == b"\x89PNG"
     plot = pd.read_csv(out["pcsv"])
     assert sorted(plot["variant"]) == ["ocr", "plain", "vlm"]
+
+
+def test_a_domain_without_a_number_leaves_the_ablation_cell_empty(tmp_path):
+    """A variant whose domain has no scorable query (measures null) gets no average over the other domains."""
+    derived = {"bm25+cap:ocr": {"base": "bm25", "variant": "cap-ocr", "grid": "caption", "source": "ocr"}}
+    files = [_metric(tmp_path, "s", "bm25", 0.20), _metric(tmp_path, "c", "bm25", 0.40),
+             _metric(tmp_path, "s", "bm25+cap:ocr", 0.25), _metric(tmp_path, "c", "bm25+cap:ocr", None)]
+    frame = ablation_frame(files, "nDCG@10", derived)
+    assert frame["value"].isna().all() and frame["plain"].item() == pytest.approx(30.0)
+    out = {k: tmp_path / f"x.{k}" for k in ("md", "csv", "png", "pcsv")}
+    write_ablation("caption", frame, "nDCG@10", out["md"], out["csv"], out["png"], out["pcsv"])
+    assert "| bm25 | 30.0 | – |" in out["md"].read_text()

@@ -362,6 +362,10 @@ def test_label_and_report_steps_end_to_end(tmp_path, monkeypatch):
     assert set(csv["table"]) == {"distribution", "scores"}
     chart = csv[(csv["table"] == "scores") & (csv["class"] == "chart") & (csv["system"] == "bm25") & (csv["domain"] == "d")]
     assert chart["value"].item() == pytest.approx(40.0) and chart["queries"].item() == 3
+    scored = csv[csv["table"] == "scores"]  # plain system names, the label in its own column
+    assert set(scored["system"]) == {"bm25", "clip-untrained"}
+    assert set(scored.loc[scored["system"] == "clip-untrained", "label"]) == {"untrained"} and scored.loc[
+        scored["system"] == "bm25", "label"].isna().all()
     assert out["png"].read_bytes()[:4] == b"\x89PNG"
     db = sqlite3.connect(tmp_path / "m.db")
     names = {r[0] for r in db.execute("SELECT name FROM runs")}

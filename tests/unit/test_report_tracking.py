@@ -28,7 +28,7 @@ def test_table_rows_systems_columns_domains_avg_best_bold(tmp_path):
     assert "| bm25 | 20.0 | **10.0** | 15.0 |" in text
     assert "| dense | **30.0** | 5.0 | **17.5** |" in text
     df = pd.read_csv(csv)
-    assert df.columns.tolist() == ["dataset", "system", "stat", "calc", "va", "Avg."]
+    assert df.columns.tolist() == ["dataset", "system", "label", "stat", "calc", "va", "Avg."]
     assert df.loc[(df.dataset == "os") & (df.system == "dense"), "Avg."].item() == pytest.approx(17.5)
     m = json.loads(met.read_text())
     assert m["task1"]["os"]["bm25"] == {"stat": 20.0, "calc": 10.0, "Avg.": 15.0}

@@ -66,7 +66,10 @@ def test_markers_exactly_where_the_corrected_p_is_below_alpha(units):
     assert dense["ci_low"] <= dense["mean"] <= dense["ci_high"]
     # CSV: values as before, then baseline and per column the interval and tests (×100 like the values)
     csv = pd.read_csv(out["csv"])
-    assert csv.columns[:6].tolist() == ["dataset", "system", "baseline", "stat", "calc", "Avg."]
+    assert csv.columns[:7].tolist() == ["dataset", "system", "label", "baseline", "stat", "calc", "Avg."]
+    # the system column holds the plain name (joins on it work), the label its own column
+    assert csv["system"].tolist() == ["bm25", "dense", "noise", "rand"]
+    assert csv["label"].fillna("").tolist() == ["", "", "", "untrained"]
     r = csv.set_index("system").loc["dense"]
     assert r["Avg. ci_low"] == pytest.approx(dense["ci_low"], abs=1e-4) and r["Avg. p_adj"] == pytest.approx(dense["p_adj"])
     assert bool(r["Avg. significant"]) and r["Avg."] == pytest.approx(dense["mean"], abs=1e-3)
@@ -105,7 +108,7 @@ def test_without_per_query_files_the_table_is_unchanged(units):
     tmp, metrics, _ = units
     steps.report("task1", metrics, "nDCG@10", "official", steps.TableFiles(tmp / "p.md", tmp / "p.csv", tmp / "p.json"))
     assert "†" not in (tmp / "p.md").read_text()
-    assert pd.read_csv(tmp / "p.csv").columns.tolist() == ["dataset", "system", "stat", "calc", "Avg."]
+    assert pd.read_csv(tmp / "p.csv").columns.tolist() == ["dataset", "system", "label", "stat", "calc", "Avg."]
 
 
 def test_track_logs_intervals_and_p_values(units, tmp_path, monkeypatch):
@@ -123,14 +126,23 @@ def test_track_logs_intervals_and_p_values(units, tmp_path, monkeypatch):
     from mmir.tracking import log_invocation
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
-    entries = [{"dataset": "os", "domain": "stat", "system": "dense", "metrics_json": metrics[2], "run_file": None,
-                "perquery": None, "params": {}, "tags": {}, "extra_metrics": cells[("os", "dense", "stat")]}]
+    # and a domain without a scorable query (its qrels judge nothing): no measure logged, the reason as a tag
+    write_text(tmp / "empty.qrels", "")
+    write_text(tmp / "r.trec", "q0 Q0 d1 1 1.0 bm25\n")
+    empty = steps.score(tmp / "r.trec", tmp / "empty.qrels", ["nDCG@10"], tmp / "e.json", tmp / "e.tsv",
+                        {"task": "task1", "dataset": "os", "domain": "empty", "system": "dense"})
+    entries = [{"dataset": "os", "domain": d, "system": "dense", "metrics_json": f, "run_file": None,
+                "perquery": None, "params": {}, "tags": {}, "extra_metrics": cells.get(("os", "dense", d), {})}
+               for d, f in (("stat", metrics[2]), ("empty", tmp / "e.json"))]
     ids = log_invocation({"evaluation": {"protocol": "official", "top_k": 10}, "mlflow": {"experiment": "t"}}, "task1",
                          entries, project_dir=tmp_path, parent_metrics=parent)
     client = mlflow.tracking.MlflowClient()
     assert client.get_run(ids["parent"]).data.metrics["os.dense.Avg.nDCG_at_10.p_adj"] == pytest.approx(
         parent["os.dense.Avg.nDCG_at_10.p_adj"])
     assert "nDCG_at_10.ci_low" in client.get_run(ids["children"][0]).data.metrics
+    child = client.get_run(ids["children"][1]).data
+    assert "nDCG_at_10" not in child.metrics and child.metrics["queries"] == 0
+    assert child.tags["mmir.unscored"] == empty["unscored"] == f"no scorable query: {tmp / 'empty.qrels'} judges no query"
 
 
 def test_rag_table_intervals_include_judge_repeats_and_markers(tmp_path):

@@ -37,6 +37,8 @@ class TaskSpec:
         mm_kinds: the item kinds a multimodal system reads (plus its query kinds); ``None``: multimodal systems do
             not run this task (Task 1, text only: the paper's Table 3).
         table: has its own table, MLflow record and DVC stage (``ablation`` does not).
+        excluded_note, excluded_always_note: what :attr:`excluded` and :attr:`excluded_always` remove, as a table's
+            caption says it; ``kept_note``: why nothing is removed under ``official`` where nothing is.
     """
 
     name: str
@@ -53,6 +55,9 @@ class TaskSpec:
     dense_kinds: tuple[str, ...]
     mm_kinds: tuple[str, ...] | None
     table: bool = True
+    excluded_note: str = "its negative_ids, as the MM-BRIGHT code does"
+    excluded_always_note: str = ""
+    kept_note: str = ""
 
     def qrels_file(self, task4_protocol: str = "paper") -> str:
         """The qrels file under the label protocol (``evaluation.task4_protocol``)."""
@@ -65,6 +70,18 @@ class TaskSpec:
             return []
         return ([self.excluded] if protocol == "official" and self.excluded else []) + \
             ([self.excluded_always] if self.excluded_always else [])
+
+    def exclusion_note(self, protocol: str, task4_protocol: str = "paper") -> str:
+        """What each query's ranking loses under ``protocol`` and the label protocol (:meth:`excluded_files`), in words:
+        a task table's caption."""
+        files = self.excluded_files(protocol, task4_protocol)
+        removed = [n for f, n in ((self.excluded, self.excluded_note), (self.excluded_always, self.excluded_always_note))
+                   if f and f in files]
+        labels_official = bool(self.qrels_official) and task4_protocol == "official"
+        kept = ("negative_ids kept, so hard negatives compete" if protocol != "official" and self.excluded and not labels_official
+                else "" if removed else self.kept_note)
+        return "; ".join([*(["removed from each query's ranking: " + "; ".join(removed)] if removed else ["nothing removed"]),
+                          *([kept] if kept else [])])
 
     @property
     def retrieve_files(self) -> list[str]:
@@ -80,10 +97,16 @@ TASK1 = TaskSpec("task1", "Task 1: text query → documents", "Task 1", "documen
 TASK2 = TaskSpec("task2", "Task 2: text + image query → documents", "Task 2", "documents", "topics_mm.parquet", True,
                  False, "qrels.task2.txt", None, "excluded.task2.tsv", None, ("documents", "mm_queries"), ("documents",))
 TASK3 = TaskSpec("task3", "Task 3: text + image query → images", "Task 3", "images", "topics_mm.parquet", True, False,
-                 "qrels.task3.txt", None, None, None, ("images", "mm_queries"), ("images",))
+                 "qrels.task3.txt", None, None, None, ("images", "mm_queries"), ("images",),
+                 kept_note="under either protocol: the released code's exclusions are the query's negative_ids, document ids, "
+                 "which never match an image")
 TASK4 = TaskSpec("task4", "Task 4: text + image query → (document, image) pairs", "Task 4", "pairs", "topics_mm.parquet",
                  True, True, "qrels.task4.txt", "qrels.task4.official.txt", "excluded.task4.tsv",
-                 "excluded.task4.always.tsv", ("pairs", "mm_queries"), ("documents", "images"))
+                 "excluded.task4.always.tsv", ("pairs", "mm_queries"), ("documents", "images"),
+                 excluded_note="every pair of its negative_ids documents, as the MM-BRIGHT code does",
+                 excluded_always_note="pairs whose image is annotated negative for it (under both protocols)",
+                 kept_note="the released task4_pair.py (task4 labels official) passes document ids as exclusions, which "
+                 "never match a pair id")
 #: Task 1 with query variants (encoded inline by the retrieve job: no stored query kind)
 ABLATION = TaskSpec("ablation", "Task 1 query ablation", "Ablation", "documents", "topics.parquet", False, False,
                     "qrels.task1.txt", None, "excluded.tsv", None, ("documents",), None, table=False)

@@ -85,8 +85,9 @@ class Expected:
 @dataclass(frozen=True)
 class Observation:
     """One number this run produced: ``task``, ``dataset``, ``system`` (run name; ablations: the base system),
-    ``domain`` (or ``Avg.``), ``measure``, ``value`` (tables' scale), ``domains`` (those its Avg. is over; None
-    when the source does not say), ``variant`` (captioner / reformulator of an ablation row)."""
+    ``domain`` (or ``Avg.``), ``measure``, ``value`` (tables' scale; NaN for a cell without a number), ``domains``
+    (those its Avg. is over; None when the source does not say), ``variant`` (captioner / reformulator of an ablation
+    row), ``unscored`` (why a cell has no number: no scorable query)."""
 
     task: str
     dataset: str
@@ -96,6 +97,7 @@ class Observation:
     value: float
     domains: tuple[str, ...] | None = None
     variant: str | None = None
+    unscored: str | None = None
 
 
 def load_expected(files: Iterable[str | Path]) -> list[Expected]:
@@ -159,6 +161,8 @@ def freeze(observations: Iterable[Observation], samples: Mapping[str, Mapping[st
         raise ValueError(f"tolerance must be > 0, got {tolerance}")
     entries = []
     for o in observations:
+        if o.unscored is not None:  # a cell without a number has nothing to freeze
+            continue
         e = {"task": o.task, "dataset": o.dataset, "system": o.system, "domain": o.domain, "measure": o.measure,
              "value": round(o.value, 4)}
         if o.domain == AVG and o.domains is not None:
@@ -174,19 +178,25 @@ def freeze(observations: Iterable[Observation], samples: Mapping[str, Mapping[st
 # ----------------------------------------------------------------------------------------------- observations
 def observations_from_task_metrics(path: str | Path) -> list[Observation]:
     """The numbers of a ``results/tables/<task>.metrics.json`` (``{measure, protocol, <task>: {dataset: {system:
-    {domain: value, "Avg.": value}}}}``); the ``(untrained)`` label is removed from system names."""
+    {domain: value, "Avg.": value}}}}``, ``unscored``: ``{dataset: {system: {domain: why}}}``); systems are named
+    plainly (files before that: the ``(untrained)`` label is removed). A cell without a number is an observation with
+    a NaN value and its reason (the Avg. of its row: "a domain has no number"), so the check says why."""
     d = json.loads(Path(path).read_text(encoding="utf-8"))
-    task = next((k for k in d if k not in ("measure", "protocol")), None)
+    task = next((k for k in d if k in TASKS), None)
     if task is None or "measure" not in d:  # an empty family's note file
         return []
+    unscored = d.get("unscored", {})
     out = []
     for ds, systems in d[task].items():
         for label, cells in systems.items():
             system = label.removesuffix(UNTRAINED)
             doms = tuple(k for k in cells if k != AVG)
+            why = unscored.get(ds, {}).get(label, {})
             for dom, v in cells.items():
-                if v is not None:
-                    out.append(Observation(task, ds, system, dom, d["measure"], float(v), doms if dom == AVG else (dom,)))
+                reason = None if v is not None else why.get(dom) or (
+                    f"a domain has no number ({', '.join(why)})" if why and dom == AVG else "no number in the table")
+                out.append(Observation(task, ds, system, dom, d["measure"], float("nan") if v is None else float(v),
+                                       doms if dom == AVG else (dom,), unscored=reason))
     return out
 
 
@@ -334,6 +344,9 @@ def check(expected: Iterable[Expected], observations: Iterable[Observation], pre
             continue
         for o in cands_d:
             row = base | {"run_dataset": o.dataset, "run_system": o.system + (f" [{o.variant}]" if o.variant else "")}
+            if o.unscored is not None:
+                rows.append(row | {"status": "not run", "note": f"no number: {o.unscored}"})
+                continue
             if e.domain == AVG and e.domains is not None and o.domains is not None and set(o.domains) != set(e.domains):
                 inter = len(set(o.domains) & set(e.domains))
                 rows.append(row | {"status": "not run", "observed": o.value,

@@ -3,7 +3,8 @@
 Names follow ir_measures: ``nDCG@k`` (Järvelin & Kekäläinen 2002, trec_eval ``ndcg_cut``), ``Recall@k``,
 ``P@k``, ``MAP``, ``MRR``; rel >= 1 is relevant for the binary measures. Every judged query is scored; one with
 no retrieved document scores 0 and counts in the mean (ir_measures / ranx convention; MM-BRIGHT's code drops
-it). README: "Evaluation protocol and measures".
+it). README: "Evaluation protocol and measures". Tied scores: :data:`TIE_ORDERS`; the tie-aware values come from
+:mod:`mmir.evaluation.ties` (McSherry & Najork 2008).
 """
 
 from __future__ import annotations
@@ -11,8 +12,14 @@ from __future__ import annotations
 import ir_measures
 import pytrec_eval
 
+from mmir.evaluation.ties import expected_query
+
 # ir_measures measure name -> trec_eval family (cut-off measures take ``.<k>``)
 _TREC = {"nDCG": "ndcg_cut", "R": "recall", "P": "P", "AP": "map", "RR": "recip_rank"}
+#: how equal scores are ordered: ``run`` = the run file's rank order; ``pytrec_eval`` = trec_eval's own sort (score
+#: descending, then document id descending, as the released scripts score); ``expected`` = the mean over every order
+#: of each tied group (tie-aware, McSherry & Najork 2008), in closed form
+TIE_ORDERS = ("run", "pytrec_eval", "expected")
 
 
 def trec_measure(name: str) -> tuple[str, str]:
@@ -33,6 +40,12 @@ def trec_measure(name: str) -> tuple[str, str]:
     return (fam, fam) if cutoff is None else (f"{fam}.{cutoff}", f"{fam}_{cutoff}")
 
 
+def measure_cutoff(name: str) -> int | None:
+    """The cut-off k of a measure name (``nDCG@10`` → 10), None for ``MAP`` and ``MRR``. Raises as :func:`trec_measure`."""
+    fam = trec_measure(name)[0]
+    return int(fam.partition(".")[2]) if "." in fam else None
+
+
 def evaluate(qrels: dict[str, dict[str, int]], run: dict[str, list[tuple[str, float]]],
              measures: list[str], tie_order: str = "run") -> dict[str, dict[str, float]]:
     """Per-query values ``{qid: {measure: value}}`` for every judged query.
@@ -40,14 +53,19 @@ def evaluate(qrels: dict[str, dict[str, int]], run: dict[str, list[tuple[str, fl
     Args:
         qrels: ``{qid: {doc_id: rel}}`` (int rel; 0 = judged non-relevant).
         run: ``{qid: [(doc_id, score), ...]}`` in rank order.
-        tie_order: ``run`` (default: equal scores keep their run ranks) or ``pytrec_eval`` (trec_eval re-sorts
-            ties by document id, as the released scripts).
+        tie_order: one of :data:`TIE_ORDERS`: ``run`` (default: equal scores keep their run ranks), ``pytrec_eval``
+            (trec_eval re-sorts ties by document id, descending, as the released scripts) or ``expected`` (the
+            tie-aware mean over all orders of each tied group, :func:`mmir.evaluation.ties.expected_query`).
 
     Raises:
-        ValueError: an unknown ``tie_order``.
+        ValueError: an unknown ``tie_order`` or measure.
     """
-    if tie_order not in ("run", "pytrec_eval"):
-        raise ValueError(f"tie_order must be 'run' or 'pytrec_eval', got {tie_order!r}")
+    if tie_order not in TIE_ORDERS:
+        raise ValueError(f"tie_order must be one of {', '.join(TIE_ORDERS)}, got {tie_order!r}")
+    if tie_order == "expected":
+        fams = {m: (trec_measure(m)[0].partition(".")[0], measure_cutoff(m)) for m in measures}
+        return {q: expected_query(v, run[q], fams) if run.get(q) else dict.fromkeys(measures, 0.0)
+                for q, v in qrels.items() if v}
     if tie_order == "run":  # strictly decreasing pseudo-scores: trec_eval then keeps the run's order
         run = {q: [(d, float(len(r) - i)) for i, (d, _) in enumerate(r)] for q, r in run.items()}
     specs = {m: trec_measure(m) for m in measures}
@@ -67,7 +85,7 @@ def evaluate(qrels: dict[str, dict[str, int]], run: dict[str, list[tuple[str, fl
     return out
 
 
-def mean(per_query: dict[str, dict[str, float]], measures: list[str]) -> dict[str, float]:
-    """Arithmetic mean over queries of each measure (0.0 when there is no query)."""
+def mean(per_query: dict[str, dict[str, float]], measures: list[str]) -> dict[str, float | None]:
+    """Arithmetic mean over queries of each measure; None when there is no query (no number measured)."""
     n = len(per_query)
-    return {m: (sum(v[m] for v in per_query.values()) / n if n else 0.0) for m in measures}
+    return {m: (sum(v[m] for v in per_query.values()) / n if n else None) for m in measures}

@@ -29,7 +29,8 @@ def ablation_frame(metric_files: list[str | Path], measure: str, derived: dict[s
     long = long[long["measure"] == measure]
     long = long.assign(base=[derived[s]["base"] if s in derived else s for s in long["system"]],
                        variant=[derived[s]["source"] if s in derived else "plain" for s in long["system"]])
-    avg = long.groupby(["dataset", "base", "variant"], sort=False)["value"].mean().mul(100).reset_index()
+    # NaN (a domain without a scorable query) makes the cell NaN: an average over fewer domains compares unlike with like
+    avg = long.groupby(["dataset", "base", "variant"], sort=False)["value"].agg(lambda v: v.mean(skipna=False)).mul(100).reset_index()
     plain = avg[avg["variant"] == "plain"].set_index(["dataset", "base"])["value"]
     rows = avg[avg["variant"] != "plain"].copy()
     rows["plain"] = [plain.get((d, b)) for d, b in zip(rows["dataset"], rows["base"])]
@@ -62,9 +63,11 @@ def write_ablation(grid: str, frame: pd.DataFrame, measure: str, out_md, out_csv
         head = "| system | plain | " + " | ".join(variants) + " |"
         lines = [head, "|---|---:|" + "---:|" * len(variants)]
         for system, g in sub.groupby("system", sort=False):
-            cells = {v: f"{x:.1f} ({d + 0.0:+.1f}){FAILED_MARK if f else ''}"
+            cells = {v: ("–" if pd.isna(x) else f"{x:.1f}") + ("" if pd.isna(d) else f" ({d + 0.0:+.1f})") + (FAILED_MARK if f else "")
                      for v, x, d, f in zip(g["variant"], g["value"], g["delta"].round(1), g["llm_failures"])}
-            lines.append(f"| {system} | {g['plain'].iloc[0]:.1f} | " + " | ".join(cells.get(v, "–") for v in variants) + " |")
+            plain = g["plain"].iloc[0]
+            lines.append(f"| {system} | {'–' if pd.isna(plain) else f'{plain:.1f}'} | "
+                         + " | ".join(cells.get(v, "–") for v in variants) + " |")
         parts += [f"## {ds}", "", *lines, ""]
         bad = sub.drop_duplicates("variant")
         bad = bad[bad["llm_failures"] > 0]

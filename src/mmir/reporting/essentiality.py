@@ -19,7 +19,7 @@ import pandas as pd
 
 from mmir.benchmarks.mmbright.essentiality import ESSENTIALITY, IMAGE_TYPES
 from mmir.core.io import atomic_path, write_text
-from mmir.reporting.tables import FAILED_MARK
+from mmir.reporting.tables import FAILED_MARK, label_tags
 
 ALL = "All"
 GAP = "Essential − Redundant"
@@ -205,14 +205,14 @@ def write_essentiality(dist: pd.DataFrame, scores: pd.DataFrame, failures: dict[
     write_text(out_md, "\n".join(parts))
     csv = pd.concat([dist.assign(table="distribution", system="", queries=pd.NA, value=pd.NA),
                      scores.assign(table="scores", count=pd.NA, share=pd.NA)], ignore_index=True)
-    csv["system"] = csv["system"].map(lambda x: label.get(x, x))
-    cols = ["table", "dataset", "domain", "system", "facet", "class", "count", "share", "queries", "value"]
+    csv["label"] = csv["system"].map(lambda x: label_tags(x, label.get(x, x)))  # the plain name stays in system (joins)
+    cols = ["table", "dataset", "domain", "system", "label", "facet", "class", "count", "share", "queries", "value"]
     write_text(out_csv, csv[cols].round(4).to_csv(index=False))
     plot = scores[(scores["domain"] == ALL) & (scores["class"] != GAP)].copy()
-    plot["system"] = plot["system"].map(lambda x: label.get(x, x))
+    plot["label"] = plot["system"].map(lambda x: label_tags(x, label.get(x, x)))
     plot["class"] = plot["class"].map(lambda c: IMAGE_TYPES.get(c, c))
-    write_text(out_plot_csv, plot[["dataset", "system", "facet", "class", "queries", "value"]].round(4).to_csv(index=False))
-    _plot(plot, datasets, measure, out_png, plt)
+    write_text(out_plot_csv, plot[["dataset", "system", "label", "facet", "class", "queries", "value"]].round(4).to_csv(index=False))
+    _plot(plot.assign(system=plot["system"].map(lambda x: label.get(x, x))), datasets, measure, out_png, plt)
 
 
 def _plot(plot: pd.DataFrame, datasets: list[str], measure: str, out_png, plt) -> None:

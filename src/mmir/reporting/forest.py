@@ -24,7 +24,7 @@ ROW_INCHES = 0.24  # height of one (system, column) row
 
 
 def table_order(table_csv: str | Path) -> dict[str, tuple[list[str], list[str]]]:
-    """``{dataset: (row labels, columns)}`` in the order of the task table's CSV (``<task>.csv``: rows in table order,
+    """``{dataset: (systems, columns)}`` in the order of the task table's CSV (``<task>.csv``: rows in table order,
     the domain columns of every dataset, then Avg.); the significance JSON's keys are sorted, the table's are not."""
     import csv
 
@@ -32,11 +32,11 @@ def table_order(table_csv: str | Path) -> dict[str, tuple[list[str], list[str]]]
         rows = list(csv.DictReader(f))
     if not rows:
         return {}
-    columns = [c for c in rows[0] if c not in ("dataset", "system", "baseline") and " " not in c]
+    columns = [c for c in rows[0] if c not in ("dataset", "system", "label", "baseline") and " " not in c]
     out: dict[str, tuple[list[str], list[str]]] = {}
     for r in rows:
         labels, cols = out.setdefault(r["dataset"], ([], []))
-        labels.append(r["system"])
+        labels.append(r["system"])  # the plain name (the significance JSON's ``labels`` map it to its row label)
         cols += [c for c in columns if r[c] != "" and c not in cols]
     return {ds: (labels, [c for c in cols if c != AVG] + [c for c in cols if c == AVG]) for ds, (labels, cols) in out.items()}
 
@@ -45,12 +45,14 @@ def forest_points(sig: Mapping[str, Any], order: Mapping[str, tuple[list[str], l
     """The points of ``<task>.significance.json``: ``{dataset, system, label, column, mean, ci_low, ci_high,
     significant, baseline}`` (values ×100 as in the JSON), datasets, rows and columns in the table's ``order``
     (:func:`table_order`), columns (domains, then Avg.) outermost and rows inside; cells without a mean are left out."""
-    unlabel = {v: k for k, v in sig.get("labels", {}).items()}
+    labels = sig.get("labels", {})
+    unlabel = {v: k for k, v in labels.items()}
     out = []
     for ds, (rows, columns) in order.items():
         t = sig.get("datasets", {}).get(ds)
         if t is None:
             continue
+        rows = [labels.get(r, r) for r in rows]  # CSV rows name systems plainly (older CSVs: by their label)
         for col in columns:
             for r in rows:
                 c = t["cells"].get(r, {}).get(col)

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-#: Footnote markers: a paragraph right after a table that starts with one of these belongs to the table.
-NOTE_MARKERS = ("†", "‡", "*")
+#: Footnote markers: a paragraph right after a table that starts with one of these belongs to the table ("–": the
+#: cells without a number, :func:`mmir.reporting.cells.unscored_note`).
+NOTE_MARKERS = ("†", "‡", "*", "–")
 
 
 def parser() -> MarkdownIt:

@@ -4,7 +4,9 @@ Values are the measure × 100 (the papers' convention), best per column in bold 
 dataset, since averaging domains of different datasets means nothing. Given the per-query values, every cell also
 gets its confidence interval and a test against the baseline system (:mod:`mmir.evaluation.significance`): a
 marker (:data:`MARK`) where the corrected p-value is below alpha, a footnote saying how, an interval table in the
-markdown, and the numbers in the CSV and ``<task>.significance.json``.
+markdown, and the numbers in the CSV and ``<task>.significance.json``. Ties and cells without a number:
+:mod:`mmir.reporting.cells`. The CSV and the metrics JSON name systems plainly (``system``), their row labels
+(untrained, approximate, failed LLM calls) in a ``label`` column; the markdown shows the label beside the name.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pandas as pd
 from mmir.core.io import write_json, write_text
 from mmir.core.tasks import TASKS
 from mmir.evaluation.significance import Settings, family_size, finite_or_none, read_perquery, table_statistics
+from mmir.reporting import cells as C
 
 AVG = "Avg."
 #: Marks a table cell or row whose unit had failed LLM calls (no reply, or a reply the parser rejected); every
@@ -30,15 +33,28 @@ APPROXIMATE_NOTE = ("Rows marked (approximate) searched an approximate index (FA
                     "by exact MaxSim): an item the index missed is never ranked; the run stats name the index.")
 
 
+COLUMNS = ["dataset", "domain", "system", "measure", "value", "queries", "run_order", "tie_aware", "tied_items", "tie_depth",
+           "tie_order", "unscored"]
+
+
 def collect(metric_files: list[str | Path]) -> pd.DataFrame:
-    """Long frame ``dataset, domain, system, measure, value, queries`` from score_run JSON files."""
+    """Long frame :data:`COLUMNS` from score_run JSON files: ``value`` NaN where no query was scorable (``unscored``
+    says why); ``run_order``, ``tie_aware`` (the means under both tie orders), ``tied_items`` and ``tie_depth``
+    (:func:`mmir.evaluation.scoring.tie_summary`) NaN in files written before they existed."""
     rows = []
     for f in metric_files:
         d = json.loads(Path(f).read_text(encoding="utf-8"))
+        orders, ties = d.get("tie_orders", {}), d.get("ties", {})
         for m, v in d["measures"].items():
-            rows.append({"dataset": d["dataset"], "domain": d["domain"], "system": d["system"],
-                         "measure": m, "value": v, "queries": d["queries"]})
-    return pd.DataFrame(rows, columns=["dataset", "domain", "system", "measure", "value", "queries"])
+            t = ties.get(m, {})
+            rows.append({"dataset": d["dataset"], "domain": d["domain"], "system": d["system"], "measure": m, "value": v,
+                         "queries": d["queries"], "run_order": orders.get("run", {}).get(m),
+                         "tie_aware": orders.get("expected", {}).get(m), "tied_items": t.get("tied_items"),
+                         "tie_depth": t.get("depth"), "tie_order": d.get("tie_order", "run"), "unscored": d.get("unscored", "")})
+    long = pd.DataFrame(rows, columns=COLUMNS)
+    for c in ("value", "run_order", "tie_aware", "tied_items", "tie_depth"):
+        long[c] = pd.to_numeric(long[c]).astype(float)
+    return long
 
 
 def wide(long: pd.DataFrame, measure: str, dataset: str) -> pd.DataFrame:
@@ -79,7 +95,7 @@ def task_statistics(metric_files: list[str | Path], perquery_files: list[str | P
             for ds, scores in collect_perquery(metric_files, perquery_files, measure).items()}
 
 
-def _md_table(t: pd.DataFrame, digits: int, marks: set[tuple[str, str]] = frozenset()) -> str:
+def _md_table(t: pd.DataFrame, digits: int, marks: set[tuple[str, str]] = frozenset(), extras: C.CellExtras | None = None) -> str:
     best = {c: t[c].max() for c in t.columns}
     head = "| system | " + " | ".join(t.columns) + " |"
     sep = "|---|" + "---:|" * len(t.columns)
@@ -90,7 +106,7 @@ def _md_table(t: pd.DataFrame, digits: int, marks: set[tuple[str, str]] = frozen
             v = row[c]
             s = "–" if pd.isna(v) else f"{v:.{digits}f}"
             s = f"**{s}**" if not pd.isna(v) and v == best[c] else s
-            cells.append(s + (MARK if (sysname, c) in marks else ""))
+            cells.append(s + (MARK if (sysname, c) in marks else "") + C.alternate_text(extras, sysname, c, v, digits))
         body.append(f"| {sysname} | " + " | ".join(cells) + " |")
     return "\n".join([head, sep, *body])
 
@@ -156,10 +172,44 @@ class TableStatistics:
     labels: dict[str, str] | None = None
 
 
+def row_labels(untrained: Sequence[str] = (), approximate: Sequence[str] = (), failed: Sequence[str] = ()) -> dict[str, str]:
+    """``{system: row label}`` of the systems whose table row is labelled: ``<name> (untrained)`` (random weights),
+    ``(approximate)`` (an approximate index), then :data:`FAILED_MARK` (failed LLM calls)."""
+    return {s: s + " (untrained)" * (s in untrained) + " (approximate)" * (s in approximate) + f" {FAILED_MARK}" * (s in failed)
+            for s in {*untrained, *approximate, *failed}}
+
+
+def label_tags(system: str, label: str) -> str:
+    """The CSV ``label`` of a row: the words of its label beside the plain name (``untrained``, ``approximate``,
+    ``llm failures``), ``; ``-separated; ``""`` for an unlabelled row."""
+    rest = label[len(system):] if label.startswith(system) else ""
+    words = [w.strip("() ") for w in rest.replace(FAILED_MARK, "").split(")") if w.strip("() ")]
+    return "; ".join([*words, *(["llm failures"] if FAILED_MARK in rest else [])])
+
+
+def protocol_name(task: str, protocol: str, task4_protocol: str = "paper") -> str:
+    """``<protocol>`` plus ``, task4 labels: <task4_protocol>`` for a task with a label protocol (Task 4)."""
+    spec = TASKS.get(task)
+    return protocol + (f", task4 labels: {task4_protocol}" if spec is not None and spec.qrels_official else "")
+
+
+def protocol_caption(task: str, protocol: str, task4_protocol: str = "paper") -> str:
+    """``Protocol: **<name>** (what each ranking loses)`` from the task's :meth:`~mmir.core.tasks.TaskSpec.exclusion_note`."""
+    spec = TASKS.get(task)
+    note = f" ({spec.exclusion_note(protocol, task4_protocol)})" if spec is not None else ""
+    return f"Protocol: **{protocol_name(task, protocol, task4_protocol)}**{note}."
+
+
 def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str, files: TableFiles, digits: int = 1,
-                     notes: list[str] = (), statistics: TableStatistics = TableStatistics()) -> None:
-    """Write ``files.md`` (a section per dataset), ``files.csv`` (dataset, system, domains..., Avg.) and, when
-    given, ``files.metrics`` = ``{dataset: {system: {domain: value, "Avg.": value}}}`` for ``dvc metrics``.
+                     notes: list[str] = (), statistics: TableStatistics = TableStatistics(), task4_protocol: str = "paper") -> None:
+    """Write ``files.md`` (a section per dataset), ``files.csv`` (dataset, system, label, domains..., Avg.) and, when
+    given, ``files.metrics`` = ``{dataset: {system: {domain: value, "Avg.": value}}}`` for ``dvc metrics`` (plain
+    system names; ``unscored``: ``{dataset: {system: {domain: why}}}`` of the cells without a number).
+
+    ``protocol`` (``evaluation.protocol``) and ``task4_protocol`` name the protocol in the caption, with what the
+    task's rankings lose under it (:func:`protocol_caption`). Each cell shows the other tie order's value where it
+    prints differently, each dataset its tied items (:mod:`mmir.reporting.cells`); CSV columns ``<col> run_order``,
+    ``<col> tie_aware``, ``<col> tied_items``.
 
     ``statistics.stats`` with its ``settings`` adds the markers, the interval table and the Avg. tests to the markdown,
     ``baseline`` and per column ``<col> ci_low``, ``<col> ci_high``, ``<col> p``, ``<col> p_adj``, ``<col> significant``
@@ -171,29 +221,33 @@ def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str,
     settings = statistics.settings or Settings()
     datasets = list(dict.fromkeys(long["dataset"]))
     title = TASKS[task].label if task in TASKS else task
-    parts = [f"# {title} — {measure} (×100)", "",
-             f"Protocol: **{protocol}** "
-             + ("(each query's negative_ids removed from its ranking, as the MM-BRIGHT code does)." if protocol.startswith("official")
-                else "(negative_ids kept: hard negatives compete)."),
-             *notes,
+    unlabel = {v: k for k, v in (labels or {}).items()}
+    parts = [f"# {title} — {measure} (×100)", "", protocol_caption(task, protocol, task4_protocol), *notes,
              *(["Rows marked (untrained) use randomly initialised weights: they exercise the pipeline, not the model."]
-               if long["system"].str.endswith("(untrained)").any() else []),
+               if long["system"].str.contains("(untrained)", regex=False).any() else []),
              "Avg. = mean over the dataset's domains. Best per column in bold.", ""]
-    csv_frames, metrics, sig = [], {}, {}
+    csv_frames, metrics, sig, unscored = [], {}, {}, {}
     for ds in datasets:
         t = wide(long, measure, ds)
         nq = long[(long["dataset"] == ds) & (long["measure"] == measure)].groupby("domain")["queries"].first()
         st = None if stats is None else stats.get(ds)
         marks = set() if st is None else {(r.system, r.column) for r in st.itertuples() if r.significant}
-        parts += [f"## {ds}", "", _md_table(t, digits, marks), ""]
+        extras = C.cell_extras(long, measure, ds, list(t.index), [c for c in t.columns if c != AVG])
+        parts += [f"## {ds}", "", _md_table(t, digits, marks, extras), ""]
+        for (s_, d_), why in extras.unscored.items():
+            unscored.setdefault(ds, {}).setdefault(unlabel.get(s_, s_), {})[d_] = why
         if st is not None and len(st):
-            parts += [significance_note(settings, st["baseline"].iloc[0], family_size(st, settings), measure), "",
-                      *_md_significance(t, st, settings, digits)]
+            parts += [significance_note(settings, st["baseline"].iloc[0], family_size(st, settings), measure), ""]
+        parts += [*C.unscored_note(extras), *C.md_ties(extras, t, digits)]  # footnotes of the table, then its ties
+        if st is not None and len(st):
+            parts += _md_significance(t, st, settings, digits)
         parts += ["Queries per domain: " + ", ".join(f"{d} {int(n)}" for d, n in nq.items()), ""]
         c = t.round(4).reset_index()
         c.insert(0, "dataset", ds)
+        c.insert(2, "label", [label_tags(unlabel.get(s_, s_), s_) for s_ in c["system"]])
+        c["system"] = [unlabel.get(s_, s_) for s_ in c["system"]]
         if st is not None and len(st):
-            c.insert(2, "baseline", st["baseline"].iloc[0])
+            c.insert(3, "baseline", unlabel.get(st["baseline"].iloc[0], st["baseline"].iloc[0]))
             cell = st.set_index(["system", "column"])
             for col in t.columns:
                 for k in ("ci_low", "ci_high", "p", "p_adj", "significant"):
@@ -202,17 +256,22 @@ def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str,
                                        for v in vals]
             sig[ds] = {"baseline": st["baseline"].iloc[0], "family_size": family_size(st, settings),
                        "cells": {s_: {r.column: _cell_json(r) for r in g.itertuples()} for s_, g in st.groupby("system", sort=False)}}
+        for name, vals in C.csv_columns(extras, list(t.index)).items():
+            c[name] = vals
         csv_frames.append(c)
-        metrics[ds] = {s: {k: (None if pd.isna(v) else round(float(v), 4)) for k, v in row.items()} for s, row in t.iterrows()}
+        metrics[ds] = {unlabel.get(s, s): {k: (None if pd.isna(v) else round(float(v), 4)) for k, v in row.items()}
+                       for s, row in t.iterrows()}
     write_text(out_md, "\n".join(parts))
-    csv = pd.concat(csv_frames, ignore_index=True) if csv_frames else pd.DataFrame(columns=["dataset", "system", AVG])
-    value_cols = [c for c in csv.columns if c not in ("dataset", "system", "baseline", AVG) and " " not in c]
+    csv = pd.concat(csv_frames, ignore_index=True) if csv_frames else pd.DataFrame(columns=["dataset", "system", "label", AVG])
+    value_cols = [c for c in csv.columns if c not in ("dataset", "system", "label", "baseline", AVG) and " " not in c]
     stat_cols = [c for c in csv.columns if " " in c and c.rsplit(" ", 1)[1] in ("ci_low", "ci_high", "p", "p_adj", "significant")]
-    lead = ["dataset", "system", *(["baseline"] if "baseline" in csv.columns else [])]
-    csv = csv[lead + value_cols + [AVG] + stat_cols]  # domains of every dataset, then Avg., then the statistics
+    tie_cols = [c for c in csv.columns if " " in c and c.rsplit(" ", 1)[1] in C.CSV_SUFFIXES]
+    lead = ["dataset", "system", "label", *(["baseline"] if "baseline" in csv.columns else [])]
+    csv = csv[lead + value_cols + [AVG] + stat_cols + tie_cols]  # domains of every dataset, Avg., the statistics, the ties
     write_text(out_csv, csv.to_csv(index=False))
     if out_metrics is not None:
-        write_json(out_metrics, {"measure": measure, "protocol": protocol, task: metrics})
+        write_json(out_metrics, {"measure": measure, "protocol": protocol_name(task, protocol, task4_protocol), task: metrics,
+                                 **({"unscored": unscored} if unscored else {})})
     if out_significance is not None:
         write_json(out_significance, {"task": task, "measure": measure, "scale": 100, "settings": settings.as_dict(),
                                       "labels": dict(labels or {}), "datasets": sig})

@@ -200,9 +200,12 @@ def score(run_file: str | Path, qrels_file: str | Path, measures: list[str], out
 
     s = score_run(run_file, qrels_file, measures, out_json, out_perquery, meta | {"binary_labels": binary}, binary,
                   tie_order)
-    log.info("read %s and %s; wrote %s: %d judged queries (%d with no results, scored 0; %d run queries "
-             "without qrels skipped); nDCG@10 = %s", run_file, qrels_file, out_json, s["queries"],
-             s["queries_without_results"], s["run_queries_without_qrels"], s["measures"].get("nDCG@10"))
+    ties = s["ties"].get("nDCG@10", {})
+    log.info("read %s and %s; wrote %s: %d judged queries (%d with no results, scored 0; %d run queries without qrels skipped); "
+             "nDCG@10 = %s (tie-aware %s; %s tied items in the top 10 of %s queries)%s", run_file, qrels_file, out_json, s["queries"],
+             s["queries_without_results"], s["run_queries_without_qrels"], s["measures"].get("nDCG@10"),
+             s["tie_orders"]["expected"].get("nDCG@10"), ties.get("tied_items"), ties.get("queries_with_ties"),
+             f"; {s['unscored']}" if s.get("unscored") else "")
     return s
 
 
@@ -220,23 +223,21 @@ class TableFiles:
 def report(task: str, metric_files: list[str], measure: str, protocol: str, out: TableFiles,
            untrained: list[str] = (), notes: list[str] = (), perquery_files: list[str] | None = None,
            significance: dict | None = None, reranked: dict[str, str] | None = None,
-           rerank_stats: dict[str, list[str]] | None = None, approximate: list[str] = (), baselines: dict[str, str] | None = None) -> None:
-    """Write the task table (:mod:`mmir.reporting.tables`) to ``out``; systems in ``untrained`` (random weights) and in ``approximate`` (an
-    approximate index: FAISS hnsw/ivf, Voyager) are labelled so; ``notes`` (how image text and ties were handled) go under the title. With
+           rerank_stats: dict[str, list[str]] | None = None, approximate: list[str] = (), task4_protocol: str = "paper",
+           baselines: dict[str, str] | None = None) -> None:
+    """Write the task table (:mod:`mmir.reporting.tables`) to ``out``; ``protocol``, ``task4_protocol``: ``evaluation``'s; systems in
+    ``untrained`` (random weights) and ``approximate`` (FAISS hnsw/ivf, Voyager) are labelled so; ``notes`` go on top. With
     the per-query files (parallel to ``metric_files``) and the ``significance`` config slice every cell gets its interval and its test
     against the baseline (:mod:`mmir.evaluation.significance`), also written to ``out.significance``. ``reranked``
     (``{<system>+rr:<reranker>: first-stage system}``) adds each reranked row's test against its own first stage
     (:mod:`mmir.reporting.rerank`); ``rerank_stats`` marks rows whose reranker calls failed; ``baselines``: ``{dataset: system}``."""
     from mmir.evaluation.significance import Settings
     from mmir.reporting import rerank as rr
-    from mmir.reporting.tables import APPROXIMATE_NOTE, FAILED_MARK, TableFiles, TableStatistics, collect, task_statistics, write_task_table
+    from mmir.reporting.tables import APPROXIMATE_NOTE, TableFiles, TableStatistics, collect, row_labels, task_statistics, write_task_table
 
     out_md, out_csv, out_metrics, out_significance = out.md, out.csv, out.metrics, out.significance
-    label = {s: s + " (untrained)" * (s in untrained) + " (approximate)" * (s in approximate) for s in {*untrained, *approximate}}
     fails = rr.failures(rerank_stats or {})
-    for s_, f in fails.items():
-        if f["llm_failures"]:
-            label[s_] = f"{label.get(s_, s_)} {FAILED_MARK}"
+    label = row_labels(untrained, approximate, [s_ for s_, f in fails.items() if f["llm_failures"]])
     note = rr.failure_note(fails, label)
     notes = [*notes, *([APPROXIMATE_NOTE] if approximate else []), *([note] if note else [])]
     long = collect(metric_files)
@@ -248,7 +249,7 @@ def report(task: str, metric_files: list[str], measure: str, protocol: str, out:
         for st in stats.values():
             st["system"], st["baseline"] = st["system"].map(lambda s: label.get(s, s)), st["baseline"].map(lambda s: label.get(s, s))
     write_task_table(long, task, measure, protocol, TableFiles(out_md, out_csv, out_metrics, out_significance), notes=list(notes),
-                     statistics=TableStatistics(stats, settings, label))
+                     statistics=TableStatistics(stats, settings, label), task4_protocol=task4_protocol)
     if reranked and perquery_files is not None:
         _rerank_tests(task, metric_files, perquery_files, measure, settings, reranked, label, out_md, out_significance)
     log.info("read %d metric files%s; wrote %s, %s, %s%s", len(metric_files),

@@ -25,14 +25,9 @@ def task_metric_files(config: dict, task: str) -> list[str]:
     return [paths.METRICS.format(task=task, **u) for u in U.task_units(config, task)]
 
 
-def protocol_label(config: dict, task: str) -> str:
-    """How a task table names its protocol (a task with a label protocol, Task 4, adds it)."""
-    ev = config["evaluation"]
-    return ev["protocol"] + (f", task4 labels: {ev['task4_protocol']}" if task_spec(task).qrels_official else "")
-
-
 def table_notes(config: dict, task: str) -> list[str]:
-    """What a task table says about its inputs: the image text of text systems, how ties were scored."""
+    """What a task table says about its inputs: the sample, the image text of text systems, the image modes (how ties
+    were scored is said per dataset, :mod:`mmir.reporting.cells`)."""
     ev = config["evaluation"]
     notes = sample_notes(config, U.task_units(config, task))
     if task_spec(task).multimodal:
@@ -40,8 +35,6 @@ def table_notes(config: dict, task: str) -> list[str]:
                      + (" plus the dataset's alt text for corpus images." if ev["alt_text"] else
                         " only (no alt text: the hub's document_images has none)."))
     notes += image_mode_notes(config, U.task_units(config, task))
-    notes.append("Ties are scored in the run's own order (the order the run file lists)." if ev["tie_order"] == "run" else
-                 "Ties are re-sorted by trec_eval (document id), as the released scripts.")
     return notes
 
 
@@ -55,7 +48,7 @@ def _report(job: Job):
     stats = {s: [f for f in job.input.get("rerank_stats", []) if f"/{s}/" in f] for s in reranked}
     result = steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], out, p["untrained"],
                           p["notes"], list(job.input["perquery"]), p["significance"], reranked, stats, p["approximate"],
-                          p["baselines"])
+                          p["task4_protocol"], p["baselines"])
     write_forest(o["significance"], o["csv"], o["forest"])
     return result
 
@@ -71,7 +64,8 @@ def _report_inputs(config: dict, w: W) -> dict:
 def _report_params(config: dict, w: W) -> dict:
     systems = {u["system"] for u in U.task_units(config, w["task"])}
     reranked = U.rerank_systems(config)
-    return {"measure": config["evaluation"]["primary_measure"], "protocol": protocol_label(config, w["task"]),
+    ev = config["evaluation"]
+    return {"measure": ev["primary_measure"], "protocol": ev["protocol"], "task4_protocol": ev["task4_protocol"],
             "untrained": sorted(s for s in systems if untrained(config, s)),
             "approximate": sorted(s for s in systems if approximate(config, s)),
             "notes": table_notes(config, w["task"]), "significance": config["significance"],
