@@ -113,7 +113,7 @@ def test_mteb_cache_key_covers_every_component(tmp_path):
                 "trust_remote_code": _mt(trust_remote_code=True)}
     base = _mt().cache_spec()
     assert base["prompt_types"] == {"query": "query", "document": "document"} and base["task"] == "MMBrightT2TRetrieval"
-    assert base["loader"] == "SentenceTransformerEncoderWrapper" and base["mteb"] == "2.26.24"
+    assert base["loader"] == "mteb.models.sentence_transformer_wrapper.SentenceTransformerEncoderWrapper" and base["mteb"] == "2.26.24"
     st_key = encoder_key(make_text_encoder(MINILM).cache_spec())
     assert encoder_key(base) != st_key  # never served the sentence-transformers backend's vectors
     items = {"query": ["how to compute a mean"], "document": ["the mean is the sum over the count"]}
@@ -145,7 +145,12 @@ def test_registry_model_key_names_mteb_loader_and_pinned_revision():
 
     name = "sentence-transformers/all-MiniLM-L6-v2"
     spec = _mt(model=name).cache_spec()
-    assert spec["revision"] == MODEL_REGISTRY[name].revision and spec["loader"] == "SentenceTransformerEncoderWrapper"
+    assert spec["revision"] == MODEL_REGISTRY[name].revision
+    assert spec["loader"] == "mteb.models.sentence_transformer_wrapper.SentenceTransformerEncoderWrapper"
+    # an instruction model: its instruction template and settings from the registry are in the key
+    e5 = _mt(model="intfloat/e5-mistral-7b-instruct").cache_spec()
+    assert e5["loader"] == "mteb.models.instruct_wrapper.InstructSentenceTransformerModel"
+    assert e5["loader_kwargs"]["instruction_template"] == "Instruct: {instruction}\nQuery: " and e5["task_prompt"].startswith("Given")
     with pytest.raises(ValueError, match="revision"):
         _mt(model=name, revision="f" * 40).cache_spec()
 

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 #: the mmir role -> mteb's PromptType value
 PROMPT_TYPES = {"query": "query", "document": "document"}
+#: the loader of a local directory (the key's name of mteb's wrapper class)
+ST_WRAPPER = "mteb.models.sentence_transformer_wrapper.SentenceTransformerEncoderWrapper"
 _INSTALL = "backend: mteb needs the optional extra mmir[mteb] (pip install 'mteb==2.26.24'; `make setup` installs it)"
 
 
@@ -37,6 +39,25 @@ def mteb_version() -> str:
         return importlib.metadata.version("mteb")
     except importlib.metadata.PackageNotFoundError as exc:
         raise ImportError(_INSTALL) from exc
+
+
+def _stable(value):
+    """``value`` as JSON-like data that is the same in every process: a function or class by its qualified name (a
+    ``functools.partial`` by its function's and arguments), containers element by element, anything else by its
+    type and ``repr`` (never a memory address)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _stable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [_stable(v) for v in value]
+        return sorted(items, key=repr) if isinstance(value, set | frozenset) else items
+    if hasattr(value, "func") and hasattr(value, "keywords"):  # functools.partial
+        return {"partial": _stable(value.func), "args": _stable(list(value.args)), "keywords": _stable(value.keywords)}
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '')}.{value.__qualname__}"
+    text = repr(value)
+    return f"{type(value).__qualname__}:{text}" if " at 0x" not in text else type(value).__qualname__
 
 
 class MTEBTextEncoder(HubTextEncoder):
@@ -147,13 +168,11 @@ class MTEBTextEncoder(HubTextEncoder):
         normalisation, remote code."""
         meta = self.registry_meta()
         if meta is not None:
-            revision = meta.revision
-            loader = getattr(meta.loader, "__name__", str(meta.loader))
-            loader_kwargs = {k: (v if isinstance(v, str | int | float | bool | type(None) | dict | list) else repr(v))
-                             for k, v in sorted((meta.loader_kwargs or {}).items())}
+            revision, loader = meta.revision, _stable(meta.loader)
+            loader_kwargs = {k: _stable(v) for k, v in sorted((meta.loader_kwargs or {}).items())}
         else:
             revision = self.revision if self.version is not None else hub_commit(self.model_name, self.revision)
-            loader = "SentenceTransformerEncoderWrapper" if self.version is not None else "mteb.get_model (hub)"
+            loader = ST_WRAPPER if self.version is not None else "mteb.get_model (hub)"
             loader_kwargs = {}
         spec = {"backend": "mteb", "mteb": self.version_mteb, "model": self.model_name, "revision": revision,
                 "version": self.version, "loader": loader, "loader_kwargs": loader_kwargs,
