@@ -20,6 +20,7 @@ import numpy as np
 
 from mmir.config.models import MTEBSystem
 from mmir.core import mteb_port
+from mmir.encoders.batching import token_batches
 from mmir.encoders.fingerprint import hub_commit, resolve_model
 from mmir.encoders.text_base import HubTextEncoder, resolve_device
 from mmir.encoders.truncation import CHARS_PER_TOKEN, TextLimit, Truncations, cut_chars, default_max_chars, silence_length_warning
@@ -73,6 +74,7 @@ class MTEBTextEncoder(HubTextEncoder):
         self.path, self.version = resolve_model(system.model)  # version: a local hash or pypi version, None on the hub
         self._set_templates(system.query_template, system.doc_template, domain)
         self.max_length, self.max_chars, self.batch_size = system.max_length, system.max_chars, system.batch_size
+        self.batch_tokens = system.batch_tokens
         self.device = resolve_device(system.device)
         self.trust_remote_code = system.trust_remote_code
         self.hf_subset = domain or "default"
@@ -229,6 +231,7 @@ class MTEBTextEncoder(HubTextEncoder):
 
     # --- encoding ------------------------------------------------------------------------------------------------
     def _encode(self, texts: list[str], role: str) -> np.ndarray:
+        import torch
         from datasets import Dataset
         from mteb.types import PromptType
         from torch.utils.data import DataLoader
@@ -241,13 +244,22 @@ class MTEBTextEncoder(HubTextEncoder):
             st = self._sentence_transformer(model)
             dim = (st.get_embedding_dimension() if st is not None else None) or self._meta.embed_dim or 0
             return np.zeros((0, dim if isinstance(dim, int) else 0), dtype=np.float32)
-        # mteb's text dataloader (mteb._create_dataloaders): a "text" column, batch_size rows per batch
-        loader = DataLoader(Dataset.from_dict({"text": inputs}), batch_size=self.batch_size)
-        out = model.encode(loader, task_metadata=self.task_metadata(), hf_split=mteb_port.SPLIT, hf_subset=self.hf_subset,
-                           prompt_type=PromptType(PROMPT_TYPES[role]), batch_size=self.batch_size, show_progress_bar=False)
-        vecs = np.asarray(out.detach().cpu().float() if hasattr(out, "detach") else out, dtype=np.float32)
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        return vecs / np.where(norms > 0, norms, 1.0)
+        if lengths is not None and self.batch_tokens is not None:  # texts of about one length per call, as the st backend
+            batches = token_batches([min(n, limit) for n in lengths], self.batch_tokens, self.batch_size)
+        else:
+            batches = [list(range(i, min(i + self.batch_size, len(inputs)))) for i in range(0, len(inputs), self.batch_size)]
+        task, prompt_type = self.task_metadata(), PromptType(PROMPT_TYPES[role])
+        out = None
+        for rows in batches:  # one mteb encode call per batch: mteb's text dataloader ("text" column) of those rows
+            loader = DataLoader(Dataset.from_dict({"text": [inputs[i] for i in rows]}), batch_size=len(rows))
+            vecs = model.encode(loader, task_metadata=task, hf_split=mteb_port.SPLIT, hf_subset=self.hf_subset,
+                                prompt_type=prompt_type, batch_size=len(rows), show_progress_bar=False)
+            # L2 rows as sentence-transformers' normalize_embeddings (torch's normalize): the same bits as that backend
+            vecs = torch.nn.functional.normalize(torch.as_tensor(vecs).detach().cpu().float(), p=2, dim=1).numpy()
+            if out is None:
+                out = np.empty((len(inputs), vecs.shape[1]), dtype=np.float32)
+            out[rows] = vecs
+        return out
 
     def encode_queries(self, texts):
         return self._encode(list(texts), "query")

