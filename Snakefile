@@ -17,6 +17,7 @@ include: "workflow/rules/mmdr.smk"
 include: "workflow/rules/essentiality.smk"
 include: "workflow/rules/audit.smk"
 include: "workflow/rules/rerank.smk"
+include: "workflow/rules/mteb.smk"
 
 
 wildcard_constraints:

@@ -139,6 +139,29 @@ def test_the_report_page_holds_every_task_table_cell(workflow_dir):
     assert "read " in (wd / "logs/report_html.log").read_text()
 
 
+def test_mteb_export_loads_with_mteb_and_gives_the_table_numbers(workflow_dir, monkeypatch):
+    """The workflow's own MTEB export (rule mteb_export) read back with mteb's loaders: every measure equals the score
+    file's, nDCG@10 x 100 the table's CSV value."""
+    mteb = pytest.importorskip("mteb", reason="the optional extra mmir[mteb] is not installed")
+    from mteb.results import TaskResult
+
+    wd, _ = workflow_dir
+    csv = pd.read_csv(wd / "results/tables/task1.csv").set_index("system")
+    monkeypatch.setenv("MTEB_CACHE", str(wd / "results/mteb"))
+    with pytest.warns(DeprecationWarning):
+        bench = mteb.load_results(download_latest=False, validate_and_filter=False)
+    assert sorted(m.model_name for m in bench.model_results) == ["mmir/bm25", "mmir/minilm"]
+    for system in ("bm25", "minilm"):
+        result = TaskResult.from_disk(wd / f"results/mteb/results/mmir__{system}/no_revision_available/MMBrightT2TRetrieval-openstax.json")
+        [entry] = result.scores["test"]
+        measures = json.loads((wd / f"results/metrics/task1/openstax/{system}/statistics.json").read_text())["measures"]
+        assert entry["hf_subset"] == "statistics" and entry["main_score"] == measures["nDCG@10"]
+        assert {k: entry[k] for k in ("ndcg_at_10", "recall_at_100", "map")} == \
+            {"ndcg_at_10": measures["nDCG@10"], "recall_at_100": measures["Recall@100"], "map": measures["MAP"]}
+        assert round(entry["ndcg_at_10"] * 100, 4) == csv.at[system, "statistics"]
+    assert "wrote 2 MTEB result files of 2 models" in (wd / "logs/mteb_export.log").read_text()
+
+
 def test_mlflow_has_parent_and_a_child_per_unit(workflow_dir):
     wd, _ = workflow_dir
     ids = json.loads((wd / "results/tracking/task1.json").read_text())
@@ -161,7 +184,7 @@ def test_rerun_does_nothing_and_bm25_change_reruns_only_bm25(workflow_dir):
         out = proc.stdout + proc.stderr
         jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
         assert jobs == {"retrieve": "1", "score": "1", "report": "1", "track": "1", "reproduction": "1", "report_html": "1",
-                        "all": "1", "total": "7"}, out[-3000:]
+                        "mteb_export": "1", "all": "1", "total": "8"}, out[-3000:]
         assert "results/runs/task1/openstax/bm25/statistics.trec" in out
         assert "results/runs/task1/openstax/minilm" not in out  # no dense retrieval (or encoding) job
     finally:
@@ -209,7 +232,7 @@ def test_dvc_repro_then_bm25_change_touches_only_bm25(tmp_path):
     params = _params(root, tmp_path / "emb")
     # DVC reads the keys its stages list from params.yaml itself (no schema defaults): write them out
     params |= {"tasks": ["task1"], "captioners": {"ocr": {"kind": "ocr"}}, "mlflow": {"experiment": "mmir"},
-               "generators": {}, "rerankers": {}, "rerank": {"runs": []},
+               "generators": {}, "rerankers": {}, "rerank": {"runs": []}, "mteb": {"export": True, "names": {}, "references": []},
                "evaluation": {"protocol": "official", "top_k": 1000, "primary_measure": "nDCG@10",
                               "task4_protocol": "paper", "image_text": "ocr"},
                "significance": {"baseline": None, "test": "permutation", "correction": "holm", "family": "column",

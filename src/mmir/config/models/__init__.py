@@ -48,6 +48,7 @@ from mmir.config.models.mmdr_evaluator import (
     TraceConfig,
     VEFConfig,
 )
+from mmir.config.models.mteb import MTEBConfig, MTEBReference
 from mmir.config.models.params import Params, ParamsSlice
 from mmir.config.models.plugins import PLUGIN_GROUP, PluginFields
 from mmir.config.models.rag import RagConfig
@@ -76,6 +77,7 @@ from mmir.config.models.systems import (
     HFTextSystem,
     MMPluginSystem,
     MMSystem,
+    MTEBSystem,
     MultiVectorPluginSystem,
     MultiVectorSystem,
     MultiVectorSystemBase,
@@ -112,6 +114,7 @@ __all__ = [
     "EssentialityConfig", "EssentialityReportParams", "EvaluationConfig", "FetchConfig", "fill", "FLAEConfig",
     "Generator", "HFTextSystem", "HubDataset", "IntegrityConfig", "JobResources", "LlamaCppGenerator", "LocalDataset",
     "M2RAGConfig", "MlflowConfig", "MMDRConfig", "MMDREvaluatorConfig", "MMSystem", "MosaicConfig", "MULTI_IMAGE_ENCODERS", "OCRCaptioner",
+    "MTEBConfig", "MTEBReference", "MTEBSystem",
     "OpenAIGenerator", "Params", "ParamsSlice", "parse", "partial", "parse_dataset", "parse_params", "parse_slice", "parse_system",
     "PathsConfig", "Prices", "RagConfig", "ReformulationGrid", "ReformulatorConfig", "ReproductionParams",
     "ResourcesConfig", "SampleConfig", "Section", "SelectionConfig", "SentenceTransformersSystem", "SignificanceConfig",

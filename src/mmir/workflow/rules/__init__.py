@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mmir.workflow.rules import audit, data, essentiality, evaluation, generation, m2rag, mmdr, rag, report, rerank, retrieval
+from mmir.workflow.rules import audit, data, essentiality, evaluation, generation, m2rag, mmdr, mteb, rag, report, rerank, retrieval
 from mmir.workflow.rules.common import Job, Rule, job_resources, retry_token, system_config
 
 __all__ = ["RULES", "Job", "Rule", "job_resources", "retry_token", "run_job", "run_snakemake_job", "system_config"]
@@ -24,7 +24,7 @@ log = logging.getLogger("mmir.workflow")
 
 #: every rule by name, in the order of the rule files
 RULES: dict[str, Rule] = {r.name: r for m in (data, retrieval, generation, evaluation, report, rag, m2rag, mmdr,
-                                              essentiality, audit, rerank) for r in m.RULES}
+                                              essentiality, audit, rerank, mteb) for r in m.RULES}
 
 
 def run_job(job: Job) -> Any:

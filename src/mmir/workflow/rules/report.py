@@ -50,22 +50,48 @@ def _report(job: Job):
                           p["notes"], list(job.input["perquery"]), p["significance"], reranked, stats, p["approximate"],
                           p["task4_protocol"], p["baselines"])
     write_forest(o["significance"], o["csv"], o["forest"])
+    if p.get("mteb_references"):  # after the tables, their bold and their tests: reference rows take part in none
+        mteb_reference_rows(job.wildcards["task"], p["measure"], p["mteb_references"], o["md"], o["csv"])
     return result
+
+
+def mteb_reference_rows(task: str, measure: str, references: list[dict], md: str, csv: str) -> int:
+    """Append the rows of published MTEB result files (``mteb.references``) to a written task table."""
+    import logging
+
+    from mmir.reporting.mteb_reference import add_reference_rows, reference_rows
+
+    rows = reference_rows(references, task, measure)
+    added = add_reference_rows(md, csv, rows)
+    logging.getLogger("mmir.workflow").info("read %d MTEB result values of %s from %d references; added %d reference rows "
+                                             "to %s and %s", len(rows), task, len(references), added, md, csv)
+    return added
 
 
 def _report_inputs(config: dict, w: W) -> dict:
     reranked = U.rerank_systems(config)
+    refs = _mteb_references(config)
+    if refs:
+        from mmir.reporting.mteb_reference import result_files
     return {"metrics": task_metric_files(config, w["task"]),
+            **({"mteb_references": [str(f) for r in refs for f in result_files(r["path"])]} if refs else {}),
             "perquery": [paths.PERQUERY.format(task=w["task"], **u) for u in U.task_units(config, w["task"])],
             **({"rerank_stats": [paths.RUN_STATS.format(task=w["task"], **u) for u in U.task_units(config, w["task"])
                                  if u["system"] in reranked]} if reranked else {})}
+
+
+def _mteb_references(config: dict) -> list[dict]:
+    """``mteb.references`` with their paths resolved (:func:`mmir.core.paths.project_file`)."""
+    return [{"path": paths.project_file(r["path"]), "dataset": r["dataset"]} for r in (config.get("mteb") or {}).get("references") or []]
 
 
 def _report_params(config: dict, w: W) -> dict:
     systems = {u["system"] for u in U.task_units(config, w["task"])}
     reranked = U.rerank_systems(config)
     ev = config["evaluation"]
+    refs = _mteb_references(config)
     return {"measure": ev["primary_measure"], "protocol": ev["protocol"], "task4_protocol": ev["task4_protocol"],
+            **({"mteb_references": refs} if refs else {}),
             "untrained": sorted(s for s in systems if untrained(config, s)),
             "approximate": sorted(s for s in systems if approximate(config, s)),
             "notes": table_notes(config, w["task"]), "significance": config["significance"],
