@@ -172,6 +172,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--clean", action="store_true", help="remove the work folder afterwards")
     args = ap.parse_args()
+    import warnings
+
+    warnings.filterwarnings("ignore", category=pd.errors.PerformanceWarning)  # the table's CSV columns, added one by one
 
     from mmir.reporting.html import group_tables, render_report
     from mmir.reporting.lineage import lineage

@@ -223,3 +223,32 @@ def test_compare_function_leaves_out_unpaired_queries_and_refuses_none():
     assert (c.n, c.record.wins, c.record.ties, c.only_a, c.only_b) == (2, 1, 1, ["q3"], ["q4"])
     with pytest.raises(ValueError, match="no query is scored by both"):
         compare({"q1": 1.0}, {"q2": 1.0})
+
+
+def test_summary_counts_a_reranked_system_against_its_first_stage_over_every_domain():
+    from mmir.reporting.query_pages import DomainScores
+    from mmir.reporting.summary import dataset_summary
+
+    rng = np.random.default_rng(2)
+    systems = ["bm25", "dense", "bm25+rr:ce"]
+    domains, pooled = [], {s: {} for s in systems}
+    for dom in ("d1", "d2"):
+        scores = {s: {f"q{i}": float(rng.choice([0.0, 0.5, 1.0])) for i in range(15)} for s in systems}
+        files = DomainFiles("task1", "ds", dom, Path("."), "qrels.task1.txt", {s: "" for s in systems}, {s: "" for s in systems},
+                            baseline="bm25", first_stage={"bm25+rr:ce": "bm25"})
+        domains.append(DomainScores(files, scores, {q: f"text {dom} {q}" for q in scores["bm25"]}, f"queries/task1/ds/{dom}.html", 15))
+        for s in systems:
+            pooled[s] |= {(dom, q): v for q, v in scores[s].items()}
+    cells = {s: {"Avg.": {"mean": 10.0 * k, "ci_low": 1.0, "ci_high": 30.0, "significant": k == 2, "diff": None, "p_adj": None}}
+             for k, s in enumerate(systems)}
+    sig = {"measure": "nDCG@10", "labels": {}, "datasets": {"ds": {"baseline": "bm25", "cells": cells}}}
+    d = dataset_summary("task1", "ds", sig, {"ds": (systems, ["d1", "d2", "Avg."])}, domains)
+    rows = {r["system"]: r for r in d["rows"]}
+    a, b = pooled["bm25+rr:ce"], pooled["bm25"]
+    expected = (sum(a[k] > b[k] for k in a), sum(a[k] == b[k] for k in a), sum(a[k] < b[k] for k in a))
+    rr = rows["bm25+rr:ce"]
+    assert (rr["vs_first"]["wins"], rr["vs_first"]["ties"], rr["vs_first"]["losses"]) == expected and rr["first_stage"] == "bm25"
+    assert rows["bm25"]["vs_baseline"] is None and rows["dense"]["vs_first"] is None and d["reranked"]
+    assert [c["a"] for c in d["comparisons"]] == ["dense", "bm25+rr:ce"]  # the first stage is the baseline: listed once
+    first = d["comparisons"][1]["largest"][0]
+    assert first["href"] == f"queries/task1/ds/{first['domain']}.html#q-{first['qid']}"

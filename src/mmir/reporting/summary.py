@@ -63,6 +63,7 @@ def dataset_summary(task: str, dataset: str, sig: dict, order: dict, domains: Se
         rows.append(row)
     return {"task": task, "dataset": dataset, "anchor": f"summary-{task}-{dataset}", "measure": measure,
             "confidence": conf, "baseline": labels.get(base, base), "rows": rows, "comparisons": comps,
+            "reranked": any(r["first_stage"] for r in rows),
             "forest": Markup(avg_forest_svg(points, measure, conf)), "mark": MARK,
             "domains": [{"domain": d.files.domain, "href": d.href, "queries": d.queries} for d in domains],
             "queries": sum(d.queries for d in domains)}
