@@ -127,6 +127,17 @@ def test_the_report_page_holds_every_task_table_cell(workflow_dir):
         assert p.rows == list(csv.reader(f))
     assert r"\begin{tabular}" in (wd / "results/tables/task1.tex").read_text()
     assert "read " in (wd / "logs/report_html.log").read_text()
+    # the summary comes first and links the domain's query page, which lists every scored query with its values
+    assert page.index('id="summary"') < page.index('class="report-table"') < page.index('id="lineage-and-data"')
+    assert 'href="queries/task1/openstax/statistics.html"' in page
+    qpage = (wd / "results/report/queries/task1/openstax/statistics.html").read_text(encoding="utf-8")
+    assert external_references(qpage) == []
+    rows = dict(re.findall(r'<tr class="query" id="q-([^"]+)".*?data-scores="([^"]*)"', qpage, re.S))
+    for k, system in enumerate(("bm25", "minilm")):
+        with open(wd / f"results/metrics/task1/openstax/{system}/statistics.perquery.tsv", newline="") as f:
+            values = {r["qid"]: float(r["value"]) for r in csv.DictReader(f, delimiter="\t") if r["measure"] == "nDCG@10"}
+        assert len(values) == len(rows) == 107
+        assert all(float(rows[q].split(",")[k]) == pytest.approx(v, abs=1e-6) for q, v in values.items())
 
 
 def test_mlflow_has_parent_and_a_child_per_unit(workflow_dir):

@@ -1,13 +1,17 @@
-"""The report: one self-contained HTML page (``results/report/index.html``) with every table the config produced, its
-figures, its notes and the lineage of its numbers.
+"""The report: one self-contained HTML page (``results/report/index.html``) that opens with a summary of every task
+table (:mod:`mmir.reporting.summary`), then shows every table the config produced with its figures and notes, and
+ends, folded, with the lineage of its numbers and every CSV cell; a task table's domain columns link to the domain's
+query page (:mod:`mmir.reporting.query_pages`, relative files beside the page).
 
-The page loads nothing: no script, stylesheet, font or image URL; figures are embedded as ``data:`` URIs and the
-style sheet is inline. It is rendered by Jinja2 with autoescape (template ``templates/report.html.j2``): every value
-from a table or the config is escaped; the only markup passed through is markdown-it's rendering of the tables'
-markdown, which escapes raw HTML itself (:mod:`mmir.reporting.markdown`).
+The page loads nothing from outside its folder: no script, stylesheet, font or image URL; figures are embedded as
+``data:`` URIs and the style sheet is inline. It is rendered by Jinja2 with autoescape (template
+``templates/report.html.j2``): every value from a table or the config is escaped; the only markup passed through is
+markdown-it's rendering of the tables' markdown, which escapes raw HTML itself (:mod:`mmir.reporting.markdown`), and
+the summary's SVG figures, built with every text escaped (:mod:`mmir.reporting.scatter`, :mod:`mmir.reporting.forest`).
 
 Each table is shown twice: its markdown (title, notes, the table with its significance markers, interval tables,
-footnotes; exactly what ``<name>.md`` says) and, folded, every cell of ``<name>.csv`` as written.
+footnotes; exactly what ``<name>.md`` says; a task table's notes, interval and test tables folded under it) and, folded
+at the end, every cell of ``<name>.csv`` as written.
 """
 
 from __future__ import annotations

@@ -213,7 +213,8 @@ def load_domain(files: DomainFiles, thumbs: Thumbnails | None = None, top: int =
     classes = _classes(files, topics)
     texts = dict(zip(topics["qid"], topics["query"]))
     images = dict(zip(topics["qid"], topics["image_paths"]))
-    order = [q for q in topics["qid"] if q in set(scored)] + [q for q in scored if q not in texts]
+    scored_set = set(scored)
+    order = [q for q in topics["qid"] if q in scored_set] + [q for q in scored if q not in texts]
     rows = {q: QueryRow(q, str(texts.get(q, "")), [str(p) for p in images.get(q, [])],
                         sorted(((d, r) for d, r in qrels.get(q, {}).items() if r > 0), key=lambda x: -x[1]),
                         **classes.get(q, {})) for q in order}
