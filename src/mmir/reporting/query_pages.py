@@ -88,7 +88,7 @@ def comparison(a: dict, b: dict, name_a: str, name_b: str, against: str, texts: 
                for d in largest_differences(a, b, k)]
     return {"a": name_a, "b": name_b, "against": against, "wins": rec.wins, "ties": rec.ties, "losses": rec.losses,
             "n": rec.n, "mean_diff": mean, "largest": largest,
-            "scatter": Markup(scatter_svg(a, b, name_a, name_b, size=size, title=f"{name_a} vs {name_b}"))}
+            "scatter": Markup(scatter_svg(a, b, name_a, name_b, size=size))}  # the heading above names the pair
 
 
 def _short(text: str, n: int) -> str:
