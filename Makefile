@@ -84,6 +84,7 @@ bench: setup
 	$(PY) bench/bench_fullsize.py --work $(or $(BENCH_WORK),/tmp/mmir-bench-fullsize) --clean   # ~11 GB of scratch disk
 	$(PY) bench/bench_token_batches.py
 	$(PY) bench/bench_maxsim.py --out $(or $(BENCH_WORK),/tmp)/mmir-bench-maxsim --search-shards 3 --clean   # ~17 GB of scratch disk
+	$(PY) bench/bench_report.py --work $(or $(BENCH_WORK),/tmp)/mmir-bench-report --clean   # ~3 GB of scratch disk
 
 mlflow-ui: setup
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db

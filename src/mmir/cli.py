@@ -7,6 +7,8 @@ family for DVC; it derives nothing itself (``mmir.workflow.rules`` and ``mmir.wo
     mmir targets FAMILY [--dataset D] [--task T]  the files that complete a stage family
     mmir snakemake FAMILY [...] [-- SNAKEMAKE ARGS]  snakemake on those files (the DVC stages' command)
     mmir expected OUT.yaml [--tolerance T]         this run's Task 1-4 tables as expected values (regression guard)
+    mmir compare RUN_A RUN_B --task T --dataset D --domain X   two runs query by query: the paired test, the interval
+                                                  of the mean difference, wins/ties/losses, the largest differences
 
 A bad config or data file is one line, ``mmir: error: <file>, line N, field 'x': ...`` (exit status 2); ``mmir --debug``
 prints its traceback too.
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from mmir.core import logs
 from mmir.core.errors import ConfigError, MmirError
+from mmir.core.tasks import TASKS
 
 
 def cmd_validate(config, args) -> int:
@@ -142,7 +145,39 @@ def cmd_expected(config, args) -> int:
     return 0
 
 
-COMMANDS = ("validate", "run", "targets", "snakemake", "expected")
+def cmd_compare(config, args) -> int:
+    import pandas as pd
+
+    from mmir.core import paths
+    from mmir.core.tasks import task as task_spec
+    from mmir.data.prepare import qrels_file
+    from mmir.evaluation.compare import compare_runs, format_comparison
+    from mmir.evaluation.significance import Settings
+
+    spec = task_spec(args.task)
+    where = args.dataset and args.domain
+    if args.qrels is None and not where:
+        raise ConfigError("<compare>", "give --dataset and --domain (the prepared qrels of the task) or --qrels FILE")
+    ev = config.get("evaluation") or {}
+    qrels = args.qrels or paths.prepared(args.dataset, args.domain, qrels_file(spec.name, ev.get("task4_protocol", "paper")))
+    topics = args.topics or (paths.prepared(args.dataset, args.domain, spec.queries) if where else None)
+    for f in (args.run_a, args.run_b, qrels):
+        if not Path(f).is_file():
+            raise ConfigError("<compare>", f"{f}: no such file" + ("" if f != qrels or args.qrels else
+                                                                  " (prepare the domain first, or pass --qrels)"))
+    measure = args.measure or ev.get("primary_measure", "nDCG@10")
+    c = compare_runs(args.run_a, args.run_b, qrels, measure, Settings.model_validate(config.get("significance") or {}),
+                     args.top, ev.get("tie_order", "run"))
+    texts = {}
+    if topics and Path(topics).is_file():
+        t = pd.read_parquet(topics, columns=["qid", "query"])
+        texts = dict(zip(t["qid"].astype(str), t["query"].astype(str)))
+    print(f"qrels: {qrels}" + (f"; topics: {topics}" if texts else ""))
+    print(format_comparison(c, args.run_a, args.run_b, measure, texts))
+    return 0
+
+
+COMMANDS = ("validate", "run", "targets", "snakemake", "expected", "compare")
 
 
 def _configfile_option(parser: argparse.ArgumentParser) -> None:
@@ -175,6 +210,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("out")
     p.add_argument("--tolerance", type=float, default=0.1)
     p.add_argument("--benchmark", default="mmir-regression")
+    _configfile_option(p)
+    p = sub.add_parser("compare", help="compare two TREC runs query by query (mmir's or outside ones)")
+    p.add_argument("run_a", metavar="RUN_A")
+    p.add_argument("run_b", metavar="RUN_B")
+    p.add_argument("--task", default="task1", choices=list(TASKS),
+                   help="the task whose prepared qrels and topics are read (default: task1)")
+    p.add_argument("--dataset")
+    p.add_argument("--domain")
+    p.add_argument("--qrels", help="a TREC qrels file instead of the prepared one")
+    p.add_argument("--topics", help="a topics parquet (qid, query) for the query texts instead of the prepared one")
+    p.add_argument("--measure", help="default: evaluation.primary_measure")
+    p.add_argument("--top", type=int, default=10, help="how many of the largest differences to list (default: 10)")
     _configfile_option(p)
     assert tuple(sub.choices) == COMMANDS
     return top

@@ -137,6 +137,17 @@ def test_the_report_page_holds_every_task_table_cell(workflow_dir):
         assert p.rows == list(csv.reader(f))
     assert r"\begin{tabular}" in (wd / "results/tables/task1.tex").read_text()
     assert "read " in (wd / "logs/report_html.log").read_text()
+    # the summary comes first and links the domain's query page, which lists every scored query with its values
+    assert page.index('id="summary"') < page.index('class="report-table"') < page.index('id="lineage-and-data"')
+    assert 'href="queries/task1/openstax/statistics.html"' in page
+    qpage = (wd / "results/report/queries/task1/openstax/statistics.html").read_text(encoding="utf-8")
+    assert external_references(qpage) == []
+    rows = dict(re.findall(r'<tr class="query" id="q-([^"]+)".*?data-scores="([^"]*)"', qpage, re.S))
+    for k, system in enumerate(("bm25", "minilm")):
+        with open(wd / f"results/metrics/task1/openstax/{system}/statistics.perquery.tsv", newline="") as f:
+            values = {r["qid"]: float(r["value"]) for r in csv.DictReader(f, delimiter="\t") if r["measure"] == "nDCG@10"}
+        assert len(values) == len(rows) == 107
+        assert all(float(rows[q].split(",")[k]) == pytest.approx(v, abs=1e-6) for q, v in values.items())
 
 
 def test_mteb_export_loads_with_mteb_and_gives_the_table_numbers(workflow_dir, monkeypatch):
@@ -186,7 +197,8 @@ def test_rerun_does_nothing_and_bm25_change_reruns_only_bm25(workflow_dir):
         assert jobs == {"retrieve": "1", "score": "1", "report": "1", "track": "1", "reproduction": "1", "report_html": "1",
                         "mteb_export": "1", "all": "1", "total": "8"}, out[-3000:]
         assert "results/runs/task1/openstax/bm25/statistics.trec" in out
-        assert "results/runs/task1/openstax/minilm" not in out  # no dense retrieval (or encoding) job
+        # no dense retrieval (or encoding) job: no job writes minilm's files (report_html reads its run)
+        assert not re.search(r"^\s*output: [^\n]*(results/runs/task1/openstax/minilm|minilm/queries)", out, re.M)
     finally:
         params["systems"]["bm25"]["k1"] = 0.9
         (wd / "params.yaml").write_text(yaml.safe_dump(params))

@@ -14,10 +14,9 @@ import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
-import numpy as np
 import pytest
+import report_results
 from conftest import PROJECT
-from test_table_significance import _unit
 
 from mmir.core.gitinfo import code_commit
 from mmir.core.io import write_json, write_text
@@ -29,21 +28,19 @@ from mmir.reporting.markdown import parse_tables
 from mmir.workflow import steps
 from mmir.workflow.report import report_step
 
-NASTY = "<script>alert('x')</script>_&%#"  # a system name that must be escaped everywhere
+NASTY = report_results.NASTY
 
 
 # ------------------------------------------------------------------------------------------------ fixtures
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    """Real tables as the workflow writes them: Task 1 (two datasets, intervals, markers), a caption ablation grid with
-    its figure, and a table + figure of a stage the report does not know (it must appear anyway)."""
+    """Real tables as the workflow writes them: Task 1 (two datasets, intervals, markers) scored by pytrec_eval from
+    real runs over prepared domains (``report_results``: corpus, topics with query images, qrels), a caption ablation
+    grid with its figure, and a table + figure of a stage the report does not know (it must appear anyway). The
+    third element: the query pages' inputs."""
     tmp = tmp_path_factory.mktemp("results")
     tables, plots, tracking = tmp / "tables", tmp / "plots", tmp / "tracking"
-    rng = np.random.default_rng(0)
-    base = {"stat_1": rng.random(30), "calc&x": rng.random(20)}
-    systems = {"bm25": base, "dense": {d: np.clip(v + 0.3, 0, 1) for d, v in base.items()},
-               NASTY: {d: np.clip(v + rng.normal(0, 0.01, v.size), 0, 1) for d, v in base.items()}}
-    units = [_unit(tmp, ds, d, s, v.tolist()) for ds in ("os", "vx") for s, doms in systems.items() for d, v in doms.items()]
+    units, pages = report_results.build(tmp)
     out = steps.TableFiles(tables / "task1.md", tables / "task1.csv", tables / "task1.metrics.json",
                            tables / "task1.significance.json")
     steps.report("task1", [m for m, _ in units], "nDCG@10", "official", out, notes=["Ties are scored in the run's own order."],
@@ -65,7 +62,7 @@ def results(tmp_path_factory):
                               tracking / "task1.json", tables / "caption_ablation.md", tables / "caption_ablation.csv",
                               plots / "caption_ablation.png", tables / "essentiality.md", tables / "essentiality.csv",
                               plots / "essentiality_bars.png")]
-    return tmp, files
+    return tmp, files, pages
 
 
 CONFIG = {
@@ -86,13 +83,14 @@ CONFIG = {
 
 @pytest.fixture(scope="module")
 def page(results):
-    tmp, files = results
+    tmp, files, pages = results
     prep = tmp / "prepare.json"
     write_json(prep, {"dataset": "hub", "domain": "biology", "revision": "97702ca9ea81cd0a25288e74a9402439550d6bd4",
                       "documents": 57359, "topics": 103, "topics_with_qrels": 103})
     out = {k: tmp / "report" / n for k, n in (("html", "index.html"), ("lineage", "lineage.json"), ("latex", "tables.tex"))}
     tex = {n: tmp / "tables" / f"{n}.tex" for n in ("task1", "caption_ablation", "essentiality")}
-    counts = report_step(CONFIG, files, [prep], out["html"], out["lineage"], out["latex"], tex)
+    counts = report_step(CONFIG, files, [prep], out["html"], out["lineage"], out["latex"], tex, None, pages,
+                         tmp / "report" / "queries", tmp / "thumbnail-cache")
     return tmp, out, tex, counts
 
 
@@ -162,7 +160,7 @@ def check_numbers(html: str, tables_dir: Path) -> int:
 
 # ------------------------------------------------------------------------------------------------ the page
 def test_group_tables_by_name(results):
-    _, files = results
+    _, files, _ = results
     groups = H.group_tables(files + ["results/tables/task1.metrics.json", "results/plots/caption_ablation.csv",
                                      "results/plots/lonely.png"])
     assert [t.name for t in groups] == ["task1", "caption_ablation", "essentiality", "lonely"]
@@ -175,9 +173,14 @@ def test_group_tables_by_name(results):
 def test_page_is_self_contained_and_escaped(page, results):
     tmp, out, _, counts = page
     text = out["html"].read_text(encoding="utf-8")
+    pages = sorted((tmp / "report" / "queries").rglob("*.html"))
     assert counts == {"tables": 3, "figures": 2, "csv": 3, "latex_tables": 8, "html_bytes": len(text.encode()),
-                      "tables_with_commit": 0}
+                      "tables_with_commit": 0, "query_pages": 4, "query_page_queries": 100,
+                      "query_page_bytes": sum(p.stat().st_size for p in pages), "thumbnails": 2, "images_undecodable": 1}
     assert H.external_references(text) == []
+    for q in pages:  # the query pages load nothing either; their script is inline and the system name escaped
+        html = q.read_text(encoding="utf-8")
+        assert H.external_references(html) == [] and "<script>alert(" not in html, q
     assert "<script>" not in text and "&lt;script&gt;alert(" in text  # the system name, escaped in md and CSV alike
     imgs = re.findall(r'<img src="data:image/png;base64,([^"]+)"', text)
     assert [base64.b64decode(i) for i in imgs] == [(tmp / "plots" / n).read_bytes()
@@ -232,7 +235,7 @@ def test_lineage_names_commit_data_models_prompts_and_no_secret(page):
 
 
 def test_report_step_logs_what_it_read_and_wrote(results, tmp_path, caplog):
-    _, files = results
+    _, files, _ = results
     with caplog.at_level(logging.INFO, logger="mmir.workflow.report"):
         report_step(CONFIG, files[:4], [], tmp_path / "i.html", tmp_path / "l.json", tmp_path / "t.tex",
                     {"task1": tmp_path / "task1.tex", "gone": tmp_path / "gone.tex"})
@@ -289,6 +292,134 @@ def test_latex_compiles_with_pdflatex(page, tmp_path):
     assert pages >= 4  # one page per fragment at least
 
 
+# ------------------------------------------------------------------------------------------------ summary, query pages
+class Elements(HTMLParser):
+    """Attributes of the summary's and the query pages' elements: query rows, comparisons (with the qids of their
+    largest differences), opened queries' top lists (with their items), images; ``text`` = the text of each."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self.comparisons, self.tops, self.images, self.undecodable = [], [], [], [], []
+        self._row = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        cls = (a.get("class") or "").split()
+        if tag == "tr" and "query" in cls:
+            self._row = a["data-qid"]
+            self.rows.append(a)
+        elif tag == "tr" and "detail" in cls:
+            self._row = None
+        elif tag == "div" and "comparison" in cls:
+            self.comparisons.append({**a, "largest": []})
+        elif tag == "li" and "data-qid" in a and self.comparisons:
+            self.comparisons[-1]["largest"].append(a["data-qid"])
+        elif tag == "div" and "top" in cls:
+            self.tops.append({"system": a["data-system"], "items": []})
+        elif tag == "li" and "data-item" in a and self.tops:
+            self.tops[-1]["items"].append((a["data-item"], int(a["data-rel"])))
+        elif tag == "img" and self._row is not None:
+            self.images.append((self._row, a))
+
+    def handle_data(self, data):
+        if self._row is not None and "not decodable" in data:
+            self.undecodable.append(self._row)
+
+
+def elements(html: str) -> Elements:
+    e = Elements()
+    e.feed(html)
+    return e
+
+
+def perquery(pages, ds: str, system: str) -> dict[tuple[str, str], float]:
+    """``{(domain, qid): nDCG@10}`` read straight from the per-query TSVs (csv module)."""
+    out = {}
+    for p in (p for p in pages if p.dataset == ds):
+        with open(p.perquery[system], newline="", encoding="utf-8") as f:
+            out |= {(p.domain, r["qid"]): float(r["value"]) for r in csv.DictReader(f, delimiter="\t") if r["measure"] == "nDCG@10"}
+    return out
+
+
+def count(a: dict, b: dict) -> tuple[int, int, int]:
+    """Wins, ties (equal values), losses of a against b over the keys of both."""
+    keys = [k for k in a if k in b]
+    return sum(a[k] > b[k] for k in keys), sum(a[k] == b[k] for k in keys), sum(a[k] < b[k] for k in keys)
+
+
+def first_relevant(run_file, qrels_file) -> dict[str, int | None]:
+    """The rank of each query's first relevant document, from the files' lines."""
+    rel = {(q, d) for q, _, d, r in (line.split() for line in open(qrels_file)) if int(r) > 0}
+    ranked: dict[str, list] = {}
+    for q, _, d, rank, _, _ in (line.split() for line in open(run_file)):
+        ranked.setdefault(q, []).append((int(rank), d))
+    return {q: next((i for i, (_, d) in enumerate(sorted(v), 1) if (q, d) in rel), None) for q, v in ranked.items()}
+
+
+def test_summary_opens_the_page_with_avg_intervals_marks_and_wins(page, results):
+    tmp, out, _, _ = page
+    _, _, pages = results
+    text = out["html"].read_text(encoding="utf-8")
+    at = {k: text.index(k) for k in ('<section id="summary">', '<section class="report-table"', '<section id="lineage-and-data">',
+                                     '<details id="lineage">', 'data-csv="task1"')}
+    assert list(at) == sorted(at, key=at.get)  # summary, the tables, then lineage and every CSV cell (folded)
+    assert text.index("<table") > at['<section id="summary">']
+    sig = json.loads((tmp / "tables" / "task1.significance.json").read_text())
+    found = dom_tables(text)
+    for ds in report_results.DATASETS:
+        t = next(t for t in found if t["attrs"].get("data-summary") == "task1" and t["attrs"].get("data-dataset") == ds)
+        rows = {r[0]: r for r in t["rows"][1:]}
+        assert list(rows) == ["bm25", "dense", NASTY]
+        for system, row in rows.items():
+            cell = sig["datasets"][ds]["cells"][system]["Avg."]
+            assert row[1] == f"{cell['mean']:.1f}" + ("†" if cell["significant"] else "")
+            assert row[2] == f"[{cell['ci_low']:.1f}, {cell['ci_high']:.1f}]"
+            if system != "bm25":  # wins / ties / losses over both domains' queries, counted from the TSVs
+                w, t_, lo = count(perquery(pages, ds, system), perquery(pages, ds, "bm25"))
+                assert row[5] == f"{w} / {t_} / {lo}", (ds, system)
+        assert rows["dense"][1].endswith("†") and not rows[NASTY][1].endswith("†")
+    comps = elements(text).comparisons
+    assert [(c["data-a"], c["data-b"]) for c in comps] == [(s, "bm25") for _ in report_results.DATASETS for s in ("dense", NASTY)]
+
+
+def test_query_pages_list_every_query_with_its_scores_and_first_relevant_rank(page, results):
+    tmp, out, _, _ = page
+    _, _, pages = results
+    for p in pages:
+        html = (tmp / "report" / "queries" / "task1" / p.dataset / f"{p.domain}.html").read_text(encoding="utf-8")
+        e = elements(html)
+        assert [r["data-qid"] for r in e.rows] == [f"q{i}" for i in range(report_results.DOMAINS[p.domain])]
+        for k, s in enumerate(report_results.SYSTEMS):
+            scores = {q: v for (_, q), v in perquery([p], p.dataset, s).items()}
+            firsts = first_relevant(p.runs[s], p.prepared / "qrels.task1.txt")
+            for r in e.rows:
+                assert float(r["data-scores"].split(",")[k]) == pytest.approx(scores[r["data-qid"]], abs=1e-6)
+                assert r["data-firsts"].split(",")[k] == str(firsts[r["data-qid"]] or "")
+            if s != "bm25":  # the comparison with the baseline: the count and the largest differences, from the TSVs
+                a, b = scores, {q: v for (_, q), v in perquery([p], p.dataset, "bm25").items()}
+                c = next(c for c in e.comparisons if c["data-a"] == s)
+                assert (int(c["data-wins"]), int(c["data-ties"]), int(c["data-losses"])) == count(a, b)
+                order = sorted((q for q in a if a[q] != b[q]), key=lambda q: (-round(abs(a[q] - b[q]), 9), int(q[1:])))
+                assert c["largest"] == order[:5]
+        # q0 shows its image, q1 its image and a note for the undecodable one; the thumbnails are files beside the page
+        imgs = [(q, a["src"]) for q, a in e.images]
+        assert [q for q, _ in imgs] == ["q0", "q1"] and e.undecodable == ["q1"]
+        assert all(src.startswith("../../thumbs/") for _, src in imgs)
+
+
+def test_links_from_the_tables_to_the_query_pages_and_every_relative_reference_exists(page):
+    tmp, out, _, _ = page
+    text = out["html"].read_text(encoding="utf-8")
+    for ds in report_results.DATASETS:  # the task table's domain columns link to the pages (names URL-quoted)
+        assert f'<th style="text-align:right"><a href="queries/task1/{ds}/calc%26x.html">calc&amp;x</a></th>' in text
+    refs = H.relative_references(text)
+    assert sorted(r for r in refs if r.endswith(".html")) == sorted(f"queries/task1/{ds}/{d}.html" for ds in ("os", "vx")
+                                                                    for d in ("stat_1", "calc&x"))
+    assert all((out["html"].parent / r).is_file() for r in refs)
+    for q in (tmp / "report" / "queries").rglob("*.html"):
+        assert all((q.parent / r).is_file() for r in H.relative_references(q.read_text(encoding="utf-8"))), q
+
+
 # ------------------------------------------------------------------------------------------------ Chromium
 def _chromium() -> str | None:
     return next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
@@ -304,6 +435,8 @@ def test_chromium_renders_the_page_with_the_csv_numbers(page, tmp_path):
     dom = subprocess.run([*browser, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0 and "</table>" in dom.stdout, dom.stderr[-2000:]
     assert check_numbers(dom.stdout, tmp / "tables") > 60  # the DOM the browser built holds the CSVs' numbers
+    # what a reader meets first: the summary's table, before any table section and the lineage
+    assert dom.stdout.index('data-summary="task1"') < dom.stdout.index('class="report-table"') < dom.stdout.index('id="lineage"')
     shot = tmp_path / "page.png"
     p = subprocess.run([*browser, f"--screenshot={shot}", "--window-size=1200,2000", "--hide-scrollbars", url],
                        capture_output=True, text=True, timeout=120)
@@ -314,3 +447,43 @@ def test_chromium_renders_the_page_with_the_csv_numbers(page, tmp_path):
         assert im.size == (1200, 2000)
         colors = im.convert("RGB").getcolors(maxcolors=1 << 20)
     assert colors is not None and len(colors) > 50  # text, tables and the header drawn, not a blank page
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="no headless Chromium (Debian: apt-get install chromium)")
+def test_chromium_opens_a_query_with_its_images_and_every_systems_top_10(page, results, tmp_path):
+    from PIL import Image, ImageStat
+
+    tmp, out, _, _ = page
+    _, _, pages = results
+    p = next(p for p in pages if p.dataset == "os" and p.domain == "stat_1")
+    html = tmp / "report" / "queries" / "task1" / "os" / "stat_1.html"
+    browser = [_chromium(), "--headless", "--disable-gpu", "--no-sandbox", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*browser, "--dump-dom", html.resolve().as_uri() + "#q-q1"], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0 and "</table>" in dom.stdout, dom.stderr[-2000:]
+    e = elements(dom.stdout)
+    # the page's script opened q1 (the link's #q-q1): every system's top 10 with its labels, as in its run and the qrels
+    qrels = {(q, d): int(r) for q, _, d, r in (line.split() for line in open(p.prepared / "qrels.task1.txt"))}
+    assert [t["system"] for t in e.tops] == list(report_results.SYSTEMS)
+    for t in e.tops:
+        lines = [line.split() for line in open(p.runs[t["system"]]) if line.startswith("q1 ")]
+        top = [d for _, d in sorted((int(r), d) for _, _, d, r, _, _ in lines)][:10]
+        assert t["items"] == [(d, qrels.get(("q1", d), 0)) for d in top], t["system"]
+    assert 'class="detail" data-qid="q1"' in dom.stdout and "Question 1 of os/stat_1: &lt;i&gt;why&lt;/i&gt;" in dom.stdout
+    # q1's image: a thumbnail file beside the page, of the colour of the query image; its second image is undecodable
+    src = next(a["src"] for q, a in e.images if q == "q1")
+    with Image.open(html.parent / src) as im:
+        assert max(im.size) == 160 and im.format == "JPEG"
+        mean = ImageStat.Stat(im.convert("RGB")).mean
+    assert all(abs(m - c) < 6 for m, c in zip(mean, report_results.COLORS["q1/image_1.png"])) and e.undecodable == ["q1"]
+    # the comparison of the baseline with every other system, as the static page has it
+    assert [(c["data-a"], c["data-b"]) for c in e.comparisons] == [("dense", "bm25"), (NASTY, "bm25")]
+    shot = tmp_path / "query.png"
+    r = subprocess.run([*browser, f"--screenshot={shot}", "--window-size=1200,1600", "--hide-scrollbars", html.resolve().as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and shot.is_file(), r.stderr[-2000:]
+    with Image.open(shot) as im:
+        colors = im.convert("RGB").getcolors(maxcolors=1 << 20)
+    assert colors is not None and len(colors) > 50  # the table, scatter plots and thumbnails drawn, not a blank page

@@ -18,6 +18,8 @@ use these functions, so the layout is defined once.
     results/tables/mmdr/                              MMDR leaderboard export (task scores, leaderboard, manifest)
     results/tables/<name>.tex                         LaTeX export of each markdown table
     results/report/{index.html,lineage.json,tables.tex}   the self-contained HTML report, its lineage, all tables in LaTeX
+    results/report/queries/<task>/<dataset>/<domain>.html   its query pages (+ queries/thumbs/: image thumbnails)
+    results/cache/thumbnails/                         the thumbnails, made once per image (sha256)
     results/tracking/<task>.json                      MLflow run ids of the last invocation
     results/essentiality/<dataset>/<domain>/labels.{parquet,json}   image essentiality and type labels (+ counts)
     results/tables/essentiality.{md,csv}, results/plots/essentiality.{png,csv}   scores by essentiality / image type
@@ -96,6 +98,8 @@ REPORT_LATEX = "results/report/tables.tex"
 # MTEB result files: results/mteb is an MTEB cache (its results/<model>/<revision>/<task name>.json)
 MTEB_RESULTS = "results/mteb/results"
 MTEB_MANIFEST = "results/mteb/manifest.json"
+REPORT_QUERIES = "results/report/queries"
+THUMBNAIL_CACHE = "results/cache/thumbnails"
 
 
 def prepared(dataset: str, domain: str, name: str) -> str:

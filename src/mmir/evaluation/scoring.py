@@ -36,6 +36,30 @@ def tie_summary(qrels: dict[str, dict[str, int]], run: Run, measures: list[str],
     return out
 
 
+def read_scored(run_path: str | Path, qrels_path: str | Path, binary: bool = False) -> tuple[Run, dict[str, dict[str, int]]]:
+    """``(run, qrels)`` as read (``binary``: rel > 0 → 1).
+
+    Raises:
+        DataError: a malformed run or qrels line (file and line named).
+    """
+    qrels = read_qrels(qrels_path)
+    if binary:
+        qrels = {q: {d: int(r > 0) for d, r in v.items()} for q, v in qrels.items()}
+    return read_run(run_path), qrels
+
+
+def score_run_file(run_path: str | Path, qrels_path: str | Path, measures: list[str], binary: bool = False,
+                   tie_order: str = "run") -> tuple[dict[str, dict[str, float]], Run, dict[str, dict[str, int]]]:
+    """``(per_query, run, qrels)``: pytrec_eval's ``{qid: {measure: value}}`` for every judged query of ``qrels_path``
+    (:func:`mmir.evaluation.measures.evaluate`), with the run and qrels as read (:func:`read_scored`).
+
+    Raises:
+        DataError: a malformed run or qrels line (file and line named).
+    """
+    run, qrels = read_scored(run_path, qrels_path, binary)
+    return evaluate(qrels, run, measures, tie_order), run, qrels
+
+
 def score_run(run_path: str | Path, qrels_path: str | Path, measures: list[str], out_json: str | Path,
               out_perquery: str | Path, meta: dict | None = None, binary: bool = False, tie_order: str = "run") -> dict:
     """Evaluate ``run_path``; write ``out_json`` (means, counts, meta) and ``out_perquery`` (``qid<TAB>measure<TAB>value``).
@@ -47,10 +71,7 @@ def score_run(run_path: str | Path, qrels_path: str | Path, measures: list[str],
     ``run_queries_without_qrels`` (ignored). With no scorable query (:func:`unscorable`) every measure is None,
     ``ties`` is empty, ``unscored`` says why and the per-query file has its header only.
     """
-    qrels = read_qrels(qrels_path)
-    if binary:
-        qrels = {q: {d: int(r > 0) for d, r in v.items()} for q, v in qrels.items()}
-    run = read_run(run_path)
+    run, qrels = read_scored(run_path, qrels_path, binary)
     reason = unscorable(qrels, qrels_path)
     by_order = {o: evaluate(qrels, run, measures, o) for o in dict.fromkeys([tie_order, "run", "expected"])}
     per_query = {} if reason else by_order[tie_order]

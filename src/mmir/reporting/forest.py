@@ -140,3 +140,53 @@ def write_forest(significance_json: str | Path, table_csv: str | Path, out_svg: 
                                                      "Title": f"{task} forest plot"})
         plt.close(fig)
     return len(points)
+
+
+def avg_forest_svg(points: list[dict[str, Any]], measure: str, confidence: float = 0.95, width: int = 460) -> str:
+    """A small inline SVG forest plot of one dataset's Avg. column (the summary's): per row of ``points`` (as
+    :func:`forest_points` gives them, one column) the mean (a dot; the baseline a hollow diamond) and its interval,
+    with :data:`MARK` where the cell differs from the baseline. No fonts or files needed; labels escaped. Each row is
+    ``<g class="point" data-system=.. data-mean=.. data-ci-low=.. data-ci-high=..>``."""
+    from html import escape
+
+    row, left, right, top = 18, 170, 40, 8
+    vals = [v for p in points for v in (p["mean"], p["ci_low"], p["ci_high"]) if v is not None]
+    lo, hi = (min(vals), max(vals)) if vals else (0.0, 100.0)
+    pad = max(1.0, (hi - lo) * 0.05)
+    lo, hi = max(0.0, lo - pad), hi + pad
+    span = hi - lo or 1.0
+    plot = width - left - right
+    h = top + row * len(points) + 34
+
+    def x(v: float) -> float:
+        return left + (v - lo) / span * plot
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="avg-forest" width="{width}" height="{h}" viewBox="0 0 {width} {h}" '
+           f'role="img" aria-label="{escape(measure)} Avg. with {confidence:.0%} intervals">']
+    step = next(s for s in (1, 2, 5, 10, 20, 25, 50) if span / s <= 8)
+    t = (int(lo // step) + 1) * step
+    while t < hi:
+        out.append(f'<line x1="{x(t):.1f}" y1="{top - 2}" x2="{x(t):.1f}" y2="{h - 30}" stroke="#e3e7ec"/>'
+                   f'<text x="{x(t):.1f}" y="{h - 18}" font-size="10" text-anchor="middle">{t:g}</text>')
+        t += step
+    out.append(f'<text x="{left + plot / 2:.1f}" y="{h - 4}" font-size="10" text-anchor="middle">'
+               f'{escape(measure)} (×100), Avg. and {confidence:.0%} interval</text>')
+    for i, p in enumerate(points):
+        y = top + row * i + row / 2
+        color = "#20344f" if p["baseline"] else "#1f5fbf" if p["significant"] else "#4a5563"
+        attrs = " ".join(f'data-{k.replace("_", "-")}="{p[k]}"' for k in ("mean", "ci_low", "ci_high") if p[k] is not None)
+        g = [f'<g class="point" data-system="{escape(p["label"])}" {attrs}>',
+             f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{escape(p["label"])}</text>']
+        if p["ci_low"] is not None and p["ci_high"] is not None:
+            g.append(f'<line x1="{x(p["ci_low"]):.1f}" y1="{y:.1f}" x2="{x(p["ci_high"]):.1f}" y2="{y:.1f}" '
+                     f'stroke="{color}" stroke-width="2"/>')
+        if p["baseline"]:
+            g.append(f'<path d="M{x(p["mean"]):.1f},{y - 5:.1f} l5,5 l-5,5 l-5,-5 z" fill="#fff" stroke="{color}" stroke-width="1.5"/>')
+        else:
+            g.append(f'<circle cx="{x(p["mean"]):.1f}" cy="{y:.1f}" r="4" fill="{color}"/>')
+        if p["significant"]:
+            g.append(f'<text x="{x(p["ci_high"] if p["ci_high"] is not None else p["mean"]) + 4:.1f}" y="{y + 4:.1f}" '
+                     f'font-size="12" fill="{color}">{MARK}</text>')
+        out.append("".join(g) + "</g>")
+    out.append("</svg>")
+    return "".join(out)

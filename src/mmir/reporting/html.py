@@ -1,13 +1,17 @@
-"""The report: one self-contained HTML page (``results/report/index.html``) with every table the config produced, its
-figures, its notes and the lineage of its numbers.
+"""The report: one self-contained HTML page (``results/report/index.html``) that opens with a summary of every task
+table (:mod:`mmir.reporting.summary`), then shows every table the config produced with its figures and notes, and
+ends, folded, with the lineage of its numbers and every CSV cell; a task table's domain columns link to the domain's
+query page (:mod:`mmir.reporting.query_pages`, relative files beside the page).
 
-The page loads nothing: no script, stylesheet, font or image URL; figures are embedded as ``data:`` URIs and the
-style sheet is inline. It is rendered by Jinja2 with autoescape (template ``templates/report.html.j2``): every value
-from a table or the config is escaped; the only markup passed through is markdown-it's rendering of the tables'
-markdown, which escapes raw HTML itself (:mod:`mmir.reporting.markdown`).
+The page loads nothing from outside its folder: no script, stylesheet, font or image URL; figures are embedded as
+``data:`` URIs and the style sheet is inline. It is rendered by Jinja2 with autoescape (template
+``templates/report.html.j2``): every value from a table or the config is escaped; the only markup passed through is
+markdown-it's rendering of the tables' markdown, which escapes raw HTML itself (:mod:`mmir.reporting.markdown`), and
+the summary's SVG figures, built with every text escaped (:mod:`mmir.reporting.scatter`, :mod:`mmir.reporting.forest`).
 
 Each table is shown twice: its markdown (title, notes, the table with its significance markers, interval tables,
-footnotes; exactly what ``<name>.md`` says) and, folded, every cell of ``<name>.csv`` as written.
+footnotes; exactly what ``<name>.md`` says; a task table's notes, interval and test tables folded under it) and, folded
+at the end, every cell of ``<name>.csv`` as written.
 """
 
 from __future__ import annotations
@@ -183,25 +187,68 @@ def _fit_tables(tokens: list) -> list:
     return out
 
 
-def render_markdown(text: str, name: str) -> tuple[str | None, str]:
+def _link_cells(tokens: list, links: Mapping[tuple[str, str], str]) -> None:
+    """Wrap, in place, the header cell of every column named in ``links`` (``{(section, column): href}``) and the value
+    cells under it in a link to ``href``; only the first table of each section (the task table, not its interval
+    and test tables)."""
+    from markdown_it.token import Token
+
+    section, seen, header, col, in_table, in_head = "", set(), [], 0, False, False
+    for i, t in enumerate(tokens):
+        if t.type == "heading_open":
+            section = tokens[i + 1].content.strip()
+        elif t.type == "table_open":
+            in_table = section not in seen
+            seen.add(section)
+            header = []
+        elif t.type == "table_close":
+            in_table = False
+        elif t.type == "thead_open":
+            in_head = True
+        elif t.type == "thead_close":
+            in_head = False
+        elif t.type == "tr_open":
+            col = 0
+        elif t.type == "inline" and in_table and tokens[i - 1].type in ("th_open", "td_open"):
+            if in_head:
+                header.append(t.content.strip())
+            href = links.get((section, header[col] if col < len(header) else ""))
+            if href and col > 0:
+                t.children = [Token("link_open", "a", 1, attrs={"href": href}), *(t.children or []),
+                              Token("link_close", "a", -1)]
+            col += 1
+
+
+def render_markdown(text: str, name: str, links: Mapping[tuple[str, str], str] | None = None,
+                    fold: bool = False) -> tuple[str | None, str]:
     """``(title, html)`` of a table's markdown: the first level-1 heading is the title (left out of the HTML), the
     other headings move one level down (the page's sections are ``h2``), each table gets ``class="md-table"``,
     ``data-table=<name>``, ``data-section=<its nearest heading>`` and ``data-index`` (0-based), inside a scrolling
     ``div``. To fit the page, a cell's text may break after a ``/`` or ``_`` (``<wbr>``) and a wide table with fewer
     rows than columns is shown transposed (:data:`WIDE_CHARS`; ``data-transposed="true"``, with a note saying so).
     A cell that is a reproduction status gets :data:`STATUS_CLASSES`. Raw HTML in the markdown is escaped, image
-    syntax stays text."""
+    syntax stays text. ``links``: ``{(section, column): href}``: that column of the section's first table links to
+    ``href`` (header and value cells; the task tables' domain columns link to their query pages). ``fold``: what
+    follows a section's first table (notes, interval and test tables) is folded into a ``<details class="stats">``."""
     from markdown_it.common.utils import escapeHtml
+    from markdown_it.token import Token
 
     md = parser()
-    tokens = _fit_tables(md.parse(text))
+    tokens = md.parse(text)
+    if links:  # before a wide table is transposed: the links move with their cells
+        _link_cells(tokens, links)
+    tokens = _fit_tables(tokens)
     title, section, index, out = None, "", 0, []
-    skip = 0
+    skip, folded, tables_in_section = 0, False, 0
     for i, t in enumerate(tokens):
         if skip:
             skip -= 1
             continue
+        if fold and folded and t.type == "heading_open":
+            out.append(Token("fold_close", "details", -1))
+            folded = False
         if t.type == "heading_open":
+            tables_in_section = 0
             txt = plain_text(tokens[i + 1].children)
             if t.tag == "h1" and title is None:
                 title, skip = txt, 2
@@ -219,7 +266,19 @@ def render_markdown(text: str, name: str) -> tuple[str | None, str]:
             t.attrSet("data-section", section)
             t.attrSet("data-index", str(index))
             index += 1
+            tables_in_section += 1
         out.append(t)
+        if fold and t.type == "table_close" and tables_in_section == 1 and not folded:
+            out.append(Token("fold_open", "details", 1))
+            folded = True
+    if folded:
+        out.append(Token("fold_close", "details", -1))
+
+    def fold_open(self, tokens, idx, options, env):
+        return '<details class="stats"><summary>Notes, intervals and tests</summary>\n'
+
+    def fold_close(self, tokens, idx, options, env):
+        return "</details>\n"
 
     def table_open(self, tokens, idx, options, env):
         note = ('<p class="transposed-note">Rows and columns swapped to fit the page (the markdown and the CSV keep the '
@@ -233,6 +292,8 @@ def render_markdown(text: str, name: str) -> tuple[str | None, str]:
         html = escapeHtml(tokens[idx].content)
         return re.sub(r"(?<=\w)([/_])(?=\w)", r"\1<wbr>", html) if (tokens[idx].meta or {}).get("wbr") else html
 
+    md.add_render_rule("fold_open", fold_open)
+    md.add_render_rule("fold_close", fold_close)
     md.add_render_rule("text", text)
     md.add_render_rule("table_open", table_open)
     md.add_render_rule("table_close", table_close)
@@ -263,16 +324,17 @@ def mlflow_parent(t: ReportTable) -> str | None:
         return None
 
 
-def table_context(t: ReportTable, commit: str | None = None) -> dict[str, Any]:
+def table_context(t: ReportTable, commit: str | None = None, links: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
     """What the template shows of one table (title, markdown HTML, CSV cells, figures, sources with their sha256,
-    the MLflow parent run and ``commit``, the code commit that computed it, the datasets and systems its rows name)."""
+    the MLflow parent run and ``commit``, the code commit that computed it, the datasets and systems its rows name).
+    ``links``: as :func:`render_markdown`'s."""
     from markupsafe import Markup
 
     title, body = (None, "")
     note = None
     if t.md is not None:
         text = t.md.read_text(encoding="utf-8")
-        title, body = render_markdown(text, t.name)
+        title, body = render_markdown(text, t.name, links, fold=t.name in table_tasks())
         if text.startswith("stage family") or text.startswith("note\n"):
             note = text.strip()
     columns, rows = read_csv(t.csv) if t.csv is not None else ([], [])
@@ -297,35 +359,61 @@ def environment():
 
 
 def render_report(tables: Sequence[ReportTable], lineage: Mapping[str, Any], title: str = "mmir results",
-                  latex: Sequence[str] = (), commits: Mapping[str, str] | None = None) -> str:
+                  latex: Sequence[str] = (), commits: Mapping[str, str] | None = None,
+                  summary: Sequence[Mapping[str, Any]] = (), links: Mapping[str, Mapping[tuple[str, str], str]] | None = None) -> str:
     """The page's HTML (see the module docstring). ``latex``: the LaTeX files exported beside the tables, listed;
-    ``commits``: ``{table name: code commit that computed it}`` (its MLflow run's tag), where known."""
-    ctx = [table_context(t, (commits or {}).get(t.name)) for t in tables]
+    ``commits``: ``{table name: code commit that computed it}`` (its MLflow run's tag), where known; ``summary``:
+    :func:`mmir.reporting.summary.summary_sections`; ``links``: ``{table name: {(dataset, domain): query page}}``."""
+    ctx = [table_context(t, (commits or {}).get(t.name), (links or {}).get(t.name)) for t in tables]
     return environment().get_template("report.html.j2").render(title=title, tables=ctx, lineage=lineage,
-                                                               latex=list(latex))
+                                                               latex=list(latex), summary=list(summary))
 
 
 def write_report(tables: Sequence[ReportTable], lineage: Mapping[str, Any], out_html: str | Path,
-                 title: str = "mmir results", latex: Sequence[str] = (), commits: Mapping[str, str] | None = None) -> int:
+                 title: str = "mmir results", latex: Sequence[str] = (), commits: Mapping[str, str] | None = None,
+                 summary: Sequence[Mapping[str, Any]] = (), links: Mapping[str, Mapping[tuple[str, str], str]] | None = None) -> int:
     """Render and write the page atomically (:func:`render_report`); returns its size in bytes."""
-    html = render_report(tables, lineage, title, latex, commits)
+    html = render_report(tables, lineage, title, latex, commits, summary, links)
     write_text(out_html, html)
     return len(html.encode("utf-8"))
 
 
+def _remote(ref: str) -> bool:
+    """A reference that leaves the report folder: a scheme other than ``data:`` (``http:``, ``file:``, ...), a
+    protocol-relative ``//host`` or an absolute path."""
+    v = ref.strip()
+    return not v.startswith("data:") and (bool(re.match(r"[a-z][a-z0-9+.-]*:", v, re.I)) or v.startswith("/"))
+
+
 def external_references(html: str) -> list[str]:
-    """Every reference in ``html`` a browser would load from elsewhere (a ``src``/``href``/``url()``/``@import`` that is
-    not a ``data:`` URI or an in-page ``#anchor``, any ``<script>``, ``<link>``, ``<iframe>``, ``<object>``, ``<embed>``):
-    empty for a self-contained page."""
+    """Every reference in ``html`` a browser would load from outside the report folder (a ``src``/``href``/``url()``/
+    ``@import`` that is not a ``data:`` URI, an in-page ``#anchor`` or a relative path such as a query page or a
+    thumbnail; any ``<link>``, ``<iframe>``, ``<object>``, ``<embed>``; a ``<script>`` with a ``src`` or a
+    ``fetch``/``XMLHttpRequest``/``import()`` in an inline one): empty for a self-contained page."""
     found = []
     for m in re.finditer(r"""\b(src|href|srcset|poster|action|formaction)\s*=\s*(["'])(.*?)\2""", html, re.I | re.S):
-        v = m.group(3).strip()
-        if not (v.startswith("data:") or v.startswith("#")):
+        if _remote(m.group(3)):
             found.append(m.group(0)[:120])
     found += [m.group(0)[:120] for m in re.finditer(r"url\(\s*(?!['\"]?data:)[^)]*\)|@import[^;]*", html, re.I)]
-    found += [m.group(0) for m in re.finditer(r"<\s*(script|link|iframe|object|embed)\b", html, re.I)]
+    found += [m.group(0) for m in re.finditer(r"<\s*(link|iframe|object|embed)\b", html, re.I)]
+    found += [m.group(0)[:120] for m in re.finditer(r"<\s*script\b[^>]*\bsrc\s*=[^>]*>", html, re.I)]
+    for body in re.findall(r"<\s*script\b[^>]*>(.*?)</\s*script\s*>", html, re.I | re.S):
+        found += [m.group(0) for m in re.finditer(r"\bfetch\s*\(|XMLHttpRequest|\bimport\s*\(|\bWebSocket\b|\bEventSource\b", body)]
     return found
 
 
-__all__ = ["ReportTable", "data_uri", "external_references", "group_tables", "mlflow_parent", "read_csv", "render_markdown",
-           "render_report", "table_context", "write_report"]
+def relative_references(html: str) -> list[str]:
+    """The relative paths ``html`` refers to (``src``/``href`` that are neither remote, ``data:`` nor ``#anchors``),
+    without their ``#fragment``, URL-unquoted, in order: a test checks each exists beside the page."""
+    from urllib.parse import unquote
+
+    out = []
+    for m in re.finditer(r"""\b(src|href)\s*=\s*(["'])(.*?)\2""", html, re.I | re.S):
+        v = m.group(3).strip()
+        if v and not v.startswith(("#", "data:")) and not _remote(v):
+            out.append(unquote(v.split("#", 1)[0]))
+    return list(dict.fromkeys(out))
+
+
+__all__ = ["ReportTable", "data_uri", "external_references", "group_tables", "mlflow_parent", "read_csv",
+           "relative_references", "render_markdown", "render_report", "table_context", "write_report"]

@@ -151,12 +151,19 @@ def _reproduction_params(config: dict, w: W) -> dict:
 
 
 def _report_html(job: Job):
+    from mmir.reporting.query_data import DomainFiles
     from mmir.workflow.report import report_step
 
-    o = job.output
+    o, p = job.output, job.params
     tex = {k: v for k, v in o.items() if k.startswith("tex_")}
-    return report_step(job.params, list(job.input["files"]), list(job.input["prepared"]), o["html"], o["lineage"],
-                       o["latex"], tex, o["tracking"], list(job.input.get("external_runs", [])))
+    pages = [DomainFiles(u["task"], u["dataset"], u["domain"], paths.PREPARED.format(**u), u["qrels"],
+                         {s: paths.RUN.format(system=s, **u) for s in u["systems"]},
+                         {s: paths.PERQUERY.format(system=s, **u) for s in u["systems"]}, p["measure"], u["baseline"],
+                         u["first_stage"], essentiality=paths.ESSENTIALITY_LABELS.format(**u) if u["labels"] else None)
+             for u in p["query_pages"]]
+    return report_step({k: p[k] for k in REPORT_KEYS}, list(job.input["files"]), list(job.input["prepared"]), o["html"],
+                       o["lineage"], o["latex"], tex, o["tracking"], pages, o["queries"], paths.THUMBNAIL_CACHE,
+                       external_runs=list(job.input.get("external_runs", [])))
 
 
 def _report_html_tex(config: dict) -> dict[str, str]:
@@ -165,14 +172,50 @@ def _report_html_tex(config: dict) -> dict[str, str]:
     return tex_outputs(config)
 
 
+def query_page_units(config: dict) -> list[dict]:
+    """One entry per query page: ``{task, dataset, domain, systems (table order), first_stage ({reranked: first stage}),
+    qrels (the prepared file scored against), labels (the essentiality stage labelled the domain), baseline (the
+    table's, :func:`mmir.workflow.units.table_baselines`)}``, for every
+    table task of the config."""
+    from mmir.data.prepare import qrels_file
+
+    reranked = U.rerank_systems(config)
+    labelled = {(u["dataset"], u["domain"]) for u in U.essentiality_units(config)}
+    out: dict[tuple[str, str, str], dict] = {}
+    for t in config["tasks"]:
+        baselines = U.table_baselines(config, t)
+        for u in U.task_units(config, t):
+            e = out.setdefault((t, u["dataset"], u["domain"]), {
+                "task": t, "dataset": u["dataset"], "domain": u["domain"], "systems": [], "first_stage": {},
+                "qrels": qrels_file(t, config["evaluation"]["task4_protocol"]), "labels": (u["dataset"], u["domain"]) in labelled,
+                "baseline": baselines[u["dataset"]]})
+            e["systems"].append(u["system"])
+            if u["system"] in reranked:
+                e["first_stage"][u["system"]] = reranked[u["system"]]["base"]
+    return list(out.values())
+
+
 def _report_html_inputs(config: dict, w: W) -> dict:
-    """Every table, figure and MLflow record of the families the config runs, the prepare reports and the retrieve stats
-    of external runs (``kind: run``: their files and sha256; lineage)."""
+    """Every table, figure and MLflow record of the families the config runs, the prepare reports (lineage), the retrieve
+    stats of external runs (``kind: run``: their files and sha256; lineage), and what the query pages read: every task
+    unit's run and per-query values, the prepared topics, qrels, corpus, images and pairs of its domain, the
+    essentiality labels of a labelled domain."""
     from mmir.workflow.targets import family_targets, report_files
 
+    units = query_page_units(config)
+    prepared = []
+    for u in units:
+        spec = task_spec(u["task"])
+        names = [spec.queries, u["qrels"], "corpus.parquet", "images.parquet", "query_images.parquet",
+                 *(["pairs.parquet"] if spec.ranks == "pairs" else [])]
+        prepared += [paths.prepared(u["dataset"], u["domain"], n) for n in names]
     external = [paths.RUN_STATS.format(task=t, **u) for t in config["tasks"] for u in U.task_units(config, t)
                 if config["systems"].get(u["system"], {}).get("kind") == "run"]
     return {"files": report_files(config), "prepared": family_targets(config, "prepare"),
+            "runs": [paths.RUN.format(system=s, **u) for u in units for s in u["systems"]],
+            "perquery": [paths.PERQUERY.format(system=s, **u) for u in units for s in u["systems"]],
+            "pages_prepared": list(dict.fromkeys(prepared)),
+            "labels": list(dict.fromkeys(paths.ESSENTIALITY_LABELS.format(**u) for u in units if u["labels"])),
             **({"external_runs": external} if external else {})}
 
 
@@ -182,7 +225,8 @@ REPORT_KEYS = ("datasets", "systems", "generators", "captioners", "reformulators
 
 
 def _report_html_params(config: dict, w: W) -> dict:
-    return {k: config.get(k) for k in REPORT_KEYS}
+    return {**{k: config.get(k) for k in REPORT_KEYS}, "query_pages": query_page_units(config),
+            "measure": config["evaluation"]["primary_measure"]}
 
 
 RULES = (
@@ -193,7 +237,8 @@ RULES = (
                                       "tracking": tracking_output("reproduction")},
          run=_reproduction, input=_reproduction_inputs, params=_reproduction_params),
     Rule(name="report_html", output={"html": paths.REPORT_HTML, "lineage": paths.REPORT_LINEAGE, "latex": paths.REPORT_LATEX,
-                                     "tracking": tracking_output("report")},
-         run=_report_html, input=_report_html_inputs, params=_report_html_params, extra_output=_report_html_tex),
+                                     "tracking": tracking_output("report"), "queries": paths.REPORT_QUERIES},
+         run=_report_html, input=_report_html_inputs, params=_report_html_params, extra_output=_report_html_tex,
+         directories=("queries",)),
     Rule(name="track", output={"tracking": paths.TRACKING}, run=_track, input=_track_inputs, params=_track_params),
 )
