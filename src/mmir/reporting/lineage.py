@@ -75,12 +75,20 @@ def model_revision(system: System) -> str:
     return "unpinned"
 
 
+def bm25_tokenizer(system: BM25System) -> str:
+    """How a BM25 system tokenises, in words: normal form, case, token pattern, stopwords, stemmer."""
+    stop = system.stopwords
+    stop = "none" if not stop else stop if isinstance(stop, str) else f"{len(stop)} words given"
+    return (f"Unicode {system.unicode_normalization or 'not normalised'}, {'lowercased' if system.lowercase else 'case kept'}, "
+            f"tokens /{system.token_pattern}/, stopwords {stop}, stemmer {system.stemmer or 'none'}")
+
+
 def systems_lineage(systems: Mapping[str, System]) -> list[dict[str, str]]:
     """One row per system: kind, model (or encoder / BM25 variant), revision, preset."""
     rows = []
     for name, s in systems.items():
         if isinstance(s, BM25System):
-            model = f"BM25 {s.method} (k1 {s.k1}, b {s.b})"
+            model = f"BM25 {s.method} (k1 {s.k1}, b {s.b}); tokenizer: {bm25_tokenizer(s)}"
         else:
             model = s.model or s.encoder if isinstance(s, MMSystem) else s.model
         rows.append({"system": name, "kind": s.kind, "backend": "" if isinstance(s, MMSystem) else s.backend,

@@ -3,7 +3,8 @@ further by ``backend``, because the hf backends and the embeddings API take keys
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator
 
@@ -19,6 +20,8 @@ _OPENAI_ONLY_REASON = "only for backend: openai"
 Approximate = Literal["hnsw", "ivf"] | None
 #: mm encoders whose model takes several images in one input (``image_mode: all``); mmir.encoders.multimodal.MM_MODELS
 #: marks the same ones ``multi_image`` (a test keeps the two equal)
+#: bm25s's token pattern (``bm25s.tokenize``'s default): BM25's default ``token_pattern``
+BM25_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 MULTI_IMAGE_ENCODERS = ("gme-2b", "gme-7b", "qwen3-vl-embedding-2b", "qwen3-vl-embedding-8b")
 
 
@@ -34,14 +37,37 @@ class _System(Section):
 class BM25System(_System):
     """Lexical BM25 (bm25s or rank_bm25)."""
 
+    #: the keys that decide the tokens (mmir.retrieval.bm25.make_tokenizer)
+    TOKENIZER_KEYS: ClassVar[tuple[str, ...]] = ("unicode_normalization", "lowercase", "token_pattern", "stopwords", "stemmer")
+
     kind: Literal["bm25"] = Field(description="bm25 = lexical BM25")
     backend: Literal["bm25s", "rank_bm25"] = Field("bm25s", description="bm25s (fast, default) or rank_bm25 (reference implementation)")
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = Field("lucene", description="bm25s scoring variant; BRIGHT "
                                                                               "uses lucene")
     k1: Number = Field(0.9, gt=0, description="term-frequency saturation")
     b: Number = Field(0.4, ge=0, le=1, description="document-length normalisation")
-    stopwords: str | None = Field("en", description="bm25s stopword list, null = none")
-    stemmer: str | None = Field("english", description="PyStemmer algorithm, null = none")
+    stopwords: str | list[str] | None = Field("en", description="tokens removed (matched after lowercasing, before stemming): a "
+                                              "bm25s list name (en, de, fr, es, pt, it, ru, sv, no, nl, da, tr, zh, ko), a list of "
+                                              "words, or null = none")
+    stemmer: str | None = Field("english", description="PyStemmer algorithm (english, arabic, french, ...), null = none")
+    token_pattern: str = Field(BM25_TOKEN_PATTERN, description="Python regular expression whose matches are the tokens "
+                               "(bm25s's default: runs of 2+ word characters, which splits a word at a combining mark such "
+                               "as an Arabic diacritic and drops 1-letter pieces); non-capturing groups only")
+    lowercase: bool = Field(True, description="lowercase every text before matching token_pattern")
+    unicode_normalization: Literal["NFC", "NFKC", "NFD", "NFKD"] | None = Field(
+        None, description="Unicode normal form every text and query is put in before tokenising (NFKC folds compatibility "
+        "forms such as Arabic presentation forms and ligatures); null = none")
+
+    @field_validator("token_pattern")
+    @classmethod
+    def _pattern(cls, value: str) -> str:
+        try:
+            groups = re.compile(value).groups
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from exc
+        if groups:
+            raise ValueError(f"{groups} capturing group(s): tokens are whole matches, write groups as (?:...)")
+        return value
 
 
 class DenseSystemBase(_System):
