@@ -170,6 +170,7 @@ def test_colbert_cuts_are_counted_per_kind_with_the_query_image_text(prepared, c
     import pandas as pd
     from transformers import AutoTokenizer
 
+    from mmir.reporting.cuts import image_text_cut_notes
     from mmir.retrieval.items import ImageText, item_texts, query_texts
 
     qs = task_queries("task2", prepared)
@@ -199,5 +200,13 @@ def test_colbert_cuts_are_counted_per_kind_with_the_query_image_text(prepared, c
             "encode_mm_queries_image_text_dropped": sum(own[i] >= room for i in with_image)}
         assert stats["encode_mm_queries_image_text_cut"] == len(with_image)  # the caption never fits
         assert stats["encode_mm_queries_image_text_dropped"] == (len(with_image) if query_length == 6 else 0)
+        shard = json.loads((tmp_path / f"w{query_length}" / "vectors" / "documents" / "shard-00000.stats.json").read_text())
+        assert (shard["cache_hits"], shard["cache_misses"]) == (0, len(docs))  # a cold encode: every row a miss, once
         cut = sum(n_tokens(d, "[D] ") > document_length - 2 for d in docs)
         assert stats["encode_documents_token_cut"] == cut and (cut > 0) is (document_length == 6)
+        # the table caption's sentence (two domains' stats summed)
+        n = len(with_image)
+        dropped = f" (all of it for {2 * n})" if query_length == 6 else ""
+        assert image_text_cut_notes({"sys (untrained)": [stats, stats], "bm25": [{"encode_documents_token_cut": 3}]}) == [
+            f"`sys (untrained)`: the encoder's length limit cut the images' text of {2 * n} of the {2 * n} queries with "
+            f"image text{dropped}."]
