@@ -178,3 +178,17 @@ def test_task3_image_text_is_cut_by_the_encoder_alone_and_every_cut_is_counted(m
     assert {k: v for k, v in used.items() if k != "encode_images_model_calls"} == {
         "encode_images_char_cut": 1, "encode_images_token_cut": 2, "encode_images_image_text": 4,
         "encode_images_image_text_cut": 2, "encode_images_image_text_dropped": 0}
+
+
+def test_image_text_cut_sentences_sum_the_domains_and_name_the_pair_share():
+    from mmir.reporting.cuts import image_text_cut_notes
+
+    task4 = {"encode_pairs_image_text": 300, "encode_pairs_image_text_cut": 0, "encode_pairs_image_text_dropped": 0,
+             "pair_text_cut_images": 90, "encode_mm_queries_image_text": 5, "encode_mm_queries_image_text_cut": 1,
+             "encode_mm_queries_image_text_dropped": 0}
+    task3 = {"encode_images_image_text": 70, "encode_images_image_text_cut": 2, "encode_images_image_text_dropped": 0}
+    assert image_text_cut_notes({"m": [task4, {**task4, "pair_text_cut_images": 4}], "t3": [task3], "bm25": [{}],
+                                 "none": [{**task3, "encode_images_image_text_cut": 0}]}) == [
+        "`m`: the encoder's length limit cut the images' text of 2 of the 10 queries with image text; the image text of 94 "
+        "of the 600 pairs with image text was cut to its share of the pair text.",
+        "`t3`: the encoder's length limit cut the text of 2 of the 70 images with text."]

@@ -1,7 +1,8 @@
 """What a task table says about the image text its text systems' encoders cut (issue 31 item 8): from the retrieve
 stats of each row (``encode_<kind>_image_text``, ``_image_text_cut``, ``_image_text_dropped``, counted by
-:func:`mmir.encoders.truncation.image_text_cuts`), one sentence per system whose encoder cut any: a Task 2 query's
-captions after its own text, a Task 3 image's text, a Task 4 pair's image text."""
+:func:`mmir.encoders.truncation.image_text_cuts`; ``pair_text_cut_images``, the Task 4 pairs whose image text was
+longer than its share of the pair text), one sentence per system that cut any: a Task 2 query's captions after its own
+text, a Task 3 image's text, a Task 4 pair's image text."""
 
 from __future__ import annotations
 
@@ -32,11 +33,20 @@ def image_text_cut_notes(stats: Mapping[str, Iterable[Mapping[str, Any]]]) -> li
     image text (all of it for 2)." Rows that cut none get no sentence."""
     notes = []
     for label, runs in stats.items():
+        runs = list(runs)
         parts = []
-        for kind, c in image_text_counts(runs).items():
+        counts = image_text_counts(runs)
+        for kind, c in counts.items():
             if c["image_text_cut"]:
                 dropped = f" (all of it for {c['image_text_dropped']})" if c["image_text_dropped"] else ""
                 parts.append(IMAGE_TEXT_KINDS[kind].format(cut=c["image_text_cut"], n=c["image_text"]) + dropped)
-        if parts:
-            notes.append(f"`{label}`: the encoder's length limit cut " + "; ".join(parts) + ".")
+        shared = sum(int(st.get("pair_text_cut_images", 0)) for st in runs)
+        sentence = f"the encoder's length limit cut {'; '.join(parts)}" if parts else ""
+        if shared:  # Task 4: the image text's share of the pair text (pair_image_share), before the encoder
+            n = counts.get("pairs", {}).get("image_text")
+            sentence += ("; " if sentence else "") + (f"the image text of {shared} of the {n} pairs with image text was "
+                                                      if n else f"the image text of {shared} pairs was ") + \
+                "cut to its share of the pair text"
+        if sentence:
+            notes.append(f"`{label}`: {sentence}.")
     return notes
