@@ -178,3 +178,66 @@ def test_batched_topk_equals_the_per_query_path_on_a_vaswani_slice(monkeypatch):
                         seen_ties |= bool((np.diff(want_s[(want_s > 0)]) == 0).any())
                         seen_short |= bool(m and want_s[-1] <= 0)
     assert seen_ties and seen_short and seen_zero_term  # the cases the batched path treats apart all occurred
+
+
+# Arabic with diacritics (harakat, Unicode category Mn): bm25s's default pattern (?u)\b\w\w+\b stops a word at each
+# mark and drops the 1-letter pieces, so "كَتَبَ" (wrote) has no token at all; a pattern that takes the marks into the
+# word keeps it whole and the Snowball Arabic stemmer then removes them. "ﻻ" is a presentation form NFKC folds to "لا".
+AR_DOCS = ["كَتَبَ الطَّالِبُ الدَّرْسَ فِي الْمَدْرَسَةِ", "ذَهَبَ الْوَلَدُ إِلَى السُّوقِ", "الطالب يقرأ الكتاب في المكتبة",
+           "ﻻ يوجد درس اليوم", "السوق مغلق"]
+AR_QUERIES = ["الطالب", "كتب الدرس", "لا سوق", "ذَهَبَ"]
+AR_PATTERN = r"(?u)[\w\u0610-\u061A\u064B-\u065F\u0670]{2,}"
+AR_STOPWORDS = ["في", "إلى", "الي"]
+
+
+def test_a_configured_tokenizer_keeps_arabic_words_whole_and_equals_bm25s_called_directly():
+    import unicodedata
+
+    import bm25s
+    import Stemmer
+
+    default = make_tokenizer(None, None)
+    assert default(["كَتَبَ الطَّالِبُ"]) == [["الط", "ال"]]  # the default splits and drops
+    settings = dict(token_pattern=AR_PATTERN, unicode_normalization="NFKC")
+    tok = make_tokenizer(AR_STOPWORDS, "arabic", **settings)
+    # stopwords are matched before stemming: the plain "في" (in) goes, the vowelled "فِي" stays
+    assert tok(["كَتَبَ الطَّالِبُ فِي في", "ﻻ"]) == [["كتب", "طالب", "في"], ["لا"]]
+    # the reference: bm25s itself on the NFKC texts, with the same pattern, stopwords and PyStemmer's arabic
+    stem = Stemmer.Stemmer("arabic").stemWords
+
+    def ref_tokens(texts):
+        return bm25s.tokenize([unicodedata.normalize("NFKC", t) for t in texts], token_pattern=AR_PATTERN,
+                              stopwords=AR_STOPWORDS, stemmer=stem, return_ids=False, show_progress=False)
+
+    ref = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
+    ref.index(ref_tokens(AR_DOCS), show_progress=False)
+    for backend in ("bm25s", "rank_bm25"):
+        ours = BM25(AR_DOCS, backend=backend, k1=0.9, b=0.4, stopwords=AR_STOPWORDS, stemmer="arabic", **settings)
+        assert ours.tokenize(AR_DOCS) == ref_tokens(AR_DOCS)
+        if backend == "bm25s":
+            for q, got in zip(AR_QUERIES, ours.iter_scores(AR_QUERIES)):
+                assert np.array_equal(got, np.asarray(ref.get_scores(ref_tokens([q])[0]))), q
+            s, i = ours.topk(AR_QUERIES, 3)
+            assert set(i[0][:2].tolist()) == {0, 2}  # "the student" finds the vowelled document too
+    plain = BM25(AR_DOCS, stopwords=None, stemmer=None)
+    assert plain.get_scores("الطالب")[0] == 0  # the default tokens of document 0 never match the word
+
+
+def test_tokenizer_settings_are_checked_and_recorded_in_the_lineage():
+    import pytest
+
+    from mmir.config.models import BM25System, parse_system
+    from mmir.core.errors import ConfigError
+    from mmir.reporting.lineage import systems_lineage
+
+    with pytest.raises(ValueError, match="arabc.*arabic"):
+        make_tokenizer(None, "arabc")
+    for bad in ("(?u)(\\w+)", "[unclosed"):
+        with pytest.raises(ConfigError, match="token_pattern"):
+            parse_system({"kind": "bm25", "token_pattern": bad}, "systems.bm25")
+    s = BM25System(kind="bm25", token_pattern=AR_PATTERN, stemmer="arabic", stopwords=AR_STOPWORDS, unicode_normalization="NFKC")
+    model = systems_lineage({"ar": s, "bm25": BM25System(kind="bm25")})
+    assert model[0]["model"] == (f"BM25 lucene (k1 0.9, b 0.4); tokenizer: Unicode NFKC, lowercased, tokens /{AR_PATTERN}/, "
+                                 "stopwords 3 words given, stemmer arabic")
+    assert model[1]["model"].endswith("tokenizer: Unicode not normalised, lowercased, tokens /(?u)\\b\\w\\w+\\b/, stopwords en, "
+                                      "stemmer english")

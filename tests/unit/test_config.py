@@ -27,7 +27,8 @@ BASE = {
 def test_defaults_are_filled():
     cfg = validate_config(copy.deepcopy(BASE))
     assert cfg["systems"]["bm25"] == {"kind": "bm25", "backend": "bm25s", "method": "lucene", "k1": 0.9, "b": 0.4,
-                                      "stopwords": "en", "stemmer": "english", "tasks": None, "datasets": None}
+                                      "stopwords": "en", "stemmer": "english", "token_pattern": r"(?u)\b\w\w+\b", "lowercase": True,
+                                      "unicode_normalization": None, "tasks": None, "datasets": None}
     assert cfg["evaluation"] == {"protocol": "official", "top_k": 1000, "primary_measure": "nDCG@10",
                                  "task4_protocol": "paper", "image_text": "ocr", "alt_text": False, "tie_order": "run",
                                  "chunk_size": 65536}

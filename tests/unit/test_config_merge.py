@@ -101,7 +101,7 @@ def test_an_overlays_new_systems_come_after_params_yaml_s_and_change_no_baseline
         pytest.skip("needs ../shared/data (openstax): the default config reads it")
     overlay = PROJECT_ROOT / "workflow" / "configs" / "offline-full.yaml"
     raw, _ = read_config(PROJECT_ROOT / "params.yaml", [overlay])
-    assert list(raw["systems"]) == ["bm25", "minilm", "clip-untrained", "e5-small"]
+    assert list(raw["systems"]) == ["bm25", "minilm", "clip-untrained", "colbert-untrained", "e5-small"]
     overlay_first = {**raw, "systems": {"e5-small": raw["systems"]["e5-small"],
                                         **{k: v for k, v in raw["systems"].items() if k != "e5-small"}}}
     a, b = schema_validate(json.loads(json.dumps(raw))), schema_validate(overlay_first)

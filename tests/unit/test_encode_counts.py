@@ -5,6 +5,8 @@ cache, a warm one and after a resume; a cold encode reports 0 cache hits. Model 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -139,3 +141,54 @@ def test_pair_text_keeps_the_image_text_within_its_token_share(minilm):
     assert len(tok(text)["input_ids"]) <= 256 and budget.cut_images == 1
     assert budget.join("short doc", short_image) == f"short doc\n\n{short_image}" and budget.cut_documents == 2
     assert budget.join(doc, "") == doc  # a text-only pair: the encoder's own cut applies
+
+
+def test_task3_image_text_is_cut_by_the_encoder_alone_and_every_cut_is_counted(minilm, tmp_path, monkeypatch):
+    """Issue 31 item 13: an image item's text (Task 3) is no pair: no share of a budget cuts it. A text of over 256
+    characters and under 256 tokens reaches MiniLM whole; longer ones are cut at 8 x 256 characters, then at 256
+    tokens, and counted, as the image text of the rows that have any."""
+    tok = minilm._load().tokenizer
+    texts = [_text(80, 11), "the mean " * 400, _text(230, 12), "", "a boxplot"]
+    assert 256 < len(texts[0]) and len(tok(texts[0])["input_ids"]) < 256  # over 256 characters, under the token limit
+    assert len(texts[2]) < 2048 and len(tok(texts[2])["input_ids"]) > 256  # the token limit alone cuts it
+    prep = tmp_path / "prep"
+    prep.mkdir()
+    paths = [f"d/img_{i}.png" for i in range(len(texts))]
+    pd.DataFrame({"path": paths, "ok": True}).to_parquet(prep / "images.parquet")
+    pd.DataFrame({"path": paths, "text": texts}).to_parquet(tmp_path / "ocr.parquet")
+    seen = []
+    real = minilm.encode_documents
+    monkeypatch.setattr(minilm, "encode_documents", lambda t: seen.extend(t) or real(t))
+    work = tmp_path / "w"
+    job = retrieval_steps.EncodeJob(prep, "minilm", SYSTEM, "images", 0, 1, {"shard_size": 20000, "dtype": "float32",
+                                    "batch_rows": 8}, tmp_path / "cache", work, work / "shard-00000.sealed.json",
+                                    work / "shard-00000.stats.json", tmp_path / "ocr.parquet")
+    stats = retrieval_steps.encode(job, minilm)
+    assert seen == texts  # every image text whole, in item order: the encoder makes its own cuts
+    char = [len(t) > 2048 for t in texts]
+    over = [len(tok(t[:2048])["input_ids"]) > 256 for t in texts]
+    assert stats["truncations"] == {"texts": 5, "char_cut": sum(char), "token_cut": sum(over),
+                                    "char_cut_binding": sum(c and not o for c, o in zip(char, over)),
+                                    "image_text": 4, "image_text_cut": sum(c or o for c, o in zip(char, over)),
+                                    "image_text_dropped": 0}
+    assert (sum(char), sum(over)) == (1, 2) and stats["pair_text_cuts"] == {}
+    # the retrieve job's stats carry the sealed store's counts
+    retrieval_steps.seal_store(SYSTEM, "images", work)
+    used = retrieval_steps.encode_counts("images", json.loads((work / "encode.json").read_text()))
+    assert {k: v for k, v in used.items() if k != "encode_images_model_calls"} == {
+        "encode_images_char_cut": 1, "encode_images_token_cut": 2, "encode_images_image_text": 4,
+        "encode_images_image_text_cut": 2, "encode_images_image_text_dropped": 0}
+
+
+def test_image_text_cut_sentences_sum_the_domains_and_name_the_pair_share():
+    from mmir.reporting.cuts import image_text_cut_notes
+
+    task4 = {"encode_pairs_image_text": 300, "encode_pairs_image_text_cut": 0, "encode_pairs_image_text_dropped": 0,
+             "pair_text_cut_images": 90, "encode_mm_queries_image_text": 5, "encode_mm_queries_image_text_cut": 1,
+             "encode_mm_queries_image_text_dropped": 0}
+    task3 = {"encode_images_image_text": 70, "encode_images_image_text_cut": 2, "encode_images_image_text_dropped": 0}
+    assert image_text_cut_notes({"m": [task4, {**task4, "pair_text_cut_images": 4}], "t3": [task3], "bm25": [{}],
+                                 "none": [{**task3, "encode_images_image_text_cut": 0}]}) == [
+        "`m`: the encoder's length limit cut the images' text of 2 of the 10 queries with image text; the image text of 94 "
+        "of the 600 pairs with image text was cut to its share of the pair text.",
+        "`t3`: the encoder's length limit cut the text of 2 of the 70 images with text."]

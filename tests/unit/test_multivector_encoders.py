@@ -84,7 +84,7 @@ def test_colbert_maxsim_over_the_store_equals_pylate_colbert_scores(colbert, tmp
 
 def test_colbert_settings_change_the_encoder_key(colbert):
     base = encoder_key(make_multivector_encoder(system(colbert[0])).cache_spec())
-    for kw in ({"query_prefix": "[unused0]"}, {"document_length": 8}, {"query_length": 6}):
+    for kw in ({"query_prefix": "[unused0]"}, {"document_length": 8}, {"query_length": 6}, {"query_expansion": False}):
         enc = make_multivector_encoder(system(colbert[0], **kw))
         assert encoder_key(enc.cache_spec()) != base, kw
     short = make_multivector_encoder(system(colbert[0], document_length=8, query_length=6))

@@ -108,6 +108,15 @@ def test_colqwen_task3_and_task4_runs_equal_direct_maxsim(prepared, colqwen, tmp
     want = expected_run(q, pairs, qs.qids, items4.ids, 100)
     kept = {qid: {d for d, _ in v} for qid, v in run4.items()}
     check(run4, {qid: [x for x in v if x[0] in kept[qid]] for qid, v in want.items()})  # pairs excluded by the task drop out
+    # a pair's document text is cut at document_length tokens (none here, at 512): counted as the pairs' cuts
+    tok = enc.processor.tokenizer
+    texts = [text[d] for d in items4.doc_ids]
+    assert stats4["encode_pairs_token_cut"] == 0 and "encode_pairs_image_text" not in stats4
+    short = make_multivector_encoder({**colqwen, "document_length": 3})
+    assert short.count_truncations(texts, "document") == {
+        "texts": len(texts), "char_cut": 0, "token_cut": sum(len(tok(t, add_special_tokens=False)["input_ids"]) > 3 for t in texts),
+        "char_cut_binding": 0}
+    assert short.count_truncations(texts, "document")["token_cut"] > 0 and short.count_truncations(texts, "query")["token_cut"] == 0
 
 
 def test_a_store_whose_token_counts_do_not_match_its_manifest_is_named(prepared, colbert, tmp_path):
@@ -150,3 +159,54 @@ def test_a_killed_encode_job_resumes_at_the_lost_batch(prepared, colbert, tmp_pa
     encode_kinds("task1", prepared, sys1, tmp_path / "w", encoder=real, encoding=enc)
     st = json.loads((tmp_path / "w" / "vectors" / "documents" / "shard-00000.stats.json").read_text())
     assert st["batches_skipped"] == 2 and st["batches_computed"] == st["batches_total"] - 2
+
+
+def test_colbert_cuts_are_counted_per_kind_with_the_query_image_text(prepared, colbert, tmp_path):
+    """Issue 31 item 8: a ColBERT system counts its cuts as every text encoder does: documents over document_length,
+    queries over query_length and, for Task 2, the queries whose image text (their images' captions, after the query's
+    own text) the cut reached, or left nothing of; the retrieve stats carry them per kind. Checked against the
+    checkpoint's tokenizer: the model reads "[Q] "/"[D] " + text between [CLS] and [SEP], at most query_length /
+    document_length tokens."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    from mmir.reporting.cuts import image_text_cut_notes
+    from mmir.retrieval.items import ImageText, item_texts, query_texts
+
+    qs = task_queries("task2", prepared)
+    caption = "the mean median and the sorted data of the sample , a graph of the heart labels"
+    caps = tmp_path / "ocr.parquet"
+    paths = [p for ps in qs.image_paths for p in ps]
+    pd.DataFrame({"path": paths, "text": [caption] * len(paths)}).to_parquet(caps)
+    tok = AutoTokenizer.from_pretrained(colbert["model"])
+
+    def n_tokens(text: str, prefix: str) -> int:  # content tokens, the prefix token included
+        return len(tok(prefix + text, add_special_tokens=False)["input_ids"])
+
+    docs = item_texts(task_items("task2", prepared), prepared, None)
+    for query_length, document_length in ((12, 20), (6, 6)):
+        system = {**colbert, "query_length": query_length, "document_length": document_length}
+        _, stats = run_system("task2", prepared, system, tmp_path / f"w{query_length}", k=5, captions=caps)
+        texts = query_texts(qs, ImageText.load(caps, prepared, False))
+        room = query_length - 2  # [CLS] and [SEP]
+        own = [n_tokens(q, "[Q] ") for q in qs.texts]
+        whole = [n_tokens(t, "[Q] ") for t in texts]
+        with_image = [i for i, ps in enumerate(qs.image_paths) if ps]
+        assert with_image and len(with_image) < len(qs)  # queries with and without images
+        assert {k: v for k, v in stats.items() if k.startswith("encode_mm_queries_") and k != "encode_mm_queries_model_calls"} == {
+            "encode_mm_queries_char_cut": 0, "encode_mm_queries_token_cut": sum(n > room for n in whole),
+            "encode_mm_queries_image_text": len(with_image),
+            "encode_mm_queries_image_text_cut": sum(whole[i] > room for i in with_image),
+            "encode_mm_queries_image_text_dropped": sum(own[i] >= room for i in with_image)}
+        assert stats["encode_mm_queries_image_text_cut"] == len(with_image)  # the caption never fits
+        assert stats["encode_mm_queries_image_text_dropped"] == (len(with_image) if query_length == 6 else 0)
+        shard = json.loads((tmp_path / f"w{query_length}" / "vectors" / "documents" / "shard-00000.stats.json").read_text())
+        assert (shard["cache_hits"], shard["cache_misses"]) == (0, len(docs))  # a cold encode: every row a miss, once
+        cut = sum(n_tokens(d, "[D] ") > document_length - 2 for d in docs)
+        assert stats["encode_documents_token_cut"] == cut and (cut > 0) is (document_length == 6)
+        # the table caption's sentence (two domains' stats summed)
+        n = len(with_image)
+        dropped = f" (all of it for {2 * n})" if query_length == 6 else ""
+        assert image_text_cut_notes({"sys (untrained)": [stats, stats], "bm25": [{"encode_documents_token_cut": 3}]}) == [
+            f"`sys (untrained)`: the encoder's length limit cut the images' text of {2 * n} of the {2 * n} queries with "
+            f"image text{dropped}."]

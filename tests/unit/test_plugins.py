@@ -299,13 +299,13 @@ def test_multivector_plugin_task1_equals_maxsim_of_its_token_vectors(prepared, t
 
 
 @pytest.mark.parametrize("mode, problem", [
-    ("count", "0 token matrices for 1 inputs"), ("dtype", "text 0: dtype float64, not float32"),
+    ("count", "1 token matrices for 2 inputs"), ("dtype", "text 0: dtype float64, not float32"),
     ("shape", r"text 0: shape \(\d+,\), not \(tokens, d\)"), ("nan", "text 0: NaN in"), ("inf", "text 0: infinite values in"),
-    ("type", r"returned a ndarray, not a list of one \(tokens, d\) array per input \(1 inputs\)"),
+    ("type", r"returned a ndarray, not a list of one \(tokens, d\) array per input \(2 inputs\)"),
     ("raise", "raised RuntimeError: toy failure"),
 ])
 def test_each_bad_multivector_output_stops_the_job(prepared, tmp_path, toy, mode, problem):
-    """Batch 1 is the probe of the store's dimension: one document."""
+    """Batch 1: the first batch_size (2) documents, which also gives the store its dimension."""
     system = {"kind": "multivector", "backend": "plugin", "factory": f"{toy}:Tokens", "batch_size": 2, "options": {"mode": mode}}
     with pytest.raises(PluginError, match=problem):
         _encode(prepared, system, tmp_path)

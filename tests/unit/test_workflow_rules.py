@@ -61,10 +61,14 @@ def test_a_new_rag_setting_changes_no_existing_job_params(root):
     assert R.RULES["rag_report"].params(more, {}) != R.RULES["rag_report"].params(cfg, {})
 
 
-def test_a_bm25_change_touches_only_bm25_jobs(root):
+@pytest.mark.parametrize("key, value", [("k1", 1.2), ("token_pattern", r"(?u)\w+"), ("unicode_normalization", "NFKC"),
+                                        ("lowercase", False), ("stopwords", ["the"]), ("stemmer", None)])
+def test_a_bm25_change_touches_only_bm25_jobs(root, key, value):
+    """Every BM25 setting, the tokenizer's too, is in its retrieve jobs' params (a change reruns them) and nowhere else."""
     cfg = _config(root)
     k1 = copy.deepcopy(cfg)
-    k1["systems"]["bm25"]["k1"] = 1.2
+    assert k1["systems"]["bm25"][key] != value
+    k1["systems"]["bm25"][key] = value
     for system, changed in (("bm25", True), ("minilm", False)):
         w = {"task": "task1", "dataset": "x", "domain": "d", "system": system}
         assert (R.RULES["retrieve"].params(k1, w) != R.RULES["retrieve"].params(cfg, w)) is changed

@@ -132,3 +132,10 @@ def project_file(p: str) -> str:
     if (root / "Snakefile").is_file() and (root / p).exists() and not Path(p).is_absolute():
         return str(root / p)
     return p
+
+
+def model_cache_dir() -> Path:
+    """Where model files mmir assembles or builds are kept (the offline GGUF, untrained ColBERT builds):
+    ``$MMIR_MODEL_CACHE`` if set, else ``~/.cache/mmir/models``."""
+    env = os.environ.get("MMIR_MODEL_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "mmir" / "models"

@@ -268,6 +268,14 @@ class OpenAIEmbeddingEncoder(TextEncoder):
         flags = [self.max_chars is not None and len(template.format(text=t)) > self.max_chars for t in texts]
         return Truncations().record(flags, what=f"{self.model} {role}s", max_chars=self.max_chars)
 
+    def kept_chars(self, texts: Sequence[str], role: str) -> list[int]:
+        """Characters of each text sent: the templated text is cut at ``max_chars`` (the API's own cuts are hidden)."""
+        template = self.query_template if role == "query" else self.doc_template
+        if self.max_chars is None:
+            return [len(t) for t in texts]
+        room = self.max_chars - len(template.format(text="\0").split("\0")[0])  # the template's text before {text} comes first
+        return [max(0, min(len(t), room)) for t in texts]
+
     def _prepare(self, texts: list[str], template: str) -> list[str]:
         out, cut, empty = [], 0, 0
         for t in texts:

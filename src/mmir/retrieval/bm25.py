@@ -1,6 +1,7 @@
 """BM25 over a tokenised corpus: bm25s (fast, default) or rank_bm25 (reference).
 
-Both backends share the tokenisation of ``bm25s.tokenize``; BRIGHT/MM-BRIGHT use Lucene BM25, k1=0.9, b=0.4
+Both backends share the tokenisation of ``bm25s.tokenize`` (the system's Unicode normal form, lowercasing, token
+pattern, stopwords and stemmer: :func:`make_tokenizer`); BRIGHT/MM-BRIGHT use Lucene BM25, k1=0.9, b=0.4
 (``method: lucene``); rank_bm25's BM25Okapi equals bm25s ``robertson`` unless a term is in over half the
 documents. The bm25s backend indexes in chunks of ``chunk_docs`` (:func:`build_bm25s_index`), with scores
 identical to ``bm25s.BM25.index``. :func:`bm25_topk` is the top-k of one score vector, equal to
@@ -11,6 +12,7 @@ additions as bm25s (bit-identical scores) and returns what :func:`bm25_topk` of 
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Collection, Iterable, Sequence
 
@@ -27,34 +29,61 @@ QUERIES_PER_CALL = 256
 _SYSTEM = BM25System(kind="bm25").model_dump()
 
 
-def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = "english"):
-    """A function ``list[str] -> list[list[str]]`` with the configured stopwords and stemmer."""
+def normalizer(form: str | None):
+    """``str -> str``: ``unicodedata.normalize(form, text)``, or the text itself when ``form`` is None."""
+    if form is None:
+        return str
+    import unicodedata
+
+    return functools.partial(unicodedata.normalize, form)
+
+
+def _stemmer(name: str | None):
+    """PyStemmer's ``Stemmer(name)`` (None: no stemming).
+
+    Raises:
+        ValueError: ``name`` is not one of PyStemmer's algorithms (the error lists them).
+    """
+    if not name:
+        return None
+    import Stemmer
+
+    if name not in Stemmer.algorithms():
+        raise ValueError(f"stemmer {name!r} is not a PyStemmer algorithm (one of {', '.join(Stemmer.algorithms())}; null = none)")
+    return Stemmer.Stemmer(name)
+
+
+def make_tokenizer(stopwords: str | Sequence[str] | None = _SYSTEM["stopwords"], stemmer: str | None = _SYSTEM["stemmer"], *,
+                   token_pattern: str = _SYSTEM["token_pattern"], lowercase: bool = _SYSTEM["lowercase"],
+                   unicode_normalization: str | None = _SYSTEM["unicode_normalization"]):
+    """A function ``list[str] -> list[list[str]]``: each text put in ``unicode_normalization`` form, then
+    ``bm25s.tokenize`` with the other settings (lowercase, the tokens ``token_pattern`` matches, stopwords removed,
+    stemmed)."""
     import bm25s
 
-    stem = None
-    if stemmer:
-        import Stemmer
-
-        stem = Stemmer.Stemmer(stemmer).stemWords
+    stem = _stemmer(stemmer)
+    norm = normalizer(unicode_normalization)
 
     def tokenize(texts: Sequence[str]) -> list[list[str]]:
-        return bm25s.tokenize(
-            list(texts), stopwords=stopwords or [], stemmer=stem, return_ids=False, show_progress=False
-        )
+        return bm25s.tokenize([norm(t) for t in texts], lower=lowercase, token_pattern=token_pattern,
+                              stopwords=_stopwords(stopwords), stemmer=stem.stemWords if stem else None, return_ids=False,
+                              show_progress=False)
 
     return tokenize
 
 
-def make_id_tokenizer(stopwords: str | None = "en", stemmer: str | None = "english"):
-    """bm25s's id-based ``Tokenizer`` with the same tokens as :func:`make_tokenizer` (ids into one vocabulary)."""
+def make_id_tokenizer(stopwords: str | Sequence[str] | None = _SYSTEM["stopwords"], stemmer: str | None = _SYSTEM["stemmer"], *,
+                      token_pattern: str = _SYSTEM["token_pattern"], lowercase: bool = _SYSTEM["lowercase"]):
+    """bm25s's id-based ``Tokenizer`` with the same tokens as :func:`make_tokenizer` (ids into one vocabulary), for
+    texts already in the normal form (:func:`normalizer`)."""
     from bm25s.tokenization import Tokenizer
 
-    stem = None
-    if stemmer:
-        import Stemmer
+    return Tokenizer(lower=lowercase, splitter=token_pattern, stopwords=_stopwords(stopwords), stemmer=_stemmer(stemmer))
 
-        stem = Stemmer.Stemmer(stemmer)
-    return Tokenizer(lower=True, stopwords=stopwords or [], stemmer=stem)
+
+def _stopwords(stopwords: str | Sequence[str] | None) -> str | list[str]:
+    """bm25s's ``stopwords`` argument: a list name, a list of words, ``[]`` for none."""
+    return [] if not stopwords else stopwords if isinstance(stopwords, str) else list(stopwords)
 
 
 def _chunk_pairs(token_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -160,13 +189,17 @@ class BM25:
     """
 
     def __init__(self, corpus: Iterable[str], *, backend: str = _SYSTEM["backend"], method: str = _SYSTEM["method"],
-                 k1: float = _SYSTEM["k1"], b: float = _SYSTEM["b"], stopwords: str | None = _SYSTEM["stopwords"],
-                 stemmer: str | None = _SYSTEM["stemmer"], chunk_docs: int = CHUNK_DOCS):
-        self.tokenize = make_tokenizer(stopwords, stemmer)
+                 k1: float = _SYSTEM["k1"], b: float = _SYSTEM["b"], stopwords: str | Sequence[str] | None = _SYSTEM["stopwords"],
+                 stemmer: str | None = _SYSTEM["stemmer"], token_pattern: str = _SYSTEM["token_pattern"],
+                 lowercase: bool = _SYSTEM["lowercase"], unicode_normalization: str | None = _SYSTEM["unicode_normalization"],
+                 chunk_docs: int = CHUNK_DOCS):
+        words = dict(token_pattern=token_pattern, lowercase=lowercase)
+        self.tokenize = make_tokenizer(stopwords, stemmer, unicode_normalization=unicode_normalization, **words)
+        self._norm = normalizer(unicode_normalization)
         self.backend = backend
         if backend == "bm25s":
-            self._tok = make_id_tokenizer(stopwords, stemmer)
-            self._index, self.n = build_bm25s_index(corpus, self._tok, method=method, k1=k1, b=b,
+            self._tok = make_id_tokenizer(stopwords, stemmer, **words)
+            self._index, self.n = build_bm25s_index(map(self._norm, corpus), self._tok, method=method, k1=k1, b=b,
                                                     chunk_docs=chunk_docs)
         elif backend == "rank_bm25":
             from rank_bm25 import BM25Okapi
@@ -191,7 +224,7 @@ class BM25:
             for toks in self.tokenize(queries):
                 yield np.asarray(self._index.get_scores(toks)) if toks else np.zeros(self.n, dtype=np.float32)
             return
-        for ids in self._tok.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False,
+        for ids in self._tok.tokenize([self._norm(q) for q in queries], update_vocab=False, return_as="ids", show_progress=False,
                                       allow_empty=False):
             yield (np.asarray(self._index.get_scores_from_ids(ids)) if ids
                    else np.zeros(self.n, dtype=np.float32))
@@ -227,7 +260,7 @@ class BM25:
 
         out_s = np.empty((q, kk))  # every row written whole, by the kernel or below
         out_i = np.empty((q, kk), dtype=np.int64)
-        ids = self._tok.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False,
+        ids = self._tok.tokenize([self._norm(q) for q in queries], update_vocab=False, return_as="ids", show_progress=False,
                                  allow_empty=False)
         n_terms = np.fromiter(map(len, ids), dtype=np.int64, count=q)
         terms = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(n_terms.sum()))

@@ -23,7 +23,8 @@ from mmir.config.models import BM25System, MultiVectorSystemBase, System
 from mmir.core.tasks import task as task_spec
 from mmir.data.images import blank_image
 from mmir.encoders.cache import encoder_key
-from mmir.retrieval.items import ImageText, PairBudget, TokenPairBudget, item_texts, query_texts, ranked_items, read_queries
+from mmir.encoders.truncation import image_text_cuts
+from mmir.retrieval.items import ImageText, PairBudget, TokenPairBudget, item_texts_at, query_texts_at, ranked_items, read_queries
 
 BLANK = "__BLANK__"  # row id of the blank image in the query_images kind
 TEXT_KINDS = ("documents", "pairs", "images", "queries", "mm_queries")
@@ -120,6 +121,8 @@ class KindRows:
     """The rows of one kind: ``ids``, ``payloads`` (texts or encoded image bytes) and whether they are images.
 
     ``images_cut``: for ``query_image_sets``, per row the usable images left out by ``max_query_images`` (else None).
+    ``image_text_start``: for the texts of a text system that end with image text (``mm_queries``, ``images``,
+    ``pairs``), per row where its image text starts (None: the row has none); else None.
     """
 
     kind: str
@@ -128,6 +131,7 @@ class KindRows:
     images: bool
     query: bool
     images_cut: list[int] | None = None
+    image_text_start: list[int | None] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -151,9 +155,11 @@ def kind_rows(kind: str, prep: str | Path, system: System, image_text: ImageText
             return KindRows(kind, q.qids, q.texts, False, True)
         if kind == "mm_queries":
             q = read_queries("topics_mm.parquet", prep)
-            return KindRows(kind, q.qids, query_texts(q, image_text), False, True)
+            texts, starts = query_texts_at(q, image_text)
+            return KindRows(kind, q.qids, texts, False, True, image_text_start=starts)
         items = ranked_items(kind, prep)
-        return KindRows(kind, items.ids, item_texts(items, prep, image_text, budget), False, False)
+        texts, starts = item_texts_at(items, prep, image_text, budget)
+        return KindRows(kind, items.ids, texts, False, False, image_text_start=starts if kind != "documents" else None)
     if kind not in MM_KINDS:
         raise ValueError(f"kind {kind!r} is not one of a multimodal system's {MM_KINDS}")
     if kind == "documents":
@@ -266,13 +272,27 @@ class KindEncoder:
     def role(self, rows: KindRows) -> str:
         return "query" if rows.query else "document"
 
-    def truncations(self, rows: KindRows, payloads: Sequence) -> dict:
-        """The cuts encoding ``payloads`` (texts of ``rows``' kind) makes, from the texts and the model's limits:
-        the same on a cold cache, a warm one and after a resume. Empty for image kinds."""
+    def truncations(self, rows: KindRows, payloads: Sequence, image_text_start: Sequence[int | None] | None = None) -> dict:
+        """The cuts encoding ``payloads`` (texts of ``rows``' kind; the texts of (text, image) pairs) makes, from the
+        texts and the model's limits: the same on a cold cache, a warm one and after a resume. Empty for image
+        kinds and encoders that do not count. With ``image_text_start`` (the payloads' slice of
+        :attr:`KindRows.image_text_start`) also what the cuts left of the image text ending the texts
+        (:func:`~mmir.encoders.truncation.image_text_cuts`: ``image_text``, ``image_text_cut``, ``image_text_dropped``)."""
         count = getattr(self.encoder, "count_truncations", None)
-        if rows.images or count is None:
+        if count is None:
             return {}
-        return dict(count(list(payloads), self.role(rows)))
+        if rows.images:  # a colpali system's pairs: their document texts are cut as documents
+            if rows.kind != "pairs":
+                return {}
+            payloads = [text for text, _ in payloads]
+        texts, role = list(payloads), self.role(rows)
+        out = dict(count(texts, role))
+        kept = getattr(self.encoder, "kept_chars", None)
+        if image_text_start is not None and kept is not None:
+            with_image = [i for i, s in enumerate(image_text_start) if s is not None]
+            sub = [texts[i] for i in with_image]
+            out |= image_text_cuts(sub, [image_text_start[i] for i in with_image], kept(sub, role) if sub else [])
+        return out
 
     def fn(self, rows: KindRows) -> Callable[[list], np.ndarray]:
         enc = self.encoder

@@ -137,17 +137,20 @@ class PairBudget:
     cut_images: int = 0
 
     def join(self, doc: str, image: str) -> str:
+        return self.join_at(doc, image)[0]
+
+    def join_at(self, doc: str, image: str) -> tuple[str, int | None]:
+        """``(text, start)``: the pair's text and where its image text starts in it (None: no image text)."""
         if not image:
-            return doc
-        if self.chars is None:
-            return f"{doc}\n\n{image}" if doc else image
-        img_cap = max(1, int(self.chars * self.image_share))
-        if len(image) > img_cap:
-            image, self.cut_images = image[:img_cap], self.cut_images + 1
-        doc_cap = max(0, self.chars - len(image) - 2)
-        if len(doc) > doc_cap:
-            doc, self.cut_documents = doc[:doc_cap], self.cut_documents + 1
-        return f"{doc}\n\n{image}" if doc else image
+            return doc, None
+        if self.chars is not None:
+            img_cap = max(1, int(self.chars * self.image_share))
+            if len(image) > img_cap:
+                image, self.cut_images = image[:img_cap], self.cut_images + 1
+            doc_cap = max(0, self.chars - len(image) - 2)
+            if len(doc) > doc_cap:
+                doc, self.cut_documents = doc[:doc_cap], self.cut_documents + 1
+        return joined(doc, image)
 
 
 @dataclass
@@ -164,12 +167,16 @@ class TokenPairBudget:
     cut_images: int = 0
 
     def _join(self, doc: str, image: str) -> tuple[str, int]:
-        text = f"{doc}\n\n{image}" if doc else image
+        text = joined(doc, image)[0]
         return text, self.limit.length(text)
 
     def join(self, doc: str, image: str) -> str:
+        return self.join_at(doc, image)[0]
+
+    def join_at(self, doc: str, image: str) -> tuple[str, int | None]:
+        """``(text, start)``: the pair's text and where its image text starts in it (None: no image text)."""
         if not image:
-            return doc  # a text-only pair: the encoder's own cut applies (and is counted there)
+            return doc, None  # a text-only pair: the encoder's own cut applies (and is counted there)
         lim = self.limit
         room = lim.max_tokens - lim.length("")
         chars = lim.max_chars
@@ -193,7 +200,15 @@ class TokenPairBudget:
             cut_image = True
         self.cut_images += cut_image
         self.cut_documents += len(d) < len(doc)
-        return text
+        return joined(d, image)
+
+
+def joined(doc: str, image: str) -> tuple[str, int | None]:
+    """``(text, start)``: a document text and an image text as one text (a blank line between them), and where the
+    image text starts (None when there is none). Image text always ends the text, so a cut at the end reaches it first."""
+    if not image:
+        return doc, None
+    return (f"{doc}\n\n{image}", len(doc) + 2) if doc else (image, 0)
 
 
 def item_texts(items: Items, prep: str | Path, image_text: ImageText | None,
@@ -203,6 +218,12 @@ def item_texts(items: Items, prep: str | Path, image_text: ImageText | None,
     Raises:
         ValueError: an image item without ``image_text``.
     """
+    return item_texts_at(items, prep, image_text, budget)[0]
+
+
+def item_texts_at(items: Items, prep: str | Path, image_text: ImageText | None,
+                  budget: PairBudget | TokenPairBudget | None = None) -> tuple[list[str], list[int | None]]:
+    """:func:`item_texts` and where each item's image text starts in its text (None: none)."""
     needs_images = any(items.image_paths)
     if needs_images and image_text is None:
         raise ValueError("a text system on a task with images needs image text (captions)")
@@ -211,12 +232,22 @@ def item_texts(items: Items, prep: str | Path, image_text: ImageText | None,
         c = pd.read_parquet(Path(prep) / "corpus.parquet")
         corpus = dict(zip(c["doc_id"], c["text"]))
     budget = budget or PairBudget()
-    return [budget.join(corpus[d] if d else "", image_text.of(p) if p else "") for d, p in zip(items.doc_ids, items.image_paths)]
+    out = [budget.join_at(corpus[d] if d else "", image_text.of(p) if p else "") for d, p in zip(items.doc_ids, items.image_paths)]
+    return [t for t, _ in out], [s for _, s in out]
 
 
 def query_texts(queries: Queries, image_text: ImageText | None) -> list[str]:
     """Each query's text followed by its images' captioner text (never alt text: queries have none), in order."""
+    return query_texts_at(queries, image_text)[0]
+
+
+def query_texts_at(queries: Queries, image_text: ImageText | None) -> tuple[list[str], list[int | None]]:
+    """:func:`query_texts` and where each query's image text starts in its text (None: none)."""
     if image_text is None:
-        return list(queries.texts)
-    return ["\n\n".join([q, *(image_text.captions[p] for p in paths if image_text.captions.get(p))])
-            for q, paths in zip(queries.texts, queries.image_paths)]
+        return list(queries.texts), [None] * len(queries)
+    texts, starts = [], []
+    for q, paths in zip(queries.texts, queries.image_paths):
+        captions = [image_text.captions[p] for p in paths if image_text.captions.get(p)]
+        texts.append("\n\n".join([q, *captions]))
+        starts.append(len(q) + 2 if captions else None)
+    return texts, starts

@@ -16,8 +16,13 @@ from mmir.retrieval.runs import Run
 from mmir.retrieval.topk import topk_inner_product
 
 
+def tokenizer_settings(system: BM25System) -> dict:
+    """The tokenizer keys of a BM25 system, as :class:`mmir.retrieval.bm25.BM25` takes them."""
+    return {k: getattr(system, k) for k in BM25System.TOKENIZER_KEYS}
+
+
 class BM25Retriever:
-    """BM25 over item texts (:class:`mmir.retrieval.bm25.BM25`, the system's backend/method/k1/b/stopwords/stemmer)."""
+    """BM25 over item texts (:class:`mmir.retrieval.bm25.BM25`, the system's backend/method/k1/b and tokenizer settings)."""
 
     def __init__(self, system: BM25System | dict):
         self.system: BM25System = parse_system(system)
@@ -27,8 +32,7 @@ class BM25Retriever:
         from mmir.retrieval.bm25 import BM25
 
         s = self.system
-        self.index_ = BM25(list(texts), backend=s.backend, method=s.method, k1=s.k1, b=s.b, stopwords=s.stopwords,
-                           stemmer=s.stemmer)
+        self.index_ = BM25(list(texts), backend=s.backend, method=s.method, k1=s.k1, b=s.b, **tokenizer_settings(s))
 
     def search(self, queries: Sequence[str], k: int, exclude: Sequence[set[int]]) -> tuple[np.ndarray, np.ndarray]:
         """``(scores float64 (q, kk), indices int64 (q, kk))``, ``kk = min(k, n)``; BM25 scores as bm25s gives them

@@ -39,15 +39,25 @@ def encode_shard(rows, start: int, stop: int, shard: int, enc, store: Path, cach
     totals = {"hits": 0, "misses": 0, "model_calls": 0}
     batch = enc.system.batch_size
     with TokenCache(cache_root, enc.spec) as cache:
+        first: dict[tuple[int, int], list[np.ndarray]] = {}
+
         def compute(a: int, b: int) -> list[np.ndarray]:
+            if (a, b) in first:  # the batch that gave the dimension: encoded and counted once
+                return first.pop((a, b))
             mats, st = cache.encode(payloads[a:b], keys[a:b], fn, batch_size=batch)
             for k in totals:
                 totals[k] += st[k]
             return mats
 
-        probe = payloads[:1] or rows.payloads[-1:]  # an empty shard still records the encoder's dimension
-        pkeys = keys[:1] or [content_key(enc.key, ckind, _content(p)) for p in probe]
-        dim = int(cache.encode(probe, pkeys, fn, batch_size=1)[0][0].shape[1]) if probe else 1
+        dim = cache.tokens.dim
+        if dim is None and payloads:  # a new cache: the first batch gives the dimension, and is handed to the writer
+            n0 = min(len(payloads), encoding.batch_rows)
+            first[(0, n0)] = compute(0, n0)
+            dim = int(first[(0, n0)][0].shape[1])
+        elif dim is None:  # an empty shard on a new cache still records the encoder's dimension (a probe, not counted)
+            probe = rows.payloads[-1:]
+            pkeys = [content_key(enc.key, ckind, _content(p)) for p in probe]
+            dim = int(cache.encode(probe, pkeys, fn, batch_size=1)[0][0].shape[1]) if probe else 1
         fmt = ShardFormat(dim=dim, encoder_key=enc.store_key(rows.kind), dtype=encoding.dtype)
         kw = dict(batch_size=encoding.batch_rows)  # items a resumable batch
         try:

