@@ -46,10 +46,32 @@ def _args(wd: Path) -> list[str]:
     return ["-s", str(PROJECT / "Snakefile"), "--directory", str(wd), "--cores", "1", TARGET]
 
 
-def _resume(wd: Path, **kw) -> subprocess.Popen:
-    """The recovery command (`make run` runs it with `--cores all`), in a process group of its own."""
-    return subprocess.Popen([sys.executable, "-m", "mmir.workflow.resume", *_args(wd)], env=env(), start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+# Loaded by every Python of the killed run (PYTHONPATH): the encode job's stats write, which follows the seal by a
+# millisecond, waits for the kill, so "killed between the two outputs" never depends on the poll's timing.
+HOLD_STATS = """import mmir.core.io as io
+
+_write_json = io.write_json
+
+
+def write_json(target, obj):
+    if str(target).endswith("shard-00000.stats.json"):
+        import time
+        time.sleep(3600)
+    return _write_json(target, obj)
+
+
+io.write_json = write_json
+"""
+
+
+def _resume(wd: Path, hold: Path | None = None) -> subprocess.Popen:
+    """The recovery command (`make run` runs it with `--cores all`), in a process group of its own; ``hold``: a folder
+    whose sitecustomize.py the run loads."""
+    e = env()
+    if hold is not None:
+        e["PYTHONPATH"] = os.pathsep.join(p for p in (str(hold), e.get("PYTHONPATH", "")) if p)
+    return subprocess.Popen([sys.executable, "-m", "mmir.workflow.resume", *_args(wd)], env=e, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def _batches(wd: Path) -> int:
@@ -58,9 +80,9 @@ def _batches(wd: Path) -> int:
     return max(len(progress.read_text().splitlines()) - 1, 0) if progress.exists() else 0
 
 
-def _kill_when(wd: Path, reached, what: str) -> str:
+def _kill_when(wd: Path, reached, what: str, hold: Path | None = None) -> str:
     """Start the recovery command and SIGKILL its whole process group (Snakemake and its job) once ``reached()``."""
-    proc = _resume(wd)
+    proc = _resume(wd, hold)
     deadline = time.time() + 600
     while not reached():
         assert proc.poll() is None, f"ended before {what}: {proc.stdout.read()[-3000:]}"
@@ -83,7 +105,10 @@ def test_killed_before_any_batch_mid_batches_and_after_the_seal_then_one_command
     assert "removed the lock a killed Snakemake left" in out
     assert 2 <= _batches(wd) < 9 and not sealed.exists()
     # 3. after the shard was sealed: one output of the job written, the other not; Snakemake alone would now stop
-    out = _kill_when(wd, sealed.exists, "the seal")
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    (hold / "sitecustomize.py").write_text(HOLD_STATS)
+    out = _kill_when(wd, sealed.exists, "the seal", hold)
     assert "removed the lock" in out and not (wd / STORE / "shard-00000.stats.json").exists()
     plain = subprocess.run([str(BIN / "snakemake"), "--workflow-profile", "none", "-n", *_args(wd)], env=env(),
                            capture_output=True, text=True, timeout=300)
