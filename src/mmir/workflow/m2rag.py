@@ -70,20 +70,20 @@ def kb_inputs(config: dict | Params, dataset: str, domain: str, source: str) -> 
     ``captions`` (when ``m2rag.image_text`` is set) and ``anchors`` (``meta/<domain>.document_images.tsv`` of
     a local dataset, when ``anchor_images`` and the file exists); for the dev set, ``devset``."""
     from mmir.core import paths
-    from mmir.core.paths import resolve_path
+    from mmir.core.paths import project_path
     from mmir.workflow.units import M2RAG_DEVSET, typed
 
     p = typed(config)
     m = p.m2rag
     if (dataset, domain, source) == M2RAG_DEVSET:
-        return {"devset": str(resolve_path(m.devset.path))}
+        return {"devset": str(project_path(m.devset.path))}
     files = {"run": paths.RUN.format(task=m.task, dataset=dataset, domain=domain, system=source),
              **{n: paths.prepared(dataset, domain, f"{n}.parquet") for n in ("topics", "corpus", "images")}}
     if m.image_text:
         files["captions"] = paths.CAPTIONS.format(dataset=dataset, domain=domain, captioner=m.image_text)
     ds = p.datasets[dataset]
     if m.anchor_images and ds.source == "local":
-        tsv = resolve_path(ds.root) / "meta" / f"{domain}.document_images.tsv"
+        tsv = project_path(ds.root) / "meta" / f"{domain}.document_images.tsv"
         if tsv.is_file():
             files["anchors"] = str(tsv)
     return files
