@@ -192,3 +192,28 @@ def test_image_text_cut_sentences_sum_the_domains_and_name_the_pair_share():
         "`m`: the encoder's length limit cut the images' text of 2 of the 10 queries with image text; the image text of 94 "
         "of the 600 pairs with image text was cut to its share of the pair text.",
         "`t3`: the encoder's length limit cut the text of 2 of the 70 images with text."]
+
+
+def test_task_table_captions_name_each_systems_image_text_cuts_from_its_run_stats(tmp_path):
+    """The report rule reads the retrieve stats of every run of a multimodal task table (Task 1 has no image text) and
+    sums them per system over the domains."""
+    import json
+
+    from mmir.config import PROJECT_ROOT, read_config, validate_config
+    from mmir.core import paths
+    from mmir.workflow.rules.report import _report_inputs, image_text_cut_notes
+
+    files = []
+    for system, domain, cut in (("colbert", "a", 1), ("colbert", "b", 2), ("bm25", "a", 0)):
+        f = tmp_path / paths.RUN_STATS.format(task="task2", dataset="d", system=system, domain=domain)
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps({"encode_mm_queries_image_text": 5, "encode_mm_queries_image_text_cut": cut,
+                                 "encode_mm_queries_image_text_dropped": cut - 1 if cut else 0}))
+        files.append(str(f))
+    assert image_text_cut_notes(files) == [
+        "`colbert`: the encoder's length limit cut the images' text of 3 of the 10 queries with image text (all of it for 1)."]
+    raw, _ = read_config(PROJECT_ROOT / "params.yaml", [])
+    config = validate_config(raw)
+    assert "run_stats" not in _report_inputs(config, {"task": "task1"})
+    stats = _report_inputs(config, {"task": "task2"})["run_stats"]
+    assert "results/runs/task2/openstax/colbert-untrained/statistics.stats.json" in stats

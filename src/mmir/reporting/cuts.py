@@ -29,7 +29,7 @@ def image_text_counts(stats: Iterable[Mapping[str, Any]]) -> dict[str, dict[str,
 
 def image_text_cut_notes(stats: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[str]:
     """``{row label: its run stats, one per domain}`` -> one caption sentence per row whose encoder cut image text,
-    e.g. "`colbert-untrained (untrained)`: the encoder's length limit cut the images' text of 6 of the 6 queries with
+    e.g. "`colbert-untrained`: the encoder's length limit cut the images' text of 6 of the 6 queries with
     image text (all of it for 2)." Rows that cut none get no sentence."""
     notes = []
     for label, runs in stats.items():

@@ -46,13 +46,28 @@ def _report(job: Job):
     out = steps.TableFiles(o["md"], o["csv"], o["metrics"], o["significance"])
     reranked = p.get("reranked") or {}
     stats = {s: [f for f in job.input.get("rerank_stats", []) if f"/{s}/" in f] for s in reranked}
+    notes = p["notes"] + image_text_cut_notes(job.input.get("run_stats", []))
     result = steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], out, p["untrained"],
-                          p["notes"], list(job.input["perquery"]), p["significance"], reranked, stats, p["approximate"],
+                          notes, list(job.input["perquery"]), p["significance"], reranked, stats, p["approximate"],
                           p["task4_protocol"], p["baselines"])
     write_forest(o["significance"], o["csv"], o["forest"])
     if p.get("mteb_references"):  # after the tables, their bold and their tests: reference rows take part in none
         mteb_reference_rows(job.wildcards["task"], p["measure"], p["mteb_references"], o["md"], o["csv"])
     return result
+
+
+def image_text_cut_notes(run_stats: list[str]) -> list[str]:
+    """One caption sentence per system whose encoder cut image text (issue 31 items 8, 13), from the retrieve stats of
+    the table's runs (``results/runs/<task>/<dataset>/<system>/<domain>.stats.json``)."""
+    import json
+    from pathlib import Path
+
+    from mmir.reporting.cuts import image_text_cut_notes as notes
+
+    by_system: dict[str, list[dict]] = {}
+    for f in run_stats:
+        by_system.setdefault(Path(f).parent.name, []).append(json.loads(Path(f).read_text(encoding="utf-8")))
+    return notes(by_system)
 
 
 def mteb_reference_rows(task: str, measure: str, references: list[dict], md: str, csv: str) -> int:
@@ -76,6 +91,9 @@ def _report_inputs(config: dict, w: W) -> dict:
     return {"metrics": task_metric_files(config, w["task"]),
             **({"mteb_references": [str(f) for r in refs for f in result_files(r["path"])]} if refs else {}),
             "perquery": [paths.PERQUERY.format(task=w["task"], **u) for u in U.task_units(config, w["task"])],
+            # the image text each system's encoder cut (a caption sentence): tasks whose queries or items carry image text
+            **({"run_stats": [paths.RUN_STATS.format(task=w["task"], **u) for u in U.task_units(config, w["task"])]}
+               if task_spec(w["task"]).multimodal else {}),
             **({"rerank_stats": [paths.RUN_STATS.format(task=w["task"], **u) for u in U.task_units(config, w["task"])
                                  if u["system"] in reranked]} if reranked else {})}
 
