@@ -148,31 +148,39 @@ def cmd_expected(config, args) -> int:
 def cmd_compare(config, args) -> int:
     import pandas as pd
 
+    from mmir.config.models.evaluation import EvaluationConfig
     from mmir.core import paths
     from mmir.core.tasks import task as task_spec
     from mmir.data.prepare import qrels_file
     from mmir.evaluation.compare import compare_runs, format_comparison
     from mmir.evaluation.significance import Settings
+    from mmir.retrieval.exclusions import exclusions
 
     spec = task_spec(args.task)
     where = args.dataset and args.domain
     if args.qrels is None and not where:
         raise ConfigError("<compare>", "give --dataset and --domain (the prepared qrels of the task) or --qrels FILE")
-    ev = config.get("evaluation") or {}
-    qrels = args.qrels or paths.prepared(args.dataset, args.domain, qrels_file(spec.name, ev.get("task4_protocol", "paper")))
+    evaluation = EvaluationConfig.model_validate(config.get("evaluation") or {})
+    qrels = args.qrels or paths.prepared(args.dataset, args.domain, qrels_file(spec.name, evaluation.task4_protocol))
     topics = args.topics or (paths.prepared(args.dataset, args.domain, spec.queries) if where else None)
     for f in (args.run_a, args.run_b, qrels):
         if not Path(f).is_file():
             raise ConfigError("<compare>", f"{f}: no such file" + ("" if f != qrels or args.qrels else
                                                                   " (prepare the domain first, or pass --qrels)"))
-    measure = args.measure or ev.get("primary_measure", "nDCG@10")
+    measure = args.measure or evaluation.primary_measure
+    # the pipeline removes the protocol's exclusions from every run before scoring (an outside run too): so does compare
+    excluded = (exclusions(paths.PREPARED.format(dataset=args.dataset, domain=args.domain), spec.name, evaluation.protocol,
+                           evaluation.task4_protocol) if where else None)
     c = compare_runs(args.run_a, args.run_b, qrels, measure, Settings.model_validate(config.get("significance") or {}),
-                     args.top, ev.get("tie_order", "run"))
+                     args.top, evaluation.tie_order, excluded=excluded, top_k=evaluation.top_k)
     texts = {}
     if topics and Path(topics).is_file():
         t = pd.read_parquet(topics, columns=["qid", "query"])
         texts = dict(zip(t["qid"].astype(str), t["query"].astype(str)))
     print(f"qrels: {qrels}" + (f"; topics: {topics}" if texts else ""))
+    print(f"protocol {evaluation.protocol}: removed {c.removed[0]} excluded items from A, {c.removed[1]} from B, as the "
+          f"tables do; each run cut to its top {evaluation.top_k}" if where else
+          "no exclusions removed (give --dataset and --domain to remove the protocol's, as the tables do)")
     print(format_comparison(c, args.run_a, args.run_b, measure, texts))
     return 0
 

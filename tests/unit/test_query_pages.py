@@ -192,12 +192,22 @@ def test_compare_command_matches_pytrec_eval_and_an_exact_permutation_test(tmp_p
     assert lo_ <= diff.mean() <= hi_
 
 
-def test_compare_reads_the_prepared_qrels_and_topics_of_a_domain(tmp_path, monkeypatch):
-    qrels, _ = _runs(tmp_path)
+def _ndcg10(qrels, run) -> float:
+    ev = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"})
+    return float(np.mean([v["ndcg_cut_10"] for v in ev.evaluate({q: dict(r) for q, r in run.items()}).values()]))
+
+
+def test_compare_reads_the_prepared_qrels_and_topics_of_a_domain_and_removes_its_exclusions(tmp_path, monkeypatch):
+    qrels, (run_a, run_b) = _runs(tmp_path)
     prep = tmp_path / "data" / "prepared" / "ds" / "dom"
     prep.mkdir(parents=True)
     (tmp_path / "qrels.txt").rename(prep / "qrels.task1.txt")
     (tmp_path / "topics.parquet").rename(prep / "topics.parquet")
+    # each query's top 2 of run A are its excluded (negative) documents, as the pipeline removes them before scoring
+    excluded = {q: {d for d, _ in run_a[q][:2]} - set(qrels[q]) for q in qrels}
+    write_text(prep / "excluded.tsv", "qid\tdoc_id\n" + "".join(f"{q}\t{d}\n" for q, ds in excluded.items() for d in sorted(ds)))
+    kept = [{q: [(d, s) for d, s in r if d not in excluded[q]] for q, r in run.items()} for run in (run_a, run_b)]
+    in_b = sum(d in excluded[q] for q, r in run_b.items() for d, _ in r)
     cfg = yaml.safe_load((PROJECT / "params.yaml").read_text())
     for d in cfg["datasets"].values():  # the config's relative paths are the project's; here the working folder is tmp
         d["root"] = str((PROJECT / d["root"]).resolve())
@@ -207,8 +217,17 @@ def test_compare_reads_the_prepared_qrels_and_topics_of_a_domain(tmp_path, monke
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         assert cli.main([*params, "--dataset", "ds", "--domain", "dom"]) == 0
-    assert "qrels: data/prepared/ds/dom/qrels.task1.txt; topics: data/prepared/ds/dom/topics.parquet" in buf.getvalue()
-    assert "over 12 paired queries" in buf.getvalue() and "text of q" in buf.getvalue()
+    out = buf.getvalue()
+    assert "qrels: data/prepared/ds/dom/qrels.task1.txt; topics: data/prepared/ds/dom/topics.parquet" in out
+    assert "over 12 paired queries" in out and "text of q" in out
+    assert f"protocol official: removed {sum(map(len, excluded.values()))} excluded items from A, {in_b} from B" in out
+    a, b = (_ndcg10(qrels, r) for r in kept)
+    assert a != pytest.approx(_ndcg10(qrels, run_a))  # the exclusions change run A's value: the test can tell
+    assert f"A {a:.4f}, B {b:.4f}, mean difference A - B {a - b:+.4f}" in out
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):  # the same qrels as a file, without the domain: nothing is removed
+        assert cli.main([*params, "--qrels", str(prep / "qrels.task1.txt")]) == 0
+    assert "no exclusions removed" in buf.getvalue() and f"A {_ndcg10(qrels, run_a):.4f}," in buf.getvalue()
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         assert cli.main([*params, "--dataset", "ds", "--domain", "nope"]) == 2

@@ -4,14 +4,15 @@ the mean difference (``python -m mmir compare``, the report's query pages and su
 The test and the interval are :mod:`mmir.evaluation.significance`'s, with the settings of the tables
 (``significance`` config): :func:`~mmir.evaluation.significance.paired_test` on the per-query values paired by qid
 and :func:`~mmir.evaluation.significance.bootstrap_interval` of the per-query differences ``a - b``. Per-query values
-of any two TREC runs come from pytrec_eval (:func:`mmir.evaluation.scoring.score_run_file`), so a run made outside
-mmir is scored exactly as mmir's own.
+of any two TREC runs come from pytrec_eval (:func:`mmir.evaluation.measures.evaluate`) after the evaluation protocol's
+exclusions and top-k cut (:func:`mmir.retrieval.external.apply_protocol`, as the pipeline treats a ``kind: run``
+system), so a run made outside mmir is scored exactly as its row in the tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +86,8 @@ def largest_differences(a: Mapping[Hashable, float], b: Mapping[Hashable, float]
 class Comparison:
     """System A against system B on one query set: ``n`` paired queries, the means, the paired test
     (``test.statistic`` = mean of ``a - b``), the interval of the mean difference, the record and the largest
-    differences. ``only_a`` / ``only_b``: queries one side scores and the other lacks (left out)."""
+    differences. ``only_a`` / ``only_b``: queries one side scores and the other lacks (left out). ``removed``: the
+    excluded items :func:`compare_runs` removed from run A and run B."""
 
     n: int
     mean_a: float
@@ -97,6 +99,7 @@ class Comparison:
     settings: Settings
     only_a: list[Hashable] = field(default_factory=list)
     only_b: list[Hashable] = field(default_factory=list)
+    removed: tuple[int, int] = (0, 0)
 
 
 def compare(a: Mapping[Hashable, float], b: Mapping[Hashable, float], settings: Settings | None = None, k: int = 10,
@@ -124,19 +127,30 @@ def compare(a: Mapping[Hashable, float], b: Mapping[Hashable, float], settings: 
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, qrels: str | Path, measure: str = "nDCG@10",
-                 settings: Settings | None = None, k: int = 10, tie_order: str = "run", binary: bool = False) -> Comparison:
+                 settings: Settings | None = None, k: int = 10, tie_order: str = "run", binary: bool = False,
+                 excluded: Mapping[str, Collection[str]] | None = None, top_k: int | None = None) -> Comparison:
     """Score two TREC run files against ``qrels`` with pytrec_eval and :func:`compare` them on ``measure`` (every judged
     query; one a run leaves out scores 0, as in the tables).
+
+    Args:
+        excluded: ``{qid: item ids}`` removed from both runs before scoring (the protocol's,
+            :func:`mmir.retrieval.exclusions.exclusions`); None removes nothing. ``Comparison.removed`` counts them.
+        top_k: each ranking is cut to its first ``top_k`` after the removal (``evaluation.top_k``); None keeps all.
 
     Raises:
         DataError: a malformed run or qrels file; ValueError: an unknown measure, or no judged query.
     """
-    from mmir.evaluation.scoring import score_run_file
+    from mmir.evaluation.measures import evaluate
+    from mmir.evaluation.scoring import read_scored
+    from mmir.retrieval.external import apply_protocol
 
-    per_a, _, _ = score_run_file(run_a, qrels, [measure], binary, tie_order)
-    per_b, _, _ = score_run_file(run_b, qrels, [measure], binary, tie_order)
-    return compare({q: v[measure] for q, v in per_a.items()}, {q: v[measure] for q, v in per_b.items()}, settings, k,
-                   key=("compare", measure))
+    per, removed = [], []
+    for path in (run_a, run_b):
+        run, judged = read_scored(path, qrels, binary)
+        run, counts = apply_protocol(run, excluded or {}, top_k or max(map(len, run.values()), default=0))
+        removed.append(counts["excluded_removed"])
+        per.append({q: v[measure] for q, v in evaluate(judged, run, [measure], tie_order).items()})
+    return replace(compare(*per, settings, k, key=("compare", measure)), removed=(removed[0], removed[1]))
 
 
 def _short(text: str, width: int) -> str:

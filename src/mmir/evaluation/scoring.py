@@ -48,18 +48,6 @@ def read_scored(run_path: str | Path, qrels_path: str | Path, binary: bool = Fal
     return read_run(run_path), qrels
 
 
-def score_run_file(run_path: str | Path, qrels_path: str | Path, measures: list[str], binary: bool = False,
-                   tie_order: str = "run") -> tuple[dict[str, dict[str, float]], Run, dict[str, dict[str, int]]]:
-    """``(per_query, run, qrels)``: pytrec_eval's ``{qid: {measure: value}}`` for every judged query of ``qrels_path``
-    (:func:`mmir.evaluation.measures.evaluate`), with the run and qrels as read (:func:`read_scored`).
-
-    Raises:
-        DataError: a malformed run or qrels line (file and line named).
-    """
-    run, qrels = read_scored(run_path, qrels_path, binary)
-    return evaluate(qrels, run, measures, tie_order), run, qrels
-
-
 def score_run(run_path: str | Path, qrels_path: str | Path, measures: list[str], out_json: str | Path,
               out_perquery: str | Path, meta: dict | None = None, binary: bool = False, tie_order: str = "run") -> dict:
     """Evaluate ``run_path``; write ``out_json`` (means, counts, meta) and ``out_perquery`` (``qid<TAB>measure<TAB>value``).
