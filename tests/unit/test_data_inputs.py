@@ -123,6 +123,7 @@ def test_qrels_naming_an_unknown_query_stop_unless_warn_which_counts_them(tmp_pa
     root = beir(tmp_path / "b", qrels=HEADER + ROWS + "q7\td1\t1\nq8\td2\t1\nq7\td3\t1\n")
     e = error(root)
     assert (Path(e.file).name, e.line, e.field) == ("test.tsv", 6, "query-id") and "'q7' is not in" in str(e)
+    assert "(datasets.toy.integrity.qrels_unknown_query: warn drops such rows" in str(e)  # the key the user sets
     p = prep(root, qrels_unknown_query="warn")
     assert p.qrels == QRELS and p.report["problems"]["qrels_unknown_query"] == 3
     assert p.report["qrels_rows"]["dropped"] == {"unknown_query": 3, "not_relevant": 1}

@@ -251,16 +251,23 @@ def prepare_domain(dataset: str, ds: Dataset | Mapping, domain: str, raw_root: s
     (the fetched copy of an ``hf`` dataset); its ``sample`` cuts it to a sample (:mod:`mmir.data.sample`)."""
     ds = parse_dataset(ds, f"datasets.{dataset}")
     policy, sample = ds.integrity.model_dump(), ds.sample
-    if ds.source in SOURCE_READERS:
-        import importlib
+    try:
+        if ds.source in SOURCE_READERS:
+            import importlib
 
-        reader = importlib.import_module(SOURCE_READERS[ds.source])
-        src = reader.read_frames(ds, domain, raw_root)
-        p = load_frames(src.frames, src.root, policy, sample=sample, graded=src.graded, prior=src.checks)
-        p.report |= src.report
-        return p
-    root = Path(raw_root) if raw_root is not None else resolve_path(ds.root)
-    return load_mmbright_domain(root, domain, policy, sample=sample)
+            reader = importlib.import_module(SOURCE_READERS[ds.source])
+            src = reader.read_frames(ds, domain, raw_root)
+            p = load_frames(src.frames, src.root, policy, sample=sample, graded=src.graded, prior=src.checks)
+            p.report |= src.report
+            return p
+        root = Path(raw_root) if raw_root is not None else resolve_path(ds.root)
+        return load_mmbright_domain(root, domain, policy, sample=sample)
+    except DataError as e:
+        # the readers name a policy as `integrity.<key>`; the user sets it under this dataset's entry
+        if "(integrity." not in e.message:
+            raise
+        raise DataError(e.file, e.message.replace("(integrity.", f"(datasets.{dataset}.integrity."), e.row, e.field,
+                        e.line) from e
 
 
 def write_prepared(p: Prepared, out_dir: str | Path, meta: dict | None = None) -> dict:
