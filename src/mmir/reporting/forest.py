@@ -68,7 +68,7 @@ def write_forest(significance_json: str | Path, table_csv: str | Path, out_svg: 
     """Draw the forest plot of one task table (its ``<task>.significance.json`` and ``<task>.csv``) into ``out_svg``
     (atomically); returns the number of points.
 
-    A table without statistics (no per-query values) gives a figure that says so.
+    A table without statistics (no per-query values) gives a figure that says so; one with no unit, its ``note``.
     """
     import matplotlib
 
@@ -88,7 +88,7 @@ def write_forest(significance_json: str | Path, table_csv: str | Path, out_svg: 
         fig, axes = plt.subplots(len(heights), 1, figsize=(8, 1.2 + ROW_INCHES * sum(heights)), squeeze=False,
                                  gridspec_kw={"height_ratios": heights}, layout="constrained")
         if not points:
-            axes[0][0].text(0.5, 0.5, "no per-query values: no intervals", ha="center", va="center")
+            axes[0][0].text(0.5, 0.5, sig.get("note") or "no per-query values: no intervals", ha="center", va="center", wrap=True)
             axes[0][0].set_axis_off()
         index = 0
         for ax, ds in zip(axes[:, 0], datasets):
