@@ -664,3 +664,19 @@ def test_the_reference_walks_fields_variants_and_defaults():
     assert "| `systems.<name>.k1` | float | `0.9` | term-frequency saturation. | `BM25` |" in page
     assert "| `evaluation.top_k` | int | `1000` | depth of every run file |" in page
     assert '| `evaluation.protocol` | "official" \\| "strict" | `"official"` | negative_ids removed or kept |' in page
+
+
+def test_the_index_lists_every_page_and_every_data_source():
+    """docs/index.md's page table links every hand-written page, and its data row names every dataset source."""
+    import typing as t
+
+    from mmir.config.models import datasets as D
+
+    index = (PROJECT / "docs" / "index.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([\w-]+\.md)\)", index))
+    pages = {p.name for p in (PROJECT / "docs").glob("*.md")} - {"index.md"}
+    assert pages - linked == set(), f"docs/index.md does not list {sorted(pages - linked)}"
+    row = next(line for line in index.splitlines() if "(data.md)" in line)
+    sources = {a for m in vars(D).values() if isinstance(m, type) and "source" in getattr(m, "model_fields", {})
+               for a in t.get_args(m.model_fields["source"].annotation)}
+    assert sources and {s for s in sources if f"`{s}`" not in row} == set(), row

@@ -234,21 +234,13 @@ def report(task: str, metric_files: list[str], measure: str, protocol: str, out:
     Without metric files the table says why (``no_unit``, :func:`mmir.workflow.units.no_unit_reason`)."""
     from mmir.evaluation.significance import Settings
     from mmir.reporting import rerank as rr
-    from mmir.reporting.tables import (
-        APPROXIMATE_NOTE,
-        TableFiles,
-        TableStatistics,
-        collect,
-        row_labels,
-        task_statistics,
-        write_no_unit_table,
-        write_task_table,
-    )
+    from mmir.reporting import tables as T
+    from mmir.reporting.tables import APPROXIMATE_NOTE, TableFiles, TableStatistics, collect, row_labels, task_statistics, write_task_table
 
     out_md, out_csv, out_metrics, out_significance = out.md, out.csv, out.metrics, out.significance
     if not metric_files:
         why = no_unit or f"no unit of {task} in this config"
-        write_no_unit_table(task, measure, protocol, TableFiles(out_md, out_csv, out_metrics, out_significance), why, task4_protocol)
+        T.write_no_unit_table(task, measure, protocol, TableFiles(out_md, out_csv, out_metrics, out_significance), why, task4_protocol)
         log.info("read 0 metric files (%s); wrote %s, %s saying so", why, out_md, out_csv)
         return
     fails = rr.failures(rerank_stats or {})
