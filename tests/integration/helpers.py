@@ -3,6 +3,7 @@ small MM-BRIGHT-layout slice of a real ../shared/data domain."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -48,3 +49,16 @@ def openstax_slice(data_root: Path, dest: Path, n_queries: int, n_doc_images: in
     qi = pd.read_parquet(data_root / "examples_images" / f"{dom}.parquet")
     qi[qi["path"].isin(wanted)].to_parquet(dest / "examples_images" / f"{dom}.parquet")
     return dest
+
+
+def beir_text(root: Path, qrels: str) -> Path:
+    """A text-only BEIR folder of two documents and one query (``q1``): corpus.jsonl, queries.jsonl and
+    qrels/test.tsv with the ``qrels`` rows given (``"q1\td1\t1\n"``)."""
+    (root / "qrels").mkdir(parents=True)
+    rows = {"corpus.jsonl": [{"_id": "d1", "title": "Mean", "text": "the mean of a sample"},
+                             {"_id": "d2", "title": "", "text": "a histogram"}],
+            "queries.jsonl": [{"_id": "q1", "text": "sample mean"}]}
+    for name, rs in rows.items():
+        (root / name).write_text("".join(json.dumps(r) + "\n" for r in rs), encoding="utf-8")
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels, encoding="utf-8")
+    return root

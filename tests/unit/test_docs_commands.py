@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import importlib.util
 import io
 import re
@@ -479,6 +480,143 @@ def test_every_long_module_is_listed_in_the_architecture_page():
 # --- the configuration reference generator --------------------------------------------------------------------------
 
 
+# --- the YAML examples ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class YamlExample:
+    """One YAML example of a doc: a fenced ``yaml`` block, or a heredoc body a shell block writes to a ``.yaml`` file;
+    ``line`` is the line of its first YAML line."""
+
+    path: Path
+    line: int
+    text: str
+
+    def where(self) -> str:
+        rel = self.path.relative_to(PROJECT) if self.path.is_relative_to(PROJECT) else self.path
+        return f"{rel}:{self.line}"
+
+
+def yaml_examples(path: Path) -> list[YamlExample]:
+    """Every YAML example of a markdown file, in file order."""
+    out, fence, lang, start, body = [], None, "", 0, []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        stripped = line.strip()
+        if fence is None:
+            if m := re.match(r"^(`{3,}|~{3,})\s*([\w+-]*)", stripped):
+                fence, lang, start, body = m.group(1), m.group(2).lower(), number + 1, []
+        elif stripped.startswith(fence):
+            if lang in ("yaml", "yml"):
+                out.append(YamlExample(path, start, "\n".join(body)))
+            elif lang in SHELL_LANGS:
+                out += _heredoc_yaml(path, start, body)
+            fence = None
+        else:
+            body.append(line)
+    return out
+
+
+def _heredoc_yaml(path: Path, start: int, lines: list[str]) -> list[YamlExample]:
+    """The heredoc bodies of a shell block that are written to a ``.yaml``/``.yml`` file (``cat > x.yaml <<'YAML'``)."""
+    out, i = [], 0
+    while i < len(lines):
+        m = re.search(r">\s*(\S+\.ya?ml)\s+<<-?\s*['\"]?(\w+)['\"]?", lines[i])
+        i += 1
+        if m:
+            first = i
+            while i < len(lines) and lines[i].strip() != m.group(2):
+                i += 1
+            out.append(YamlExample(path, start + first, "\n".join(lines[first:i])))
+    return out
+
+
+#: the top-level keys of an expected-scores file (``expected/*.yaml``, :mod:`mmir.evaluation.expected`)
+EXPECTED_FILE_KEYS = {"defaults", "entries"}
+
+
+def check_yaml_example(example: YamlExample, tmp_path: Path) -> str | None:
+    """Why ``example`` does not validate as shown, or None. A mapping with ``entries`` is an expected-scores file
+    (:func:`mmir.evaluation.expected.load_expected`); any other is a config: a whole one where it names both
+    ``datasets`` and ``systems`` and validates alone, else an overlay on params.yaml (merged as ``--configfile`` does);
+    a fragment under a section's key (``audit:``) so validates as that section. A config is validated as far as it
+    goes without the outside world (models, presets, cross-references of every section; not whether its paths,
+    environment variables or hub repositories exist)."""
+    from mmir.config import merge_overlay
+
+    try:
+        data = yaml.safe_load(example.text)
+    except yaml.YAMLError as exc:
+        return f"not valid YAML: {exc}"
+    if not isinstance(data, dict):
+        return f"not a mapping: {type(data).__name__}"
+    if set(data) <= EXPECTED_FILE_KEYS and "entries" in data:
+        from mmir.evaluation.expected import load_expected
+
+        f = tmp_path / "expected.yaml"
+        f.write_text(example.text, encoding="utf-8")
+        try:
+            load_expected([f])
+        except ValueError as exc:
+            return f"not a valid expected-scores file: {exc}"
+        return None
+    if {"datasets", "systems"} <= set(data) and _config_problem(copy.deepcopy(data)) is None:
+        return None
+    merged = merge_overlay(yaml.safe_load((PROJECT / "params.yaml").read_text(encoding="utf-8")), data)
+    problem = _config_problem(merged)
+    return None if problem is None else f"as an overlay on params.yaml: {problem}"
+
+
+def _config_problem(config: dict) -> str | None:
+    from mmir import config as cfg
+    from mmir.benchmarks.m2rag.check import check as check_m2rag
+    from mmir.benchmarks.mmbright.check import check as check_mmbright
+    from mmir.benchmarks.mmdr.check import check as check_mmdr
+    from mmir.benchmarks.rag.check import check as check_rag
+    from mmir.config.models import parse_params
+    from mmir.core.errors import ConfigError
+    from mmir.workflow.validate import check_rerank
+
+    try:
+        cfg.validate_config(config)
+        params = parse_params(config)
+        for check in (check_mmbright, check_rag, check_m2rag, check_mmdr, check_rerank):
+            check(params)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+YAML_EXAMPLES = [e for f in DOC_FILES for e in yaml_examples(f)]
+
+
+def test_the_docs_show_yaml_examples_of_every_kind():
+    texts = [e.text for e in YAML_EXAMPLES]
+    assert len(YAML_EXAMPLES) >= 20 and any("entries:" in t for t in texts)  # configs, sections, an expected file
+    assert any(e.path.name == "README.md" and "openstax" in e.text for e in YAML_EXAMPLES)  # a heredoc's overlay
+
+
+@pytest.mark.parametrize("example", YAML_EXAMPLES, ids=lambda e: e.where())
+def test_every_yaml_example_validates_as_shown(example, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    problem = check_yaml_example(example, tmp_path)
+    assert problem is None, f"{example.where()}: the YAML example does not validate: {problem}"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("systems:\n  bm25: {kind: bm25, k1: 0.9, kk: 1}\n", "systems.bm25.kk"),
+    ("  vaswani: {source: trec, root: x, corpus: c, topics: t, qrels: q}\n", "vaswani"),
+    ("entries:\n  - {benchmark: b, task: task1}\n", "missing"),
+    ("rag: {k: [}\n", "not valid YAML"),
+])
+def test_a_wrong_yaml_example_fails_naming_file_and_line(tmp_path, text, expected):
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"Some text.\n\n```yaml\n{text}```\n")
+    [example] = yaml_examples(doc)
+    assert example.where().endswith("doc.md:4")
+    problem = check_yaml_example(example, tmp_path)
+    assert problem is not None and expected in problem, problem
+
+
 def _generator():
     spec = importlib.util.spec_from_file_location("gen_config_reference", PROJECT / "docs" / "gen_config_reference.py")
     module = importlib.util.module_from_spec(spec)
@@ -526,3 +664,19 @@ def test_the_reference_walks_fields_variants_and_defaults():
     assert "| `systems.<name>.k1` | float | `0.9` | term-frequency saturation. | `BM25` |" in page
     assert "| `evaluation.top_k` | int | `1000` | depth of every run file |" in page
     assert '| `evaluation.protocol` | "official" \\| "strict" | `"official"` | negative_ids removed or kept |' in page
+
+
+def test_the_index_lists_every_page_and_every_data_source():
+    """docs/index.md's page table links every hand-written page, and its data row names every dataset source."""
+    import typing as t
+
+    from mmir.config.models import datasets as D
+
+    index = (PROJECT / "docs" / "index.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([\w-]+\.md)\)", index))
+    pages = {p.name for p in (PROJECT / "docs").glob("*.md")} - {"index.md"}
+    assert pages - linked == set(), f"docs/index.md does not list {sorted(pages - linked)}"
+    row = next(line for line in index.splitlines() if "(data.md)" in line)
+    sources = {a for m in vars(D).values() if isinstance(m, type) and "source" in getattr(m, "model_fields", {})
+               for a in t.get_args(m.model_fields["source"].annotation)}
+    assert sources and {s for s in sources if f"`{s}`" not in row} == set(), row

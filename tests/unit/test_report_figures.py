@@ -111,6 +111,79 @@ def test_a_table_without_intervals_gets_a_figure_that_says_so(tmp_path):
     assert (tmp_path / "f.svg").read_text().startswith("<?xml")
 
 
+def text_boxes(fig) -> list[tuple[str, object]]:
+    """``(text, window extent)`` of every text artist the figure draws (not the tick labels outside the view or of an
+    axes switched off: matplotlib draws neither)."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    hidden = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            hidden |= {id(t) for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]
+                       if not ax.axison or not lo - 1e-9 <= tick.get_loc() <= hi + 1e-9 for t in (tick.label1, tick.label2)}
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(Text)
+            if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
+
+
+def text_problems(fig) -> list[str]:
+    """Pairs of drawn texts whose boxes overlap, and texts reaching outside the figure (none in a readable figure)."""
+    import itertools
+
+    boxes = text_boxes(fig)
+    out = [f"{a!r} overlaps {b!r}" for (a, ba), (b, bb) in itertools.combinations(boxes, 2) if ba.overlaps(bb)]
+    f = fig.bbox
+    return out + [f"{a!r} outside the figure" for a, b in boxes
+                  if b.x0 < f.x0 - 0.5 or b.y0 < f.y0 - 0.5 or b.x1 > f.x1 + 0.5 or b.y1 > f.y1 + 0.5]
+
+
+LONG_ROWS = ["bm25", "minilm", "colbert-untrained", "clip-untrained", "gme-2b"]
+
+
+@pytest.mark.parametrize("task", ["task1", "task2", "task3", "task4"])
+def test_forest_plot_text_never_overlaps_and_stays_inside(task, tmp_path):
+    """Issue 38 item 9: the Task 2-4 titles ran over the legend's note; every text box of the figure, from its own
+    renderer, is apart from every other and inside the figure."""
+    import matplotlib.pyplot as plt
+
+    from mmir.reporting.forest import RC, forest_figure
+
+    rng = np.random.default_rng(0)
+    base = rng.random(20)
+    units = [_unit(tmp_path, "openstax", d, s, np.clip(base + i / 10, 0, 1).tolist())
+             for i, s in enumerate(LONG_ROWS) for d in ("statistics", "calculus-1")]
+    t = tmp_path / "tables"
+    out = steps.TableFiles(t / f"{task}.md", t / f"{task}.csv", t / "m.json", t / "s.json")
+    steps.report(task, [m for m, _ in units], "nDCG@10", "official", out, perquery_files=[p for _, p in units],
+                 significance={"resamples": 200}, untrained=["colbert-untrained", "clip-untrained"])
+    sig = json.loads((t / "s.json").read_text())
+    with plt.rc_context(RC):
+        fig = forest_figure(sig, forest_points(sig, table_order(t / f"{task}.csv")))
+    texts = [x for x, _ in text_boxes(fig)]
+    assert "clip-untrained (untrained)" in texts and any(x.startswith("† = differs") for x in texts)
+    assert text_problems(fig) == []
+    plt.close(fig)
+
+
+def test_essentiality_figure_labels_never_overlap():
+    """Issue 38 item 9: the essentiality figure's system labels overlapped; now none of its texts does."""
+    import matplotlib.pyplot as plt
+
+    from mmir.benchmarks.mmbright.essentiality import ESSENTIALITY, IMAGE_TYPES
+    from mmir.reporting.essentiality import essentiality_figure
+
+    rows = [{"dataset": ds, "system": f"{s} (untrained)" if "untrained" in s else s, "facet": facet, "class": c,
+             "value": 10.0 + i} for ds in ("openstax", "mm-bright") for i, s in enumerate(LONG_ROWS)
+            for facet, classes in (("essentiality", ESSENTIALITY), ("image_type", IMAGE_TYPES.values())) for c in classes]
+    fig = essentiality_figure(pd.DataFrame(rows), ["openstax", "mm-bright", "empty"], "nDCG@10", plt)
+    texts = [x for x, _ in text_boxes(fig)]
+    assert "colbert-untrained (untrained)" in texts and "no labelled queries" in texts
+    assert text_problems(fig) == []
+    plt.close(fig)
+
+
 # ------------------------------------------------------------------------------------------------ the page
 def _wide_tables(tmp):
     """The M2RAG, MMDR and reproduction tables as their writers make them (long labels, many columns)."""

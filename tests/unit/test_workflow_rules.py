@@ -39,11 +39,11 @@ def root(tmp_path):
 
 def test_every_snakemake_rule_has_a_spec_and_runs_the_one_script():
     smk = "\n".join(p.read_text() for p in (PROJECT / "workflow" / "rules").glob("*.smk"))
-    names = re.findall(r"^rule (\w+):", smk, re.M)
+    names = re.findall(r"^(?:rule|checkpoint) (\w+):", smk, re.M)
     assert sorted(names) == sorted(R.RULES)
     assert smk.count('"../scripts/step.py"') == len(names)
     for name in names:  # each rule takes input, output and params from its spec, nothing else
-        body = smk.split(f"rule {name}:", 1)[1].split("\nrule ", 1)[0]
+        body = re.split(rf"^(?:rule|checkpoint) {name}:", smk, maxsplit=1, flags=re.M)[1].split("\nrule ", 1)[0]
         assert f'spec_input("{name}")' in body and f'spec_output("{name}")' in body and f'spec_params("{name}")' in body
 
 

@@ -12,6 +12,7 @@ from mmir.core import paths
 from mmir.core.tasks import TASKS
 from mmir.data.domains import dataset_domains
 from mmir.workflow import rules as R
+from mmir.workflow import units as U
 from mmir.workflow.targets import all_targets
 from mmir.workflow.units import ablation_systems, rerank_systems
 from mmir.workflow.validate import validate_config
@@ -49,8 +50,22 @@ DOMAINS = {name: dataset_domains(name, ds) for name, ds in config["datasets"].it
 
 
 def spec_input(name):
-    """The rule's input function (named inputs, lists allowed)."""
-    return lambda w: R.RULES[name].input(config, dict(w.items()))
+    """The rule's input function (named inputs, lists allowed). Every rule after prepare reads the unit lists only
+    once the prepare jobs of datasets that may have unscorable domains have run (mmir.workflow.units.unscorable)."""
+
+    def inputs(w):
+        token = U.PREPARED_GATE.set(None if name in ("fetch", "prepare") else await_prepared)
+        try:
+            return R.RULES[name].input(config, dict(w.items()))
+        finally:
+            U.PREPARED_GATE.reset(token)
+
+    return inputs
+
+
+def await_prepared(dataset, domain):
+    """Raise Snakemake's incomplete-checkpoint signal until the domain's prepare job has run."""
+    checkpoints.prepare.get(dataset=dataset, domain=domain)
 
 
 def spec_params(name):

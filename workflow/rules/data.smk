@@ -20,7 +20,9 @@ rule fetch:
         "../scripts/step.py"
 
 
-rule prepare:
+# a checkpoint: where a dataset lets a domain have no scorable query (integrity.no_scorable_queries: warn), the jobs
+# after prepare are planned from its prepare.json, so no job runs on such a domain (common.smk, spec_input)
+checkpoint prepare:
     input:
         unpack(spec_input("prepare")),
     output:

@@ -216,22 +216,34 @@ def write_essentiality(dist: pd.DataFrame, scores: pd.DataFrame, failures: dict[
 
 
 def _plot(plot: pd.DataFrame, datasets: list[str], measure: str, out_png, plt) -> None:
-    """Grouped bars per dataset: systems × essentiality class (left), systems × image type (right)."""
-    datasets = datasets or ["-"]
-    fig, axes = plt.subplots(len(datasets), 2, figsize=(12, 4 * len(datasets)), squeeze=False)
-    for row, ds in zip(axes, datasets):
-        for ax, facet, order in ((row[0], "essentiality", list(ESSENTIALITY)), (row[1], "image_type", list(IMAGE_TYPES.values()))):
-            sub = plot[(plot["dataset"] == ds) & (plot["facet"] == facet)]
-            ax.set_title(f"{ds}: {measure} by {facet.replace('_', ' ')} (all domains)")
-            if sub.empty:
-                ax.text(0.5, 0.5, "no labelled queries", ha="center", va="center", transform=ax.transAxes)
-                continue
-            piv = sub.pivot(index="system", columns="class", values="value")
-            piv = piv[[c for c in order if c in piv.columns]].reindex(list(dict.fromkeys(sub["system"])))
-            piv.plot.bar(ax=ax, rot=0)
-            ax.set_ylabel(f"{measure} (×100)")
-            ax.legend(fontsize=7)
-    fig.tight_layout()
+    """Save :func:`essentiality_figure` as a PNG (atomically)."""
+    fig = essentiality_figure(plot, datasets, measure, plt)
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)
+
+
+def essentiality_figure(plot: pd.DataFrame, datasets: list[str], measure: str, plt):
+    """Grouped horizontal bars per dataset: systems × essentiality class (left), systems × image type (right). The
+    system names run down the y axis, so long row labels (``clip-untrained (untrained)``) never overlap; each panel's
+    legend sits beside it (constrained layout: no text overlaps another or leaves the figure)."""
+    datasets = datasets or ["-"]
+    n = max([plot["system"].nunique(), 1])
+    fig, axes = plt.subplots(len(datasets), 2, figsize=(13, (1.6 + 0.45 * n) * len(datasets)), squeeze=False,
+                             layout="constrained")
+    for row, ds in zip(axes, datasets):
+        for ax, facet, order in ((row[0], "essentiality", list(ESSENTIALITY)), (row[1], "image_type", list(IMAGE_TYPES.values()))):
+            sub = plot[(plot["dataset"] == ds) & (plot["facet"] == facet)]
+            ax.set_title(f"{ds}: {measure} by {facet.replace('_', ' ')} (all domains)", fontsize=10)
+            if sub.empty:
+                ax.text(0.5, 0.5, "no labelled queries", ha="center", va="center", transform=ax.transAxes)
+                ax.set_axis_off()
+                continue
+            piv = sub.pivot(index="system", columns="class", values="value")
+            piv = piv[[c for c in order if c in piv.columns]].reindex(list(dict.fromkeys(sub["system"])))
+            piv.plot.barh(ax=ax, width=0.8)
+            ax.invert_yaxis()  # the first system on top
+            ax.set_ylabel("")
+            ax.set_xlabel(f"{measure} (×100)")
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return fig

@@ -68,7 +68,7 @@ def write_forest(significance_json: str | Path, table_csv: str | Path, out_svg: 
     """Draw the forest plot of one task table (its ``<task>.significance.json`` and ``<task>.csv``) into ``out_svg``
     (atomically); returns the number of points.
 
-    A table without statistics (no per-query values) gives a figure that says so.
+    A table without statistics (no per-query values) gives a figure that says so; one with no unit, its ``note``.
     """
     import matplotlib
 
@@ -77,62 +77,9 @@ def write_forest(significance_json: str | Path, table_csv: str | Path, out_svg: 
 
     sig = json.loads(Path(significance_json).read_text(encoding="utf-8"))
     points = forest_points(sig, table_order(table_csv))
-    task, measure = sig.get("task", ""), sig.get("measure", "")
-    conf = sig.get("settings", {}).get("confidence", 0.95)
-    datasets = list(dict.fromkeys(p["dataset"] for p in points))
-    systems = list(dict.fromkeys(p["label"] for p in points))
-    colors = {s: plt.get_cmap("tab10")(i % 10) for i, s in enumerate(systems)}
-    with plt.rc_context({"svg.hashsalt": "mmir", "svg.fonttype": "path", "font.size": 9}):
-        heights = [max(2, sum(p["dataset"] == d for p in points) + 2 * len({p["column"] for p in points if p["dataset"] == d}))
-                   for d in datasets] or [2]
-        fig, axes = plt.subplots(len(heights), 1, figsize=(8, 1.2 + ROW_INCHES * sum(heights)), squeeze=False,
-                                 gridspec_kw={"height_ratios": heights}, layout="constrained")
-        if not points:
-            axes[0][0].text(0.5, 0.5, "no per-query values: no intervals", ha="center", va="center")
-            axes[0][0].set_axis_off()
-        index = 0
-        for ax, ds in zip(axes[:, 0], datasets):
-            y, ticks, labels, seps = 0.0, [], [], []
-            mine = [p for p in points if p["dataset"] == ds]
-            for col in dict.fromkeys(p["column"] for p in mine):
-                group = [p for p in mine if p["column"] == col]
-                top = y
-                for p in group:
-                    lo, hi = p["ci_low"], p["ci_high"]
-                    g = f"point-{index}"
-                    kw = {"color": colors[p["label"]], "gid": g}
-                    if lo is not None and hi is not None:
-                        ax.plot([lo, hi], [y, y], lw=1.6, solid_capstyle="butt", **kw)
-                    ax.plot([p["mean"]], [y], marker="o" if not p["baseline"] else "D", ms=5,
-                            mfc="white" if p["baseline"] else colors[p["label"]], mec=colors[p["label"]], ls="none", **kw)
-                    if p["significant"]:
-                        ax.annotate(MARK, (hi if hi is not None else p["mean"], y), xytext=(3, -1), textcoords="offset points",
-                                    va="center", fontsize=10, color=colors[p["label"]], gid=f"{g}-mark")
-                    index += 1
-                    y += 1
-                ticks.append((top + y - 1) / 2)
-                labels.append(col)
-                seps.append(y)
-                y += 1
-            for s in seps[:-1]:
-                ax.axhline(s, color="#d0d6de", lw=0.6)
-            ax.set_yticks(ticks, labels)
-            for t in ax.get_yticklabels():
-                if t.get_text() == AVG:
-                    t.set_fontweight("bold")
-            ax.set_ylim(y - 1, -1)
-            ax.grid(axis="x", color="#e3e7ec", lw=0.6)
-            ax.set_axisbelow(True)
-            ax.set_title(ds, loc="left", fontsize=10, fontweight="bold")
-            ax.set_xlabel(f"{measure} (×100), mean and {conf:.0%} interval")
-        handles = [plt.Line2D([], [], color=colors[s], marker="D" if any(p["label"] == s and p["baseline"] for p in points)
-                              else "o", mfc="white" if any(p["label"] == s and p["baseline"] for p in points) else colors[s],
-                              label=s + (" (baseline)" if any(p["label"] == s and p["baseline"] for p in points) else ""))
-                   for s in systems]
-        if handles:
-            fig.legend(handles=handles, loc="outside upper right", fontsize=8, frameon=False, ncols=min(3, len(handles)),
-                       title=f"{MARK} = differs from the baseline (corrected p < α)", title_fontsize=8)
-        fig.suptitle(f"{TASKS[task].label if task in TASKS else task}: {measure} by domain", x=0.01, ha="left", fontsize=11)
+    task = sig.get("task", "")
+    with plt.rc_context(RC):
+        fig = forest_figure(sig, points)
         desc = json.dumps([{k: p[k] for k in ("dataset", "system", "column", "mean", "ci_low", "ci_high", "significant")}
                            for p in points], sort_keys=True)
         with atomic_path(out_svg) as tmp:
@@ -140,6 +87,74 @@ def write_forest(significance_json: str | Path, table_csv: str | Path, out_svg: 
                                                      "Title": f"{task} forest plot"})
         plt.close(fig)
     return len(points)
+
+
+#: the figure's matplotlib settings (byte-stable SVG, text as paths)
+RC = {"svg.hashsalt": "mmir", "svg.fonttype": "path", "font.size": 9}
+
+
+def forest_figure(sig: Mapping[str, Any], points: list[dict[str, Any]]):
+    """The forest plot's matplotlib Figure of ``points`` (:func:`forest_points` of ``sig``, the significance JSON):
+    the title on top, a panel per dataset, the legend and its note under the panels (constrained layout: no text
+    overlaps another or leaves the figure, however long the task's title)."""
+    import matplotlib.pyplot as plt
+
+    task, measure = sig.get("task", ""), sig.get("measure", "")
+    conf = sig.get("settings", {}).get("confidence", 0.95)
+    datasets = list(dict.fromkeys(p["dataset"] for p in points))
+    systems = list(dict.fromkeys(p["label"] for p in points))
+    colors = {s: plt.get_cmap("tab10")(i % 10) for i, s in enumerate(systems)}
+    heights = [max(2, sum(p["dataset"] == d for p in points) + 2 * len({p["column"] for p in points if p["dataset"] == d}))
+               for d in datasets] or [2]
+    fig, axes = plt.subplots(len(heights), 1, figsize=(8, 1.2 + ROW_INCHES * sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights}, layout="constrained")
+    if not points:
+        axes[0][0].text(0.5, 0.5, sig.get("note") or "no per-query values: no intervals", ha="center", va="center", wrap=True)
+        axes[0][0].set_axis_off()
+    index = 0
+    for ax, ds in zip(axes[:, 0], datasets):
+        y, ticks, labels, seps = 0.0, [], [], []
+        mine = [p for p in points if p["dataset"] == ds]
+        for col in dict.fromkeys(p["column"] for p in mine):
+            group = [p for p in mine if p["column"] == col]
+            top = y
+            for p in group:
+                lo, hi = p["ci_low"], p["ci_high"]
+                g = f"point-{index}"
+                kw = {"color": colors[p["label"]], "gid": g}
+                if lo is not None and hi is not None:
+                    ax.plot([lo, hi], [y, y], lw=1.6, solid_capstyle="butt", **kw)
+                ax.plot([p["mean"]], [y], marker="o" if not p["baseline"] else "D", ms=5,
+                        mfc="white" if p["baseline"] else colors[p["label"]], mec=colors[p["label"]], ls="none", **kw)
+                if p["significant"]:
+                    ax.annotate(MARK, (hi if hi is not None else p["mean"], y), xytext=(3, -1), textcoords="offset points",
+                                va="center", fontsize=10, color=colors[p["label"]], gid=f"{g}-mark")
+                index += 1
+                y += 1
+            ticks.append((top + y - 1) / 2)
+            labels.append(col)
+            seps.append(y)
+            y += 1
+        for s in seps[:-1]:
+            ax.axhline(s, color="#d0d6de", lw=0.6)
+        ax.set_yticks(ticks, labels)
+        for t in ax.get_yticklabels():
+            if t.get_text() == AVG:
+                t.set_fontweight("bold")
+        ax.set_ylim(y - 1, -1)
+        ax.grid(axis="x", color="#e3e7ec", lw=0.6)
+        ax.set_axisbelow(True)
+        ax.set_title(ds, loc="left", fontsize=10, fontweight="bold")
+        ax.set_xlabel(f"{measure} (×100), mean and {conf:.0%} interval")
+    handles = [plt.Line2D([], [], color=colors[s], marker="D" if any(p["label"] == s and p["baseline"] for p in points)
+                          else "o", mfc="white" if any(p["label"] == s and p["baseline"] for p in points) else colors[s],
+                          label=s + (" (baseline)" if any(p["label"] == s and p["baseline"] for p in points) else ""))
+               for s in systems]
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", fontsize=8, frameon=False, ncols=min(3, len(handles)),
+                   title=f"{MARK} = differs from the baseline (corrected p < α)", title_fontsize=8)
+    fig.suptitle(f"{TASKS[task].label if task in TASKS else task}: {measure} by domain", x=0.01, ha="left", fontsize=11)
+    return fig
 
 
 def avg_forest_svg(points: list[dict[str, Any]], measure: str, confidence: float = 0.95, width: int = 460) -> str:

@@ -198,12 +198,16 @@ def task_result(meta: Mapping[str, Any], metrics: list[Mapping[str, Any]], measu
             "scores": {mteb_port.SPLIT: entries}, "evaluation_time": None, "kg_co2_emissions": None, "date": None}
 
 
-def write_export(plan: Mapping[str, Any], metric_files: list[str | Path], manifest: str | Path) -> dict[str, int]:
+def write_export(plan: Mapping[str, Any], metric_files: list[str | Path], manifest: str | Path,
+                 unscored: Mapping[str, str] | None = None) -> dict[str, int]:
     """Write every file of ``plan`` (:func:`export_plan`) from the score JSON files, and ``manifest`` (each file's
     system, task, dataset, model, revision, domains and queries, the measure mapping). Returns counts.
 
+    ``unscored`` (``{"<dataset>/<domain>": why}``): domains without a scorable query, which nothing was run on; a
+    planned file of a dataset with no other domain gets no scores, its manifest entry ``unscored``: why.
+
     Raises:
-        ValueError: a planned file without any score file, or a score file of no planned file.
+        ValueError: a planned file without any score file (and not unscored), or a score file of no planned file.
     """
     by_key: dict[tuple[str, str, str], list[dict]] = {}
     for f in metric_files:
@@ -213,11 +217,13 @@ def write_export(plan: Mapping[str, Any], metric_files: list[str | Path], manife
     entries, used = [], set()
     for path, meta in plan["files"].items():
         key = (meta["task"], meta["dataset"], meta["system"])
-        if key not in by_key:
+        why = {k.split("/", 1)[1]: v for k, v in (unscored or {}).items() if k.split("/", 1)[0] == meta["dataset"]}
+        if key not in by_key and not why:
             raise ValueError(f"{path}: no score file of task {key[0]}, dataset {key[1]}, system {key[2]} among the inputs")
         used.add(key)
-        write_json(path, task_result(meta, by_key[key], measures, main))
-        entries.append({"path": path, **meta, "domains": {d["domain"]: d["queries"] for d in by_key[key]}})
+        write_json(path, task_result(meta, by_key.get(key, []), measures, main))
+        entries.append({"path": path, **meta, "domains": {d["domain"]: d["queries"] for d in by_key.get(key, [])},
+                        **({"unscored": why} if why else {})})
     unplanned = sorted(set(by_key) - used)
     if unplanned:
         raise ValueError(f"score files of no planned MTEB file: {unplanned}")

@@ -277,6 +277,22 @@ def write_task_table(long: pd.DataFrame, task: str, measure: str, protocol: str,
                                       "labels": dict(labels or {}), "datasets": sig})
 
 
+def write_no_unit_table(task: str, measure: str, protocol: str, files: TableFiles, why: str,
+                        task4_protocol: str = "paper") -> None:
+    """The files of a task table with no unit (no metric file): the markdown says ``No table: <why>.``, the CSV has
+    its header only, ``files.metrics`` and ``files.significance`` hold no dataset and ``note``: why (the forest plot
+    shows it)."""
+    title = TASKS[task].label if task in TASKS else task
+    write_text(files.md, "\n".join([f"# {title} — {measure} (×100)", "", f"No table: {why}.", ""]))
+    write_text(files.csv, "dataset,system,label," + AVG + "\n")
+    if files.metrics is not None:
+        write_json(files.metrics, {"measure": measure, "protocol": protocol_name(task, protocol, task4_protocol), task: {},
+                                   "note": why})
+    if files.significance is not None:
+        write_json(files.significance, {"task": task, "measure": measure, "scale": 100, "labels": {}, "datasets": {},
+                                        "note": why})
+
+
 def _cell_json(r) -> dict:
     """One cell of ``<task>.significance.json``: mean and interval ×100, the test against the baseline."""
     x100 = {k: (None if finite_or_none(getattr(r, k)) is None else round(float(getattr(r, k)) * 100, 4))

@@ -224,18 +224,25 @@ def report(task: str, metric_files: list[str], measure: str, protocol: str, out:
            untrained: list[str] = (), notes: list[str] = (), perquery_files: list[str] | None = None,
            significance: dict | None = None, reranked: dict[str, str] | None = None,
            rerank_stats: dict[str, list[str]] | None = None, approximate: list[str] = (), task4_protocol: str = "paper",
-           baselines: dict[str, str] | None = None) -> None:
+           baselines: dict[str, str] | None = None, no_unit: str | None = None) -> None:
     """Write the task table (:mod:`mmir.reporting.tables`) to ``out``; ``protocol``, ``task4_protocol``: ``evaluation``'s; systems in
     ``untrained`` (random weights) and ``approximate`` (FAISS hnsw/ivf, Voyager) are labelled so; ``notes`` go on top. With
     the per-query files (parallel to ``metric_files``) and the ``significance`` config slice every cell gets its interval and its test
     against the baseline (:mod:`mmir.evaluation.significance`), also written to ``out.significance``. ``reranked``
     (``{<system>+rr:<reranker>: first-stage system}``) adds each reranked row's test against its own first stage
-    (:mod:`mmir.reporting.rerank`); ``rerank_stats`` marks rows whose reranker calls failed; ``baselines``: ``{dataset: system}``."""
+    (:mod:`mmir.reporting.rerank`); ``rerank_stats`` marks rows whose reranker calls failed; ``baselines``: ``{dataset: system}``.
+    Without metric files the table says why (``no_unit``, :func:`mmir.workflow.units.no_unit_reason`)."""
     from mmir.evaluation.significance import Settings
     from mmir.reporting import rerank as rr
+    from mmir.reporting import tables as T
     from mmir.reporting.tables import APPROXIMATE_NOTE, TableFiles, TableStatistics, collect, row_labels, task_statistics, write_task_table
 
     out_md, out_csv, out_metrics, out_significance = out.md, out.csv, out.metrics, out.significance
+    if not metric_files:
+        why = no_unit or f"no unit of {task} in this config"
+        T.write_no_unit_table(task, measure, protocol, TableFiles(out_md, out_csv, out_metrics, out_significance), why, task4_protocol)
+        log.info("read 0 metric files (%s); wrote %s, %s saying so", why, out_md, out_csv)
+        return
     fails = rr.failures(rerank_stats or {})
     label = row_labels(untrained, approximate, [s_ for s_, f in fails.items() if f["llm_failures"]])
     note = rr.failure_note(fails, label)

@@ -127,7 +127,7 @@ def family_targets(config: dict | Params, family: str, *, dataset: str | None = 
                 if has_multimodal(config.datasets[d], dom) or has_query_images(config.datasets[d], dom)
                 for c in caps]
     if family == "task":
-        tasks = [task] if task else config.tasks
+        tasks = [t for t in U.table_tasks(config) if task in (None, t)]  # a task with no unit makes no table
         return [p.format(task=t) for t in tasks for p in (paths.TABLE_MD, paths.TABLE_CSV, paths.TABLE_METRICS,
                                                           paths.TABLE_SIGNIFICANCE, paths.TABLE_FOREST, paths.TRACKING)]
     if family == "ablations":

@@ -6,12 +6,16 @@ One module holds them all, so the Snakemake rules, the CLI and MLflow tracking e
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mmir.config import parse_params
 from mmir.config.models import Params, ParamsSlice, fill
+from mmir.core import paths
 from mmir.core.tasks import ABLATION_BASE, ABLATION_TASK
 from mmir.core.tasks import task as task_spec
 from mmir.data.domains import dataset_domains, has_multimodal, has_query_images
@@ -179,9 +183,54 @@ def essentiality_skipped(config: dict | Params) -> list[str]:
     return out
 
 
-def units(config: dict | Params) -> list[tuple[str, str]]:
-    """Every (dataset, domain) pair of the config, in config order."""
-    return [(name, dom) for name, ds in typed(config).datasets.items() for dom in dataset_domains(name, ds)]
+def units(config: dict | Params, *, scored: bool = True) -> list[tuple[str, str]]:
+    """Every (dataset, domain) pair of the config, in config order; ``scored`` leaves out the domains prepare found
+    no scorable query in (:func:`unscorable`): no stage plans work for them."""
+    p = typed(config)
+    out = [(name, dom) for name, ds in p.datasets.items() for dom in dataset_domains(name, ds)]
+    if not scored:
+        return out
+    left_out = unscorable(p)
+    return [u for u in out if u not in left_out]
+
+
+#: Waits for a domain's prepare job before its prepare.json is read: Snakemake's ``checkpoints.prepare.get`` inside an
+#: input function (``workflow/rules/common.smk``), so the DAG is built again once prepare has run; None elsewhere.
+PREPARED_GATE: ContextVar[Callable[[str, str], object] | None] = ContextVar("PREPARED_GATE", default=None)
+
+
+def unscorable(config: dict | Params) -> dict[tuple[str, str], str]:
+    """``{(dataset, domain): why}`` of the domains with no scorable query: those of a dataset with
+    ``integrity.no_scorable_queries: warn`` (under ``error`` prepare stops instead) whose ``prepare.json`` says
+    ``scorable_queries: 0``. A domain not prepared yet counts as scorable, unless :data:`PREPARED_GATE` is set (it
+    waits for prepare first)."""
+    p = typed(config)
+    gate = PREPARED_GATE.get()
+    out = {}
+    for name, ds in p.datasets.items():
+        if ds.integrity.no_scorable_queries != "warn":
+            continue
+        for dom in dataset_domains(name, ds):
+            if gate is not None:
+                gate(name, dom)
+            report = _prepare_report(Path(paths.prepared(name, dom, "prepare.json")))
+            if report is not None and report.get("scorable_queries") == 0:
+                out[(name, dom)] = report.get("scorable_reason") or "no scorable query"
+    return out
+
+
+def _prepare_report(path: Path) -> dict | None:
+    """The prepare report at ``path`` (None when not written yet), read once per modification."""
+    try:
+        stamp = path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+    if _REPORTS.get(path, (None,))[0] != stamp:
+        _REPORTS[path] = (stamp, json.loads(path.read_text(encoding="utf-8")))
+    return _REPORTS[path][1]
+
+
+_REPORTS: dict[Path, tuple[int, dict]] = {}
 
 
 #: the row order of every task table, as MM-BRIGHT's Tables 3-6: systems by kind (lexical, dense text, late interaction,
@@ -199,13 +248,13 @@ def system_order(config: dict | Params) -> list[str]:
     return sorted(p.systems, key=lambda n: (rank.get(p.systems[n].kind, len(KIND_ORDER)), n))
 
 
-def task_units(config: dict | Params, task: str) -> list[dict]:
+def task_units(config: dict | Params, task: str, *, scored: bool = True) -> list[dict]:
     """``{dataset, domain, system}`` of every unit a task runs on: datasets and domains in config order, systems in
     table order (:func:`system_order`, each reranked system after its first stage, by reranker name).
 
     Task 1 (text only, the paper's Table 3) runs the text systems (bm25, dense) on every domain; Tasks 2–4 run
-    every system on the domains with multimodal data (text systems through image text). The ablation systems
-    are :func:`ablation_units`.
+    every system on the domains with multimodal data (text systems through image text). ``scored``: as
+    :func:`units`. The ablation systems are :func:`ablation_units`.
     """
     spec = task_spec(task)
     p = typed(config)
@@ -215,7 +264,7 @@ def task_units(config: dict | Params, task: str) -> list[dict]:
         if reranked[rr]["tasks"] is None or task in reranked[rr]["tasks"]:
             after.setdefault(reranked[rr]["base"], []).append(rr)
     out = []
-    for name, dom in units(p):
+    for name, dom in units(p, scored=scored):
         if spec.multimodal and not has_multimodal(p.datasets[name], dom):
             continue
         for s in system_order(p):
@@ -227,6 +276,29 @@ def task_units(config: dict | Params, task: str) -> list[dict]:
             out += [{"dataset": name, "domain": dom, "system": rr} for rr in after.get(s, [])
                     if reranked[rr]["datasets"] is None or name in reranked[rr]["datasets"]]
     return out
+
+
+def table_tasks(config: dict | Params) -> list[str]:
+    """The tasks of ``tasks`` that make a table: those with a unit (:func:`task_units`), a domain without a scorable
+    query included (its table says so). A Task 2-4 of a config whose data has no images makes none."""
+    return [t for t in typed(config).tasks if task_units(config, t, scored=False)]
+
+
+def no_unit_reason(config: dict | Params, task: str) -> str | None:
+    """Why ``task`` has no unit (None when it has one): no dataset with its data, no system that runs it, or no
+    domain with a scorable query (:func:`unscorable`)."""
+    p = typed(config)
+    if task_units(p, task):
+        return None
+    structural = task_units(p, task, scored=False)
+    if structural:
+        left_out = unscorable(p)
+        return "no domain has a scorable query: " + "; ".join(
+            f"{d}/{dom}: {left_out[(d, dom)]}" for d, dom in dict.fromkeys((u["dataset"], u["domain"]) for u in structural))
+    if task_spec(task).multimodal and not any(has_multimodal(p.datasets[d], dom) for d, dom in units(p, scored=False)):
+        return (f"no dataset of this config has {task} data (queries with images: examples_multimodal, or a BEIR "
+                f"corpus with images); {', '.join(p.datasets)} {'is' if len(p.datasets) == 1 else 'are'} text only")
+    return f"no system of this config runs {task} (systems.<name>.tasks, .datasets, or its kind)"
 
 
 def table_baselines(config: dict | Params, task: str) -> dict[str, str]:

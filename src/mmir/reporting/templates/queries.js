@@ -50,11 +50,11 @@
   }
 
   table.tHead.addEventListener("click", (ev) => {
-    const th = ev.target.closest("th");
-    if (!th || !th.dataset.key || th.dataset.key === "open") return;
+    const th = ev.target.closest("[data-key]");  // a header cell, or the r@1st inside a system's
+    if (!th || th.dataset.key === "open") return;
     const key = th.dataset.key;
     const dir = th.getAttribute("aria-sort") === "descending" ? 1 : -1;  // first click: largest first
-    table.tHead.querySelectorAll("th").forEach((h) => h.removeAttribute("aria-sort"));
+    table.tHead.querySelectorAll("[aria-sort]").forEach((h) => h.removeAttribute("aria-sort"));
     th.setAttribute("aria-sort", dir === 1 ? "ascending" : "descending");
     const text = th.dataset.type === "text";
     rows.sort((x, y) => {

@@ -11,12 +11,13 @@ from mmir.workflow.rules.common import Job, Rule, W
 
 def export_plan(config: dict) -> dict:
     """:func:`mmir.reporting.mteb_export.export_plan` of the config's table tasks ({} files when ``mteb.export`` is
-    false)."""
+    false); a dataset whose every domain has no scorable query gets a result file without scores."""
     from mmir.reporting.mteb_export import export_plan as plan
 
     if not config["mteb"]["export"]:
         return {"files": {}, "models": {}, "measures": list(config["measures"]), "main": config["evaluation"]["primary_measure"]}
-    return plan(config, {t: U.task_units(config, t) for t in config["tasks"]})
+    # every unit, those of a domain without a scorable query included: the outputs are fixed before prepare has run
+    return plan(config, {t: U.task_units(config, t, scored=False) for t in U.table_tasks(config)})
 
 
 def export_files(config: dict) -> list[str]:
@@ -28,7 +29,7 @@ def export_files(config: dict) -> list[str]:
 def _export(job: Job):
     from mmir.reporting.mteb_export import write_export
 
-    return write_export(job.params["plan"], list(job.input["metrics"]), job.output["manifest"])
+    return write_export(job.params["plan"], list(job.input["metrics"]), job.output["manifest"], job.params.get("unscored"))
 
 
 def _export_inputs(config: dict, w: W) -> dict:
@@ -36,7 +37,9 @@ def _export_inputs(config: dict, w: W) -> dict:
 
 
 def _export_params(config: dict, w: W) -> dict:
-    return {"plan": export_plan(config)}
+    left_out = U.unscorable(config)
+    return {"plan": export_plan(config), **({"unscored": {f"{d}/{dom}": why for (d, dom), why in left_out.items()}}
+                                            if left_out else {})}
 
 
 def _export_outputs(config: dict) -> dict[str, str]:

@@ -29,13 +29,24 @@ def table_notes(config: dict, task: str) -> list[str]:
     """What a task table says about its inputs: the sample, the image text of text systems, the image modes (how ties
     were scored is said per dataset, :mod:`mmir.reporting.cells`)."""
     ev = config["evaluation"]
-    notes = sample_notes(config, U.task_units(config, task))
+    notes = sample_notes(config, U.task_units(config, task)) + unscorable_notes(config, task)
     if task_spec(task).multimodal:
         notes.append(f"Text systems (bm25, dense) see images as their `{ev['image_text']}` image text"
                      + (" plus the dataset's alt text for corpus images." if ev["alt_text"] else
                         " only (no alt text: the hub's document_images has none)."))
     notes += image_mode_notes(config, U.task_units(config, task))
     return notes
+
+
+def unscorable_notes(config: dict, task: str) -> list[str]:
+    """The sentence naming the domains of ``task`` left out for having no scorable query (nothing was run on them)."""
+    left_out = U.unscorable(config)
+    doms = dict.fromkeys((u["dataset"], u["domain"]) for u in U.task_units(config, task, scored=False)
+                         if (u["dataset"], u["domain"]) in left_out)
+    if not doms:
+        return []
+    return ["Left out, no scorable query (no job ran on them; a dataset's Avg. is over its other domains): "
+            + "; ".join(f"{d}/{dom} ({left_out[(d, dom)]})" for d, dom in doms) + "."]
 
 
 def _report(job: Job):
@@ -49,7 +60,7 @@ def _report(job: Job):
     notes = p["notes"] + image_text_cut_notes(job.input.get("run_stats", []))
     result = steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], out, p["untrained"],
                           notes, list(job.input["perquery"]), p["significance"], reranked, stats, p["approximate"],
-                          p["task4_protocol"], p["baselines"])
+                          p["task4_protocol"], p["baselines"], p.get("no_unit"))
     write_forest(o["significance"], o["csv"], o["forest"])
     if p.get("mteb_references"):  # after the tables, their bold and their tests: reference rows take part in none
         mteb_reference_rows(job.wildcards["task"], p["measure"], p["mteb_references"], o["md"], o["csv"])
@@ -108,7 +119,9 @@ def _report_params(config: dict, w: W) -> dict:
     reranked = U.rerank_systems(config)
     ev = config["evaluation"]
     refs = _mteb_references(config)
+    no_unit = U.no_unit_reason(config, w["task"])
     return {"measure": ev["primary_measure"], "protocol": ev["protocol"], "task4_protocol": ev["task4_protocol"],
+            **({"no_unit": no_unit} if no_unit else {}),
             **({"mteb_references": refs} if refs else {}),
             "untrained": sorted(s for s in systems if untrained(config, s)),
             "approximate": sorted(s for s in systems if approximate(config, s)),
@@ -152,7 +165,7 @@ def _reproduction_inputs(config: dict, w: W) -> dict:
     from mmir.workflow.targets import grids
 
     return {"expected": [paths.project_file(f) for f in config["expected"]],
-            "tables": [paths.TABLE_METRICS.format(task=t) for t in config["tasks"]],
+            "tables": [paths.TABLE_METRICS.format(task=t) for t in U.table_tasks(config)],
             "ablations": [paths.ABLATION_CSV.format(grid=g) for g in grids(config)],
             "rag": [paths.RAG_TABLE_CSV] if U.rag_units(config) else [],
             "audit": [paths.AUDIT_CSV] if U.audit_units(config) else []}
