@@ -249,6 +249,50 @@ def test_trec_collection_errors_name_the_line(tmp_path):
     assert (exc.value.line, exc.value.field) == (6, "DOCNO")
 
 
+# ------------------------------------------------------------------------------- 6b. ids a TREC file cannot hold
+@pytest.mark.parametrize("file, old, new, where", [
+    ("corpus.jsonl", '"d2"', '"d 2"', (2, "_id", "document id 'd 2' holds a space")),
+    ("corpus.jsonl", '"d3"', '"d\\t3"', (3, "_id", "document id 'd\\t3' holds a tab")),
+    ("queries.jsonl", '"q2"', '"q2 "', (2, "_id", "query id 'q2 ' holds a space")),
+])
+def test_an_id_a_trec_file_cannot_hold_stops_at_prepare(tmp_path, file, old, new, where):
+    """mmir's runs and qrels split fields at spaces and tabs: such an id passed prepare and retrieve, then scoring
+    failed on mmir's own qrels file. The qrels judge the same id (a TSV cannot hold a tab in one: there they keep
+    'd3'), so only the id itself is wrong."""
+    root = beir(tmp_path / "b")
+    (root / file).write_text((root / file).read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+    ident = json.loads(new)
+    tsv = root / "qrels" / "test.tsv"
+    tsv.write_text("".join("\t".join(ident if f == json.loads(old) and "\t" not in ident else f for f in line.split("\t"))
+                           for line in tsv.read_text().splitlines(keepends=True)), encoding="utf-8")
+    e = error(root)
+    assert (Path(e.file).name, e.line, e.field) == (file, *where[:2]) and where[2] in str(e), str(e)
+    assert "TREC run and qrels files split their fields at spaces and tabs" in str(e)
+
+
+def test_a_trec_docno_with_a_space_stops_at_its_line(tmp_path):
+    (tmp_path / "docs.trec").write_text("<DOC>\n<DOCNO>1</DOCNO>\nalpha\n</DOC>\n<DOC>\n<DOCNO> LA 2 </DOCNO>\nbeta\n</DOC>\n")
+    (tmp_path / "topics.trec").write_text("<top>\n<num>7</num><title> beta\n</top>\n")
+    (tmp_path / "qrels").write_text("7 0 1 1\n")
+    with pytest.raises(DataError) as exc:
+        prepare_domain("t", {"source": "trec", "root": str(tmp_path), "corpus": "docs.trec", "topics": "topics.trec",
+                             "qrels": "qrels"}, "t")
+    assert (Path(exc.value.file).name, exc.value.line, exc.value.field) == ("docs.trec", 5, "DOCNO")
+    assert "document id 'LA 2' holds a space" in str(exc.value)
+
+
+def test_a_backslash_in_a_beir_id_is_kept_as_written(tmp_path):
+    """MM-BRIGHT's hub layout reads a backslash in an id as / (its Windows paths); a BEIR id is the user's: a\\b and
+    a/b are two documents, each judged as written, in the prepared qrels too."""
+    corpus = [{"_id": "a\\b", "text": "the mean"}, {"_id": "a/b", "text": "the median"}]
+    root = beir(tmp_path / "b", jsonl(corpus), jsonl(QUERIES[:2]), HEADER + "q1\ta\\b\t1\nq2\ta/b\t1\n")
+    p = prep(root)
+    assert list(p.corpus["doc_id"]) == ["a\\b", "a/b"] and p.qrels == {"q1": {"a\\b": 1}, "q2": {"a/b": 1}}
+    assert p.report["backslash_refs"] == 0
+    write_prepared(p, tmp_path / "out")
+    assert read_qrels(tmp_path / "out" / "qrels.task1.txt") == {"q1": {"a\\b": 1}, "q2": {"a/b": 1}}
+
+
 # --------------------------------------------------------------------------- 7. how a data error reaches the user
 @pytest.fixture
 def broken_project(tmp_path, monkeypatch):

@@ -28,7 +28,7 @@ from mmir.data.checks import Checks
 from mmir.data.frames import SourceFrames, docs_frame, examples_frame
 from mmir.data.judgements import Judgement, attach
 from mmir.data.lines import numbered, read_text
-from mmir.data.parquet import as_id, as_text, is_null, norm_ref
+from mmir.data.parquet import as_id, as_text, is_null
 
 #: the files a hub snapshot of a BEIR dataset needs (every split's qrels: they are small)
 HUB_PATTERNS = ["corpus.jsonl", "corpus.jsonl.gz", "corpus.parquet", "corpus/*.parquet", "queries.jsonl", "queries.jsonl.gz",
@@ -73,7 +73,8 @@ def read_records(files: list[Path]) -> list[tuple[dict, str, int, int | None]]:
     return out
 
 
-def _id_of(rec: dict, file: str, row: int, line: int | None) -> str:
+def _id_of(rec: dict, file: str, row: int, line: int | None) -> tuple[str, str]:
+    """``(id, the key holding it)`` of a corpus or queries record."""
     key = next((k for k in _ID if k in rec), "_id")
     try:
         value = as_id(rec.get(key), file, row, key)
@@ -81,7 +82,7 @@ def _id_of(rec: dict, file: str, row: int, line: int | None) -> str:
         raise exc.at_line(line) from None
     if value is None:
         raise DataError(file, "empty or missing id", row, key, line)
-    return value
+    return value, key
 
 
 def read_qrels(root: Path, split: str) -> tuple[list[Judgement], list[str]]:
@@ -125,7 +126,7 @@ def read_qrels(root: Path, split: str) -> tuple[list[Judgement], list[str]]:
             score = int(str(rec.get("score")).strip())
         except ValueError as exc:
             raise DataError(f, f"score {rec.get('score')!r} is not an integer", i, "score", n) from exc
-        out.append(Judgement(q, norm_ref(d), score, f, None if n is not None else i, n))
+        out.append(Judgement(q, d, score, f, None if n is not None else i, n))
     return out, files
 
 
@@ -178,7 +179,7 @@ def read_frames(ds: BeirDataset, domain: str, raw_root: str | Path | None = None
     docs, images = [], []
     image_files = _image_files(root / ds.image_dir) if ds.image_dir else {}
     for rec, f, i, n in read_records(find_table(root, "corpus")):
-        did = _id_of(rec, f, i, n)
+        did, key = _id_of(rec, f, i, n)
         try:
             text = as_text(rec.get("text"), f, i, "text", f"the text of document {did!r}")
             title = as_text(rec.get("title"), f, i, "title", f"the title of document {did!r}") if ds.title else None
@@ -188,25 +189,25 @@ def read_frames(ds: BeirDataset, domain: str, raw_root: str | Path | None = None
             raise DataError(f, f"missing text for document {did!r}", i, "text", n)
         # BEIR's "title text" (a blank title adds nothing); surrounding whitespace: integrity.text_whitespace
         content = " ".join(t for t in (title, text) if t and t.strip())
-        docs.append((did, content, f, i, n))
+        docs.append((did, content, f, i, n, key))
         if did in image_files:
             p = image_files[did]
-            images.append({"path": f"{ds.image_dir}/{p.name}", "bytes": p.read_bytes(), "doc": norm_ref(did), "_file": str(p), "_row": 0})
+            images.append({"path": f"{ds.image_dir}/{p.name}", "bytes": p.read_bytes(), "doc": did, "_file": str(p), "_row": 0})
         elif "image" in rec and not is_null(rec["image"]):
             cell = rec["image"]
             data = cell.get("bytes") if isinstance(cell, dict) else cell
             suffix = Path(str(cell.get("path") or "")).suffix if isinstance(cell, dict) else ""
-            images.append({"path": f"images/{did}{suffix}", "bytes": data, "doc": norm_ref(did), "_file": f, "_row": i})
+            images.append({"path": f"images/{did}{suffix}", "bytes": data, "doc": did, "_file": f, "_row": i})
     queries = []
     files = find_table(root, "queries")
     for rec, f, i, n in read_records(files):
-        qid = _id_of(rec, f, i, n)
+        qid, id_key = _id_of(rec, f, i, n)
         key = "text" if "text" in rec else "query"
         try:
             text = as_text(rec.get(key), f, i, key, f"the text of query {qid!r}")
         except DataError as exc:
             raise exc.at_line(n) from None
-        queries.append({"id": qid, "query": text, "_file": f, "_row": i, "_line": n, "_query_field": key})
+        queries.append({"id": qid, "query": text, "_file": f, "_row": i, "_line": n, "_query_field": key, "_id_field": id_key})
     queries, graded = attach(queries, judgements, checks, ", ".join(str(f) for f in files), qrels_files)
     ex = examples_frame(queries)
     frames: dict[str, pd.DataFrame | None] = {"docs": docs_frame(docs), "ex": ex, "exm": None}

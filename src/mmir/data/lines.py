@@ -66,6 +66,17 @@ class LineCounter:
         return self.line
 
 
+#: the characters a field of a TREC run or qrels line cannot hold (:func:`fields` splits at spaces and tabs, lines
+#: break at ``\n``, a ``\r`` before it is dropped), with their names
+FIELD_BREAKS = {" ": "space", "\t": "tab", "\n": "line feed", "\r": "carriage return"}
+
+
+def field_break(value: str) -> str | None:
+    """The name of the first character of ``value`` a TREC run or qrels file cannot hold in a field (``'space'``),
+    or None."""
+    return next((FIELD_BREAKS[c] for c in value if c in FIELD_BREAKS), None)
+
+
 def fields(line: str) -> list[str]:
     """The space- or tab-separated fields of one line (``str.split()`` would also split at U+0085, U+2028, U+3000 and
     the other Unicode spaces that ids may hold)."""
