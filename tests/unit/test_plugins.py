@@ -320,6 +320,27 @@ def test_a_dimension_that_changes_between_batches_stops_the_job(prepared, tmp_pa
         assert len(cache) == 2  # batch 1 passed its checks: kept, as any finished batch (a rerun resumes)
 
 
+def test_a_dimension_other_than_the_caches_names_the_plugin_not_only_the_cache_file(prepared, tmp_path, monkeypatch):
+    """The documents job stored vectors of d dimensions; the queries job's plug-in returns 2: the error named the cache
+    file alone (``cache vectors have dim 13, got vectors of dim 2``)."""
+    write_module(tmp_path / "m", "toy_qdim", "\nclass Q(Counts):\n    def encode_queries(self, texts):\n"
+                 "        return self.vectors(texts)[:, :2].copy()\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "m"))
+    try:
+        system = _dense("toy_qdim:Q")
+        _encode(prepared, system, tmp_path, "documents")
+        d = json.loads((tmp_path / "vectors/documents/shard-00000.stats.json").read_text())["dim"]
+        with pytest.raises(PluginError) as err:
+            _encode(prepared, system, tmp_path, "queries")
+        label = identify("toy_qdim:Q").label
+        cache = next((tmp_path / "cache").glob("toy_qdim_Q-*.sqlite"))
+        assert str(err.value) == (f"systems.sys: plug-in 'toy_qdim:Q' ({label}): batch 1 (2 query texts, encode_queries): "
+                                  f"vectors of dimension 2, but the embedding cache {cache} holds this plug-in's vectors of "
+                                  f"dimension {d}; the job stops, nothing of this batch is written")
+    finally:
+        forget("toy_qdim")
+
+
 def test_a_factory_that_fails_or_returns_the_wrong_object_is_named(prepared, tmp_path, toy):
     cases = [(f"{toy}:NOT_CALLABLE", "is a int, not a callable"), (f"{toy}:Nope", "has no attribute 'Nope'"),
              (f"{toy}:Colours", r"returned a Colours without encode_queries, encode_documents \(the DensePlugin protocol"),
@@ -432,6 +453,13 @@ def test_each_bad_reranker_output_stops_the_job_naming_the_query(prepared, tmp_p
 
 
 # ------------------------------------------------------------------------------------- rules and lineage
+def test_the_mlflow_tag_model_revision_is_the_identity_not_the_factory(toy):
+    from mmir.workflow.steps import model_revision
+
+    for system in (_dense(f"{toy}:Counts"), {"kind": "mm", "backend": "plugin", "factory": f"{toy}:Colours"}):
+        assert model_revision(parse_system(system)) == identify(system["factory"]).label
+
+
 def test_the_identity_is_in_the_jobs_params_and_the_lineage(tmp_path, toy):
     from mmir.reporting.lineage import lineage
     from mmir.workflow.rules import RULES

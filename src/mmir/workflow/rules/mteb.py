@@ -14,9 +14,10 @@ def export_plan(config: dict) -> dict:
     false)."""
     from mmir.reporting.mteb_export import export_plan as plan
 
-    if not config["mteb"]["export"]:
-        return {"files": {}, "models": {}, "measures": list(config["measures"]), "main": config["evaluation"]["primary_measure"]}
-    return plan(config, {t: U.task_units(config, t) for t in config["tasks"]})
+    p = U.typed(config)
+    if not p.mteb.export:
+        return {"files": {}, "models": {}, "measures": list(p.measures), "main": p.evaluation.primary_measure}
+    return plan(p, {t: U.task_units(config, t) for t in p.tasks})
 
 
 def export_files(config: dict) -> list[str]:
