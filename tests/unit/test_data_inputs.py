@@ -293,6 +293,27 @@ def test_a_backslash_in_a_beir_id_is_kept_as_written(tmp_path):
     assert read_qrels(tmp_path / "out" / "qrels.task1.txt") == {"q1": {"a\\b": 1}, "q2": {"a/b": 1}}
 
 
+# ----------------------------------------------------------------- 6c. what a table says a warn policy dropped
+def test_a_table_says_how_many_qrels_rows_a_warn_policy_dropped(tmp_path):
+    from conftest import PROJECT
+
+    from mmir.reporting.dropped import qrels_drop_notes
+    from mmir.workflow.rules import RULES
+    from mmir.workflow.validate import load_config
+
+    # one row names a document the corpus lacks, one a query the queries lack: both dropped under warn, counted
+    root = beir(tmp_path / "b", qrels=HEADER + ROWS + "q2\td9\t1\nq7\td1\t1\n")
+    p = prep(root, missing_gold="warn", qrels_unknown_query="warn")
+    write_prepared(p, tmp_path / "out", {"dataset": "toy", "domain": "toy"})
+    assert qrels_drop_notes([tmp_path / "out" / "prepare.json"]) == [
+        "`toy`: prepare dropped 2 of its 6 qrels rows under warn policies (integrity.missing_gold: 1 in toy; "
+        "integrity.qrels_unknown_query: 1 in toy); the scores use the rest."]
+    write_prepared(prep(beir(tmp_path / "c")), tmp_path / "ok", {"dataset": "toy", "domain": "toy"})
+    assert qrels_drop_notes([tmp_path / "ok" / "prepare.json"]) == []  # grade 0 rows are no policy's drop
+    cfg = load_config(str(PROJECT / "params.yaml"), [])  # the report job reads each domain's prepare.json
+    assert "data/prepared/openstax/statistics/prepare.json" in RULES["report"].input(cfg, {"task": "task1"})["prepared"]
+
+
 # --------------------------------------------------------------------------- 7. how a data error reaches the user
 @pytest.fixture
 def broken_project(tmp_path, monkeypatch):
