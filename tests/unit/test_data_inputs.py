@@ -110,6 +110,37 @@ def test_a_bom_crlf_and_blank_lines_change_nothing(tmp_path):
     assert (Path(e.file).name, e.line) == ("queries.jsonl", 4) and "queries.jsonl, line 4:" in str(e)
 
 
+def test_blank_lines_are_counted_and_named(tmp_path):
+    # two in queries.jsonl (lines 2 and 3), one in the qrels (line 3): read past, and counted with their lines
+    p = prep(beir(tmp_path / "b", queries=jsonl(QUERIES).replace("\n", "\n\n\n", 1), qrels=HEADER + ROWS.replace("\n", "\n\n", 1)))
+    assert p.qrels == QRELS and p.report["problems"]["blank_lines"] == 3
+    assert [e.split("/")[-1] for e in p.report["examples"]["blank_lines"]] == [
+        "test.tsv: 1 blank line skipped (line 3)", "queries.jsonl: 2 blank lines skipped (line 2, 3)"]
+    trec = tmp_path / "t"
+    trec.mkdir()
+    (trec / "docs.trec").write_text("<DOC>\n<DOCNO>1</DOCNO>\nalpha\n</DOC>\n")
+    (trec / "topics.trec").write_text("<top>\n<num>7</num><title> alpha\n</top>\n")
+    (trec / "qrels").write_text("\n7 0 1 1\n")
+    t = prepare_domain("t", {"source": "trec", "root": str(trec), "corpus": "docs.trec", "topics": "topics.trec",
+                             "qrels": "qrels"}, "t")
+    assert t.report["problems"]["blank_lines"] == 1 and t.report["examples"]["blank_lines"][0].endswith("(line 1)")
+
+
+@pytest.mark.parametrize("file", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
+def test_cr_only_line_ends_are_named_as_such(tmp_path, file):
+    root = beir(tmp_path / "b")
+    (root / file).write_bytes((root / file).read_bytes().replace(b"\n", b"\r"))
+    e = error(root)
+    assert (Path(e.file).name, e.line) == (Path(file).name, 1)
+    assert "its lines end with a carriage return alone (\\r, classic Mac OS line ends)" in str(e)
+
+
+@pytest.mark.parametrize("corpus", ["", "\n\n", "\r\n"])
+def test_an_empty_corpus_is_named_as_such(tmp_path, corpus):
+    e = error(beir(tmp_path / "b", corpus))  # was: the first qrels row's document "is not in the corpus"
+    assert Path(e.file).name == "corpus.jsonl" and "the corpus is empty: no document in it" in str(e)
+
+
 # -------------------------------------------------------------------- 3. judgements: dropped or changed rows, by reason
 def test_the_reference_collection_accounts_for_every_row(tmp_path):
     p = prep(beir(tmp_path / "b"))

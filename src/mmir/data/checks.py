@@ -87,6 +87,14 @@ class Checks:
         if len(ex) < 5:
             ex.append(message)
 
+    def blank_lines(self, file, lines: list[int]) -> None:
+        """Count the blank ``lines`` skipped in a line-based ``file`` (``blank_lines``, the first lines named): no row
+        is lost, but a file with holes is named."""
+        if lines:
+            first = ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
+            self.note("blank_lines", f"{file}: {len(lines)} blank line{'s' if len(lines) != 1 else ''} skipped (line "
+                      f"{first})", len(lines))
+
     def read(self, table: str, n: int = 1) -> None:
         """``n`` rows of ``table`` (``qrels`` or ``topics``) read from the source."""
         self.rows[table]["read"] += n

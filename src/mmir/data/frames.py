@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from mmir.core.errors import DataError
 from mmir.data.parquet import is_null
 
 DOC_COLUMNS = ["id", "content", "_file", "_row", "_line", "_id_field"]
@@ -39,10 +40,17 @@ class SourceFrames:
     checks: object | None = None
 
 
-def docs_frame(rows: Iterable[tuple]) -> pd.DataFrame:
+def docs_frame(rows: Iterable[tuple], source: str | None = None) -> pd.DataFrame:
     """``(id, content, file, row[, line[, id field]])`` tuples as the ``documents`` table (``line``: 1-based, text
-    files; ``id field``: the source's name of the id, in messages; None = ``id``)."""
-    return pd.DataFrame([tuple(r) + (None,) * (6 - len(r)) for r in rows], columns=DOC_COLUMNS)
+    files; ``id field``: the source's name of the id, in messages; None = ``id``).
+
+    Raises:
+        DataError: naming ``source`` (the corpus file or files), when given and no row came from it.
+    """
+    frame = pd.DataFrame([tuple(r) + (None,) * (6 - len(r)) for r in rows], columns=DOC_COLUMNS)
+    if source is not None and frame.empty:
+        raise DataError(source, "the corpus is empty: no document in it (an empty file, or blank lines only)")
+    return frame
 
 
 def examples_frame(rows: list[dict]) -> pd.DataFrame:

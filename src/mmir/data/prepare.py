@@ -386,7 +386,7 @@ def read_excluded(path: str | Path) -> dict[str, set[str]]:
     from mmir.data.lines import numbered, read_text
 
     out: dict[str, set[str]] = {}
-    for n, line in list(numbered(read_text(path)))[1:]:
+    for n, line in list(numbered(read_text(path), path))[1:]:
         parts = line.split("\t")
         if len(parts) != 2:
             raise DataError(path, f"expected 'qid<TAB>doc_id', got {len(parts)} field(s)", line=n)
