@@ -14,8 +14,8 @@ from mmir.data.lines import field_break
 from mmir.data.parquet import as_answers, as_id, as_ref_list, as_text, norm_ref
 
 
-def trec_safe(ident: str, what: str, file: str, row: int, field: str, line: int | None) -> str:
-    """``ident`` when a TREC run or qrels line can hold it (:func:`mmir.data.lines.field_break`).
+def trec_safe(ident: str, what: str, file: str, row: int, field: str, line: int | None) -> None:
+    """Check that a TREC run or qrels line can hold ``ident`` (:func:`mmir.data.lines.field_break`).
 
     Raises:
         DataError: naming file, place and field: the id holds a space, tab or line break.
@@ -24,7 +24,6 @@ def trec_safe(ident: str, what: str, file: str, row: int, field: str, line: int 
     if brk:
         raise DataError(file, f"{what} {ident!r} holds a {brk}: TREC run and qrels files split their fields at spaces "
                         "and tabs, so no run could be scored against it; rename the id in the source", row, field, line)
-    return ident
 
 
 def check_corpus(docs: pd.DataFrame, checks: Checks) -> pd.DataFrame:

@@ -122,7 +122,7 @@ def _top_level_distributions() -> Mapping[str, list[str]]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _file_sha256(path: Path, stamp: tuple[int, int] | None = None) -> str:
+def _file_sha256(path: Path, stamp: tuple[int, int]) -> str:
     """sha256 of a file; ``stamp`` (size, mtime in ns) keys the cache, so an edited file is read again."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -199,7 +199,7 @@ def _installed(name: str, source: Path) -> tuple[str | None, str | None]:
     folder that lists it; None and why when several do (``pip install --target --upgrade`` leaves the old folder
     beside the new one: which one is the code cannot be told); ``(None, None)`` when none does."""
     holding = [d for d in importlib.metadata.distributions(name=name) if _holds(d, source)]
-    if len({d.version for d in holding}) > 1:
+    if len(holding) > 1:
         folders = ", ".join(sorted(_folder_name(d) for d in holding))
         return None, f"{len(holding)} metadata folders list its files: {folders}; remove the stale one"
     return (holding[0].version, None) if holding else (None, None)
