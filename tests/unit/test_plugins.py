@@ -214,6 +214,7 @@ def test_two_metadata_folders_of_one_distribution_are_named_not_picked(tmp_path,
     _flat_project(src, name, "1.0")
     _pip_install(src, site)
     monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(site))  # one folder on the path twice (PYTHONPATH and a .pth file): one folder
     try:
         one = identify(f"{name}:Counts")
         assert one.label == f"{name}==1.0 (sha256:{one.source_sha256})"

@@ -189,18 +189,23 @@ def _holds(dist: importlib.metadata.Distribution, source: Path) -> bool:
     return False
 
 
-def _folder_name(dist: importlib.metadata.Distribution) -> str:
-    path = getattr(dist, "_path", None)  # PathDistribution's metadata folder; other finders have none
-    return Path(path).name if path is not None else f"{dist.metadata['Name']} {dist.version}"
+def _folder(dist: importlib.metadata.Distribution) -> Path | None:
+    """The metadata folder of ``dist`` (PathDistribution's; None for other finders)."""
+    path = getattr(dist, "_path", None)
+    return Path(path).resolve() if path is not None else None
 
 
 def _installed(name: str, source: Path) -> tuple[str | None, str | None]:
     """``(version, conflict)`` of distribution ``name`` for the imported ``source``: the version of the one metadata
     folder that lists it; None and why when several do (``pip install --target --upgrade`` leaves the old folder
     beside the new one: which one is the code cannot be told); ``(None, None)`` when none does."""
-    holding = [d for d in importlib.metadata.distributions(name=name) if _holds(d, source)]
+    by_folder = {}  # one entry per metadata folder: a folder on sys.path twice is found twice
+    for d in importlib.metadata.distributions(name=name):
+        if _holds(d, source):
+            by_folder.setdefault(_folder(d) or (d.metadata["Name"], d.version), d)
+    holding = list(by_folder.values())
     if len(holding) > 1:
-        folders = ", ".join(sorted(_folder_name(d) for d in holding))
+        folders = ", ".join(sorted(f.name if (f := _folder(d)) else f"{d.metadata['Name']} {d.version}" for d in holding))
         return None, f"{len(holding)} metadata folders list its files: {folders}; remove the stale one"
     return (holding[0].version, None) if holding else (None, None)
 
