@@ -147,7 +147,8 @@ def test_the_example_plugin_through_snakemake_equals_a_direct_computation_and_a_
     assert _run_order(wd / "results/runs/task1/openstax/bm25+rr:lsa/statistics.trec") == direct_rerank(wd, options, depth)
     docs = wd / "results/vectors/openstax/statistics/lsa/documents/shard-00000.stats.json"
     first = json.loads(docs.read_text())
-    assert first["plugin"] == "mmir-lsa==0.1.0" and first["cache_misses"] == first["rows"] > 0
+    assert first["plugin"].startswith("mmir-lsa==0.1.0 (sha256:") and first["cache_misses"] == first["rows"] > 0
+    code = first["plugin"].partition("(")[2]  # the sha256 of the package's code, the same in 0.1.1
 
     # a new version of the package: Snakemake reruns its jobs (their params name the version), every vector a miss
     # (Task 1 only: Task 2 reruns the same way and would only cost CI time)
@@ -155,10 +156,10 @@ def test_the_example_plugin_through_snakemake_equals_a_direct_computation_and_a_
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "Params have changed since last execution" in proc.stdout + proc.stderr
     again = json.loads(docs.read_text())
-    assert again["plugin"] == "mmir-lsa==0.1.1" and again["cache_misses"] == again["rows"] == first["rows"]
+    assert again["plugin"] == f"mmir-lsa==0.1.1 ({code}" and again["cache_misses"] == again["rows"] == first["rows"]
     assert again["cache_hits"] == 0
     rerank = json.loads((wd / "results/runs/task1/openstax/bm25+rr:lsa/statistics.stats.json").read_text())
-    assert rerank["plugin"] == "mmir-lsa==0.1.1"
+    assert rerank["plugin"] == again["plugin"]
     got = json.loads((wd / "results/metrics/task1/openstax/lsa/statistics.json").read_text())  # same code, same numbers
     assert got["measures"]["nDCG@10"] == pytest.approx(direct_ndcg10(wd, data_root, "task1", options), abs=1e-9)
     assert _run_order(wd / "results/runs/task1/openstax/bm25+rr:lsa/statistics.trec") == direct_rerank(wd, options, depth)

@@ -56,6 +56,26 @@ def test_datasets_by_source_and_their_defaults():
     assert local.integrity.max_missing_share == 0.5 and local.integrity.missing_gold == "error"
 
 
+@pytest.mark.parametrize("dataset, key", [
+    ({"source": "beir", "root": "r", "corpus": "c.jsonl"}, "corpus"),
+    ({"source": "beir", "root": "r", "topics": "q.trec"}, "topics"),
+    ({"source": "beir", "root": "r", "qrels": "qrels"}, "qrels"),
+    ({"source": "beir", "root": "r", "topic_field": "desc"}, "topic_field"),
+    ({"source": "local", "root": "r", "repo_id": "mm-bright/MM-BRIGHT"}, "repo_id"),
+    ({"source": "local", "root": "r", "revision": "main"}, "revision"),
+    ({"source": "hf", "topics": "q.trec"}, "topics"),
+    ({"source": "trec", "root": "r", "repo_id": "x/y"}, "repo_id"),
+    ({"source": "ir_datasets", "dataset_id": "vaswani", "revision": "main"}, "revision"),
+    ({"source": "bright", "topic_field": "desc"}, "topic_field"),
+])
+def test_a_key_of_another_source_is_unknown_here(dataset, key):
+    # each source takes only its own keys: a trec key on a beir dataset validated and was ignored
+    with pytest.raises(ConfigError) as exc:
+        parse_dataset(dataset, "datasets.d")
+    assert exc.value.key == f"datasets.d.{key}"
+    assert f"unknown key (not a setting of source: {dataset['source']})" in str(exc.value)
+
+
 @pytest.mark.parametrize("system, key, message", [
     ({"kind": "dense", "model": "m", "padding_side": "left"}, "systems.s.padding_side",
      "only for backend hf-last-token, hf-mean or gritlm"),

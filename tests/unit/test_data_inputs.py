@@ -110,6 +110,37 @@ def test_a_bom_crlf_and_blank_lines_change_nothing(tmp_path):
     assert (Path(e.file).name, e.line) == ("queries.jsonl", 4) and "queries.jsonl, line 4:" in str(e)
 
 
+def test_blank_lines_are_counted_and_named(tmp_path):
+    # two in queries.jsonl (lines 2 and 3), one in the qrels (line 3): read past, and counted with their lines
+    p = prep(beir(tmp_path / "b", queries=jsonl(QUERIES).replace("\n", "\n\n\n", 1), qrels=HEADER + ROWS.replace("\n", "\n\n", 1)))
+    assert p.qrels == QRELS and p.report["problems"]["blank_lines"] == 3
+    assert [e.split("/")[-1] for e in p.report["examples"]["blank_lines"]] == [
+        "test.tsv: 1 blank line skipped (line 3)", "queries.jsonl: 2 blank lines skipped (line 2, 3)"]
+    trec = tmp_path / "t"
+    trec.mkdir()
+    (trec / "docs.trec").write_text("<DOC>\n<DOCNO>1</DOCNO>\nalpha\n</DOC>\n")
+    (trec / "topics.trec").write_text("<top>\n<num>7</num><title> alpha\n</top>\n")
+    (trec / "qrels").write_text("\n7 0 1 1\n")
+    t = prepare_domain("t", {"source": "trec", "root": str(trec), "corpus": "docs.trec", "topics": "topics.trec",
+                             "qrels": "qrels"}, "t")
+    assert t.report["problems"]["blank_lines"] == 1 and t.report["examples"]["blank_lines"][0].endswith("(line 1)")
+
+
+@pytest.mark.parametrize("file", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
+def test_cr_only_line_ends_are_named_as_such(tmp_path, file):
+    root = beir(tmp_path / "b")
+    (root / file).write_bytes((root / file).read_bytes().replace(b"\n", b"\r"))
+    e = error(root)
+    assert (Path(e.file).name, e.line) == (Path(file).name, 1)
+    assert "its lines end with a carriage return alone (\\r, classic Mac OS line ends)" in str(e)
+
+
+@pytest.mark.parametrize("corpus", ["", "\n\n", "\r\n"])
+def test_an_empty_corpus_is_named_as_such(tmp_path, corpus):
+    e = error(beir(tmp_path / "b", corpus))  # was: the first qrels row's document "is not in the corpus"
+    assert Path(e.file).name == "corpus.jsonl" and "the corpus is empty: no document in it" in str(e)
+
+
 # -------------------------------------------------------------------- 3. judgements: dropped or changed rows, by reason
 def test_the_reference_collection_accounts_for_every_row(tmp_path):
     p = prep(beir(tmp_path / "b"))
@@ -247,6 +278,71 @@ def test_trec_collection_errors_name_the_line(tmp_path):
     with pytest.raises(DataError) as exc:
         prepare_domain("t", ds, "t")
     assert (exc.value.line, exc.value.field) == (6, "DOCNO")
+
+
+# ------------------------------------------------------------------------------- 6b. ids a TREC file cannot hold
+@pytest.mark.parametrize("file, old, new, where", [
+    ("corpus.jsonl", '"d2"', '"d 2"', (2, "_id", "document id 'd 2' holds a space")),
+    ("corpus.jsonl", '"d3"', '"d\\t3"', (3, "_id", "document id 'd\\t3' holds a tab")),
+    ("queries.jsonl", '"q2"', '"q2 "', (2, "_id", "query id 'q2 ' holds a space")),
+])
+def test_an_id_a_trec_file_cannot_hold_stops_at_prepare(tmp_path, file, old, new, where):
+    """mmir's runs and qrels split fields at spaces and tabs: such an id passed prepare and retrieve, then scoring
+    failed on mmir's own qrels file. The qrels judge the same id (a TSV cannot hold a tab in one: there they keep
+    'd3'), so only the id itself is wrong."""
+    root = beir(tmp_path / "b")
+    (root / file).write_text((root / file).read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+    ident = json.loads(new)
+    tsv = root / "qrels" / "test.tsv"
+    tsv.write_text("".join("\t".join(ident if f == json.loads(old) and "\t" not in ident else f for f in line.split("\t"))
+                           for line in tsv.read_text().splitlines(keepends=True)), encoding="utf-8")
+    e = error(root)
+    assert (Path(e.file).name, e.line, e.field) == (file, *where[:2]) and where[2] in str(e), str(e)
+    assert "TREC run and qrels files split their fields at spaces and tabs" in str(e)
+
+
+def test_a_trec_docno_with_a_space_stops_at_its_line(tmp_path):
+    (tmp_path / "docs.trec").write_text("<DOC>\n<DOCNO>1</DOCNO>\nalpha\n</DOC>\n<DOC>\n<DOCNO> LA 2 </DOCNO>\nbeta\n</DOC>\n")
+    (tmp_path / "topics.trec").write_text("<top>\n<num>7</num><title> beta\n</top>\n")
+    (tmp_path / "qrels").write_text("7 0 1 1\n")
+    with pytest.raises(DataError) as exc:
+        prepare_domain("t", {"source": "trec", "root": str(tmp_path), "corpus": "docs.trec", "topics": "topics.trec",
+                             "qrels": "qrels"}, "t")
+    assert (Path(exc.value.file).name, exc.value.line, exc.value.field) == ("docs.trec", 5, "DOCNO")
+    assert "document id 'LA 2' holds a space" in str(exc.value)
+
+
+def test_a_backslash_in_a_beir_id_is_kept_as_written(tmp_path):
+    """MM-BRIGHT's hub layout reads a backslash in an id as / (its Windows paths); a BEIR id is the user's: a\\b and
+    a/b are two documents, each judged as written, in the prepared qrels too."""
+    corpus = [{"_id": "a\\b", "text": "the mean"}, {"_id": "a/b", "text": "the median"}]
+    root = beir(tmp_path / "b", jsonl(corpus), jsonl(QUERIES[:2]), HEADER + "q1\ta\\b\t1\nq2\ta/b\t1\n")
+    p = prep(root)
+    assert list(p.corpus["doc_id"]) == ["a\\b", "a/b"] and p.qrels == {"q1": {"a\\b": 1}, "q2": {"a/b": 1}}
+    assert p.report["backslash_refs"] == 0
+    write_prepared(p, tmp_path / "out")
+    assert read_qrels(tmp_path / "out" / "qrels.task1.txt") == {"q1": {"a\\b": 1}, "q2": {"a/b": 1}}
+
+
+# ----------------------------------------------------------------- 6c. what a table says a warn policy dropped
+def test_a_table_says_how_many_qrels_rows_a_warn_policy_dropped(tmp_path):
+    from conftest import PROJECT
+
+    from mmir.reporting.dropped import qrels_drop_notes
+    from mmir.workflow.rules import RULES
+    from mmir.workflow.validate import load_config
+
+    # one row names a document the corpus lacks, one a query the queries lack: both dropped under warn, counted
+    root = beir(tmp_path / "b", qrels=HEADER + ROWS + "q2\td9\t1\nq7\td1\t1\n")
+    p = prep(root, missing_gold="warn", qrels_unknown_query="warn")
+    write_prepared(p, tmp_path / "out", {"dataset": "toy", "domain": "toy"})
+    assert qrels_drop_notes([tmp_path / "out" / "prepare.json"]) == [
+        "`toy`: prepare dropped 2 of its 6 qrels rows under warn policies (integrity.missing_gold: 1 in toy; "
+        "integrity.qrels_unknown_query: 1 in toy); the scores use the rest."]
+    write_prepared(prep(beir(tmp_path / "c")), tmp_path / "ok", {"dataset": "toy", "domain": "toy"})
+    assert qrels_drop_notes([tmp_path / "ok" / "prepare.json"]) == []  # grade 0 rows are no policy's drop
+    cfg = load_config(str(PROJECT / "params.yaml"), [])  # the report job reads each domain's prepare.json
+    assert "data/prepared/openstax/statistics/prepare.json" in RULES["report"].input(cfg, {"task": "task1"})["prepared"]
 
 
 # --------------------------------------------------------------------------- 7. how a data error reaches the user

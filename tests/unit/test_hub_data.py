@@ -104,6 +104,19 @@ def test_windows_paths_on_both_sides_resolve(hub):
     assert hub.report["backslash_refs"] == 5 + 2 + 2 * 2 + 1 + 1 and "backslash_refs" not in hub.report["problems"]
 
 
+def test_a_duplicate_by_backslash_names_the_rows_that_hold_what_it_quotes(tmp_path):
+    # the hub layout reads d\\aaaaaaaa_1.txt as d/aaaaaaaa_1.txt: the error quoted the / form at the row holding the \\ one
+    root = hub_domain(tmp_path, documents={"id": [GA, A1, NB, GC, win(A1)], "content": ["a", "b", "c", "d", "e"]})
+    with pytest.raises(DataError) as exc:
+        prepare_domain("mmb", ds(root), "d")
+    e = exc.value
+    assert e.file.endswith("documents/d.parquet") and (e.row, e.field) == (4, "id")
+    assert (f"duplicate document id {win(A1)!r} (first at row 1, written {A1!r} there: this layout reads a backslash "
+            "in an id as /)") in str(e)
+    p = prepare_domain("mmb", ds(root, duplicate_doc_ids="warn"), "d")
+    assert list(p.corpus["doc_id"]) == [GA, A1, NB, GC] and p.report["problems"]["duplicate_doc_ids"] == 1
+
+
 def test_int64_ids_and_string_gold_answers_kept_verbatim(hub):
     assert hub.topics["qid"].tolist() == ["1", "2"] and hub.mm.topics["qid"].tolist() == ["1", "2"]
     assert [list(a) for a in hub.topics["gold_answers"]] == [[ANSWER], []]  # one string = a one-element list

@@ -17,7 +17,7 @@ import pytest
 from conftest import shared
 from retrieval_pipeline import run_system
 
-from mmir.config.models import DenseSystem, MTEBSystem, parse
+from mmir.config.models import DenseSystem, MTEBSystem, parse, parse_dataset, parse_params
 from mmir.core import mteb_port
 from mmir.core.errors import ConfigError
 from mmir.encoders.cache import EmbeddingCache, content_key, encoder_key
@@ -167,24 +167,24 @@ def _config(tmp_path, **mteb) -> dict:
 
 def test_model_names_tasks_and_collisions(tmp_path):
     cfg = _config(tmp_path)
-    models = X.export_models(cfg, ["bm25", "minilm", "e5"])
+    models = X.export_models(parse_params(cfg), ["bm25", "minilm", "e5"])
     preset = cfg["systems"]["e5"]
     assert models == {"bm25": ("mmir/bm25", "no_revision_available"), "minilm": ("mmir/minilm", "no_revision_available"),
                       "e5": ("intfloat/e5-mistral-7b-instruct", preset["revision"])}
     # a local copy of the preset's weights (its preset's hub id) is a variant of the first system of those weights
     local = dict(cfg, systems={**cfg["systems"], "e5-local": {**preset, "model": str(tmp_path)}})
-    assert X.export_models(local, ["e5-local", "e5"]) == {
+    assert X.export_models(parse_params(local), ["e5-local", "e5"]) == {
         "e5-local": ("intfloat/e5-mistral-7b-instruct (system=e5-local)", preset["revision"]),
         "e5": ("intfloat/e5-mistral-7b-instruct", preset["revision"])}
     local["mteb"] = {"names": {"e5-local": "me/e5-local"}}
-    assert X.export_models(local, ["e5", "e5-local"])["e5-local"] == ("me/e5-local", preset["revision"])
+    assert X.export_models(parse_params(local), ["e5", "e5-local"])["e5-local"] == ("me/e5-local", preset["revision"])
     local["mteb"] = {"names": {"e5-local": "intfloat/e5-mistral-7b-instruct"}}
     with pytest.raises(ConfigError, match="e5 and e5-local"):  # a name that takes another system's
-        X.export_models(local, ["e5", "e5-local"])
+        X.export_models(parse_params(local), ["e5", "e5-local"])
     hub = {"source": "hf", "repo_id": "mm-bright/MM-BRIGHT", "revision": mteb_port.DATASET_REVISION}
-    assert X.task_name("task3", "mmb", hub) == "MMBrightIT2IRetrieval"
-    assert X.task_name("task3", "mmb", hub | {"sample": {"queries": 5}}) == "MMBrightIT2IRetrieval-mmb"
-    assert X.task_name("task1", "os", cfg["datasets"]["os"]) == "MMBrightT2TRetrieval-os"
+    assert X.task_name("task3", "mmb", parse_dataset(hub)) == "MMBrightIT2IRetrieval"
+    assert X.task_name("task3", "mmb", parse_dataset(hub | {"sample": {"queries": 5}})) == "MMBrightIT2IRetrieval-mmb"
+    assert X.task_name("task1", "os", parse_dataset(cfg["datasets"]["os"])) == "MMBrightT2TRetrieval-os"
     assert [X.mteb_score_name(m) for m in MEASURES] == ["ndcg_at_10", "recall_at_100", "precision_at_5", "map", "mrr"]
     with pytest.raises(ConfigError, match="mteb.names.nope"):
         _config(tmp_path, names={"nope": "x/y"})
@@ -214,6 +214,36 @@ def scored(openstax, encoders, tmp_path_factory) -> dict:
                                                          "significance": out.significance}}
 
 
+def test_the_export_holds_exactly_the_files_of_the_current_config(tmp_path, monkeypatch):
+    """A file an earlier config wrote under results/mteb/results stayed, and mteb's ResultCache read it as a result of
+    this run (17 files where the manifest listed 1)."""
+    from mteb.cache import ResultCache
+
+    from mmir.core.io import write_json
+
+    cfg = parse_params(_config(tmp_path))
+    monkeypatch.chdir(tmp_path)
+
+    def export(systems):
+        metrics = []
+        for s in systems:  # score files as steps.score writes them (the values do not matter here)
+            metrics.append(tmp_path / "scores" / f"{s}.json")
+            write_json(metrics[-1], {"task": "task1", "dataset": "os", "domain": "statistics", "system": s, "queries": 6,
+                                     "measures": dict.fromkeys(MEASURES, 0.5)})
+        plan = X.export_plan(cfg, {"task1": [{"dataset": "os", "domain": "statistics", "system": s} for s in systems]})
+        return plan, X.write_export(plan, metrics, "results/mteb/manifest.json")
+
+    export(["bm25", "minilm", "e5"])  # an earlier config: three models
+    plan, counts = export(["bm25"])
+    on_disk = sorted(str(p) for p in Path("results/mteb/results").rglob("*") if p.is_file())
+    assert on_disk == sorted([*plan["files"], *plan["models"]]) and counts["stale_removed"] == 4
+    assert [p.name for p in Path("results/mteb/results").iterdir()] == ["mmir__bm25"]  # no empty model folders left
+    cached = ResultCache(tmp_path / "results/mteb").get_cache_paths(require_model_meta=False, include_remote=False)
+    listed = [f["path"] for f in json.loads(Path("results/mteb/manifest.json").read_text())["files"]]
+    assert [str(p.relative_to(tmp_path)) for p in cached] == listed == ["results/mteb/results/mmir__bm25/no_revision_available/"
+                                                                         "MMBrightT2TRetrieval-os.json"]
+
+
 def test_export_loads_with_mteb_and_gives_back_every_table_value(scored, tmp_path, monkeypatch):
     import mteb
     from mteb.cache import ResultCache
@@ -224,9 +254,9 @@ def test_export_loads_with_mteb_and_gives_back_every_table_value(scored, tmp_pat
     monkeypatch.chdir(tmp_path)
     units = {"task1": [{"dataset": "os", "domain": d, "system": s} for s in ("bm25", "minilm", "minilm-mteb")
                        for d in ("statistics", "statistics-copy")]}
-    plan = X.export_plan(cfg, units)
+    plan = X.export_plan(parse_params(cfg), units)
     counts = X.write_export(plan, metrics, "results/mteb/manifest.json")
-    assert counts == {"score_files": 6, "result_files": 3, "models": 3}
+    assert counts == {"score_files": 6, "result_files": 3, "models": 3, "stale_removed": 0}
     # mteb's loaders: the deprecated top-level load_results (MTEB_CACHE), ResultCache and TaskResult.from_disk
     monkeypatch.setenv("MTEB_CACHE", str(tmp_path / "results/mteb"))
     with pytest.warns(DeprecationWarning):

@@ -5,9 +5,12 @@ the job with a named error and nothing written, and plug-in rerankers."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import io
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -15,7 +18,7 @@ import pytest
 from PIL import Image
 from retrieval_pipeline import ENCODING, run_system
 from test_multimodal import ds, mm_root
-from toy_plugins import forget, write_distribution, write_module
+from toy_plugins import SOURCE, forget, write_distribution, write_module
 
 from mmir.config import validate_config as fill_config
 from mmir.config.models import (
@@ -113,8 +116,6 @@ def test_validation_names_a_factory_that_cannot_be_found(tmp_path, toy):
 
 # ---------------------------------------------------------------------------------------------- identity
 def test_a_module_outside_any_distribution_is_its_source_sha256(tmp_path, toy):
-    import hashlib
-
     path = tmp_path / "mods" / f"{toy}.py"
     ident = identify(f"{toy}:Counts")
     assert ident.distribution is None and ident.label == f"sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}"
@@ -128,11 +129,11 @@ def test_a_distribution_is_its_name_and_version_by_entry_point_or_module(tmp_pat
     monkeypatch.syspath_prepend(str(site))
     try:
         by_ep, by_module = identify("toy-a"), identify("toydist_a:Counts")
-        assert by_ep.label == by_module.label == "toydist_a==1.0" and by_ep.target == "toydist_a:Counts"
-        assert by_ep.source_sha256 is None  # the version pins the code
+        code = hashlib.sha256(f"__init__.py\0{hashlib.sha256(SOURCE.encode()).hexdigest()}\n".encode()).hexdigest()
+        assert by_ep.label == by_module.label == f"toydist_a==1.0 (sha256:{code})" and by_ep.target == "toydist_a:Counts"
         write_distribution(site, "toydist_a", "1.1", entry_points={"toy-a": "toydist_a:Counts"})  # pip install of 1.1
         importlib.invalidate_caches()
-        assert identify("toy-a").label == "toydist_a==1.1"
+        assert identify("toy-a").label == f"toydist_a==1.1 (sha256:{code})"
         with pytest.raises(PluginError, match=r"no entry point 'toy-b' .*installed: .*toy-a"):
             identify("toy-b", "systems.x")
     finally:
@@ -151,6 +152,82 @@ def test_an_editable_install_adds_its_source_sha256(tmp_path, monkeypatch):
         assert identify("toydist_e:Counts").label != ident.label
     finally:
         forget("toydist_e")
+
+
+def _pip_install(src, target, *extra):
+    """``pip install --target`` of the project folder ``src``, offline with the venv's setuptools (the shared venv is
+    not touched)."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "--quiet",
+                           "--target", str(target), *extra, str(src)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _flat_project(src, name, version):
+    """A plug-in project as one writes it from the docs: a flat layout, the package ``name`` (``model.py`` holds the
+    toy plug-ins' :data:`SOURCE`)."""
+    (src / name).mkdir(parents=True, exist_ok=True)
+    (src / name / "__init__.py").write_text("from .model import Counts\n")
+    (src / name / "model.py").write_text(SOURCE)
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n'
+                                        f'[project]\nname = "{name}"\nversion = "{version}"\n'
+                                        f'[tool.setuptools]\npackages = ["{name}"]\n')
+
+
+def test_a_plugin_pip_installed_from_its_source_folder_is_identified_by_the_code_imported(prepared, tmp_path, monkeypatch):
+    """``pip install <folder>`` leaves ``<folder>/<name>.egg-info``: the plug-in imported from that folder was taken for
+    the installed distribution (its version pinned the code), so an edit was a cache hit and the run kept the stale
+    vectors. Now the code imported is hashed: the edit is a miss and the run has the edited code's values."""
+    name = f"flatplug_{abs(hash(str(tmp_path))) % 10**6}"
+    src = tmp_path / "src"
+    _flat_project(src, name, "1.0")
+    _pip_install(src, tmp_path / "site")
+    assert [p.name for p in src.glob("*.egg-info")] == [f"{name}.egg-info"]  # what the build leaves in the folder
+    monkeypatch.syspath_prepend(str(src))  # the factory imported from the source folder, as with PYTHONPATH
+    system = _dense(f"{name}:Counts")
+    try:
+        ident = identify(system["factory"])
+        ids, texts = _corpus(prepared)
+        assert _misses(prepared, system, tmp_path / "a") == len(ids)
+        assert _misses(prepared, system, tmp_path / "b") == 0
+        model = src / name / "model.py"
+        model.write_text(model.read_text().replace("v[:, -1] = 0.01", "v[:, -1] = 3.0"))  # an edit that changes vectors
+        forget(name), forget(f"{name}.model")
+        run, _ = run_system("task1", prepared, system, tmp_path / "c", k=10)
+        assert json.loads((tmp_path / "c/vectors/documents/shard-00000.stats.json").read_text())["cache_misses"] == len(ids)
+        assert identify(system["factory"]).label != ident.label  # the job's params change: Snakemake reruns it
+        ref = importlib.import_module(name).Counts()
+        ref.fit(texts)
+        topics = pd.read_parquet(prepared / "topics.parquet")
+        expect = unit(ref.vectors(topics["query"].tolist())) @ unit(ref.vectors(texts)).T * 100
+        qid, ranked = next(iter(run.items()))
+        row = topics["qid"].tolist().index(qid)
+        np.testing.assert_allclose([s for _, s in ranked], [expect[row][ids.index(d)] for d, _ in ranked], atol=1e-4)
+        assert ident.source == str((src / name / "__init__.py").resolve())
+        assert ident.distribution is None and ident.label == f"sha256:{ident.source_sha256}"
+    finally:
+        forget(name), forget(f"{name}.model")
+
+
+def test_two_metadata_folders_of_one_distribution_are_named_not_picked(tmp_path, monkeypatch):
+    name = f"flatplug_{abs(hash(str(tmp_path))) % 10**6}"
+    src, site = tmp_path / "src", tmp_path / "site"
+    _flat_project(src, name, "1.0")
+    _pip_install(src, site)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(site))  # one folder on the path twice (PYTHONPATH and a .pth file): one folder
+    try:
+        one = identify(f"{name}:Counts")
+        assert one.label == f"{name}==1.0 (sha256:{one.source_sha256})"
+        _flat_project(src, name, "1.1")
+        _pip_install(src, site, "--upgrade")  # pip leaves 1.0's metadata folder beside 1.1's
+        assert sorted(p.name for p in site.glob("*.dist-info")) == [f"{name}-1.0.dist-info", f"{name}-1.1.dist-info"]
+        importlib.invalidate_caches()
+        two = identify(f"{name}:Counts")
+        assert two.version is None and two.source_sha256 == one.source_sha256  # the same code
+        assert two.label == (f"{name}==? (2 metadata folders list its files: {name}-1.0.dist-info, {name}-1.1.dist-info; "
+                             f"remove the stale one; sha256:{one.source_sha256})")
+    finally:
+        forget(name), forget(f"{name}.model")
 
 
 # ------------------------------------------------------------------------------ dense: stage and cache key
@@ -242,6 +319,27 @@ def test_a_dimension_that_changes_between_batches_stops_the_job(prepared, tmp_pa
     assert not (tmp_path / "vectors/documents/shard-00000.stats.json").exists()
     with EmbeddingCache(tmp_path / "cache", KindEncoder(parse_system(system), name="sys", prep=prepared).spec) as cache:
         assert len(cache) == 2  # batch 1 passed its checks: kept, as any finished batch (a rerun resumes)
+
+
+def test_a_dimension_other_than_the_caches_names_the_plugin_not_only_the_cache_file(prepared, tmp_path, monkeypatch):
+    """The documents job stored vectors of d dimensions; the queries job's plug-in returns 2: the error named the cache
+    file alone (``cache vectors have dim 13, got vectors of dim 2``)."""
+    write_module(tmp_path / "m", "toy_qdim", "\nclass Q(Counts):\n    def encode_queries(self, texts):\n"
+                 "        return self.vectors(texts)[:, :2].copy()\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "m"))
+    try:
+        system = _dense("toy_qdim:Q")
+        _encode(prepared, system, tmp_path, "documents")
+        d = json.loads((tmp_path / "vectors/documents/shard-00000.stats.json").read_text())["dim"]
+        with pytest.raises(PluginError) as err:
+            _encode(prepared, system, tmp_path, "queries")
+        label = identify("toy_qdim:Q").label
+        cache = next((tmp_path / "cache").glob("toy_qdim_Q-*.sqlite"))
+        assert str(err.value) == (f"systems.sys: plug-in 'toy_qdim:Q' ({label}): batch 1 (2 query texts, encode_queries): "
+                                  f"vectors of dimension 2, but the embedding cache {cache} holds this plug-in's vectors of "
+                                  f"dimension {d}; the job stops, nothing of this batch is written")
+    finally:
+        forget("toy_qdim")
 
 
 def test_a_factory_that_fails_or_returns_the_wrong_object_is_named(prepared, tmp_path, toy):
@@ -356,6 +454,13 @@ def test_each_bad_reranker_output_stops_the_job_naming_the_query(prepared, tmp_p
 
 
 # ------------------------------------------------------------------------------------- rules and lineage
+def test_the_mlflow_tag_model_revision_is_the_identity_not_the_factory(toy):
+    from mmir.workflow.steps import model_revision
+
+    for system in (_dense(f"{toy}:Counts"), {"kind": "mm", "backend": "plugin", "factory": f"{toy}:Colours"}):
+        assert model_revision(parse_system(system)) == identify(system["factory"]).label
+
+
 def test_the_identity_is_in_the_jobs_params_and_the_lineage(tmp_path, toy):
     from mmir.reporting.lineage import lineage
     from mmir.workflow.rules import RULES

@@ -237,6 +237,32 @@ def test_compare_reads_the_prepared_qrels_and_topics_of_a_domain_and_removes_its
     assert "give --dataset and --domain" in err.getvalue()
 
 
+def _compare(*args) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(["--params", str(PROJECT / "params.yaml"), "compare", *map(str, args)])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_compare_refuses_a_run_without_judged_queries_and_counts_what_each_run_lacks(tmp_path):
+    qrels, (run_a, run_b) = _runs(tmp_path)
+    # run C ranks none of the 12 judged queries (another domain's queries): it was scored all zeros with rc 0
+    write_run(tmp_path / "c.trec", {f"x{i}": r for i, r in enumerate(run_b.values())}, tag="c")
+    rc, out, err = _compare(tmp_path / "a.trec", tmp_path / "c.trec", "--qrels", tmp_path / "qrels.txt")
+    assert rc == 2 and out == ""
+    assert f"{tmp_path / 'c.trec'}: none of the 12 judged queries of the qrels is in this run (12 ranked queries" in err
+    # run D lacks 5 judged queries and ranks 2 the qrels do not judge; run A has all 12
+    write_run(tmp_path / "d.trec", {**{q: r for q, r in list(run_b.items())[5:]}, "u1": run_b["q0"], "u2": run_b["q1"]}, tag="d")
+    rc, out, err = _compare(tmp_path / "a.trec", tmp_path / "d.trec", "--qrels", tmp_path / "qrels.txt")
+    assert rc == 0, err
+    assert "run A lacks 0 of the 12 judged queries (scored 0); 0 of its queries are unjudged (not scored)" in out
+    assert "run B lacks 5 of the 12 judged queries (scored 0); 2 of its queries are unjudged (not scored)" in out
+    d = {q: r for q, r in run_b.items() if q not in list(run_b)[:5]}
+    ev = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"})
+    b = np.mean([ev.evaluate({q: dict(r) for q, r in d.items()}).get(q, {"ndcg_cut_10": 0.0})["ndcg_cut_10"] for q in qrels])
+    assert f"B {b:.4f}, mean" in out  # the lacking queries count 0, as in the tables
+
+
 def test_compare_function_leaves_out_unpaired_queries_and_refuses_none():
     c = compare({"q1": 1.0, "q2": 0.0, "q3": 0.5}, {"q1": 0.0, "q2": 0.0, "q4": 1.0})
     assert (c.n, c.record.wins, c.record.ties, c.only_a, c.only_b) == (2, 1, 1, ["q3"], ["q4"])

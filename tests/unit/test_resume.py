@@ -41,6 +41,8 @@ def test_a_live_snakemake_keeps_its_lock_and_a_dead_ones_lock_is_removed(tmp_pat
         assert [pid for pid, _ in resume.live_processes(tmp_path)] == [live.pid]  # not the other directory's, not ours
         note = resume.clear_stale_lock(SNAKEMAKE, args)
         assert f"pid {live.pid}" in note and "left as it is" in note and (locks / "0.output.lock").exists()
+        # no Snakemake runs: the process is a job its killed Snakemake left (it was called "a running Snakemake")
+        assert "a job of a Snakemake that no longer runs is still running here" in note and "running Snakemake" not in note
     finally:
         for p in (live, elsewhere):
             p.kill()
@@ -52,6 +54,28 @@ def test_a_live_snakemake_keeps_its_lock_and_a_dead_ones_lock_is_removed(tmp_pat
     assert resume.clear_stale_lock(SNAKEMAKE, args) is None  # nothing left to remove
     proc = subprocess.run([str(SNAKEMAKE), *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and (tmp_path / "a.txt").read_text() == "a\n", proc.stderr[-2000:]
+
+
+def test_a_live_snakemake_is_told_from_its_jobs(tmp_path):
+    _locked(tmp_path)
+    fake = tmp_path / "bin" / "snakemake"  # a process whose command line is Snakemake's: python .../bin/snakemake
+    fake.parent.mkdir()
+    fake.write_text("import time\ntime.sleep(120)\n")
+    main = subprocess.Popen([sys.executable, str(fake), "--cores", "1"], cwd=tmp_path)
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", ".snakemake/scripts/x.py"], cwd=tmp_path)
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline and len(resume.live_processes(tmp_path)) < 2:
+            time.sleep(0.05)
+        note = resume.clear_stale_lock(SNAKEMAKE, ["--directory", str(tmp_path)])
+        assert note.startswith(f"{tmp_path} is locked by a running Snakemake (pid {main.pid}: ")
+    finally:
+        for p in (main, job):
+            p.kill()
+            p.wait()
+    assert resume.is_snakemake("/v/bin/python /v/bin/snakemake --cores 2") and resume.is_snakemake("snakemake -n")
+    assert resume.is_snakemake("python -m snakemake all")
+    assert not resume.is_snakemake("/v/bin/python /w/.snakemake/scripts/tmpab.step.py")
 
 
 def test_without_a_lock_nothing_is_run(tmp_path):

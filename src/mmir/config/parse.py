@@ -54,8 +54,9 @@ def error_message(error: dict) -> str:
     """The message of one pydantic error; the input is echoed only for values that cannot be a credential."""
     if error["type"] == "refused_key" or error["type"].startswith("bad_tag:"):
         return error["msg"]
-    if error["type"] == "extra_forbidden":
-        return "unknown key (not a setting here)"
+    if error["type"] == "extra_forbidden":  # name the union member (``source: beir``) whose keys these are not
+        member = [p.replace("=", ": ", 1) for p in error["loc"] if _is_tag(p)]
+        return f"unknown key (not a setting of {member[-1]})" if member else "unknown key (not a setting here)"
     value = error.get("input")
     shown = f" (got {value!r})" if isinstance(value, int | float | bool) or (isinstance(value, str) and len(value) < 200) else ""
     return error["msg"] + (shown if error["type"] not in ("missing",) else "")

@@ -28,7 +28,7 @@ from mmir.data.checks import Checks
 from mmir.data.frames import SourceFrames, docs_frame, examples_frame
 from mmir.data.judgements import Judgement, attach
 from mmir.data.lines import numbered, read_text
-from mmir.data.parquet import as_id, as_text, is_null, norm_ref
+from mmir.data.parquet import as_id, as_text, is_null
 
 #: the files a hub snapshot of a BEIR dataset needs (every split's qrels: they are small)
 HUB_PATTERNS = ["corpus.jsonl", "corpus.jsonl.gz", "corpus.parquet", "corpus/*.parquet", "queries.jsonl", "queries.jsonl.gz",
@@ -49,10 +49,11 @@ def find_table(root: Path, name: str) -> list[Path]:
     raise DataError(root / f"{name}.jsonl", f"missing: no {name}.jsonl, {name}.jsonl.gz, {name}.parquet or {name}/*.parquet")
 
 
-def read_records(files: list[Path]) -> list[tuple[dict, str, int, int | None]]:
+def read_records(files: list[Path], checks: Checks | None = None) -> list[tuple[dict, str, int, int | None]]:
     """``(record, file, 0-based row, 1-based line or None)`` of JSON-lines (lines: :mod:`mmir.data.lines`) or parquet
     files (line None). Control characters inside strings are read as they are (``strict=False``, as pandas and
-    pyarrow read JSON). Raises DataError naming the line of bad JSON or UTF-8."""
+    pyarrow read JSON). Blank lines are skipped and counted in ``checks`` (``blank_lines``). Raises DataError naming
+    the line of bad JSON or UTF-8, or a file with CR-only line ends."""
     out = []
     for f in files:
         if f.suffix == ".parquet":
@@ -62,7 +63,8 @@ def read_records(files: list[Path]) -> list[tuple[dict, str, int, int | None]]:
                 raise DataError(f, f"not a readable parquet file ({type(exc).__name__}: {exc})") from exc
             out += [(rec, str(f), i, None) for i, rec in enumerate(df.to_dict("records"))]
             continue
-        for i, (n, line) in enumerate(numbered(read_text(f))):
+        blanks: list[int] = []
+        for i, (n, line) in enumerate(numbered(read_text(f), f, blanks)):
             try:
                 rec = json.loads(line, strict=False)
             except json.JSONDecodeError as exc:
@@ -70,10 +72,14 @@ def read_records(files: list[Path]) -> list[tuple[dict, str, int, int | None]]:
             if not isinstance(rec, dict):
                 raise DataError(f, f"expected a JSON object, got {type(rec).__name__}", line=n)
             out.append((rec, str(f), i, n))
+        if checks is not None:
+            checks.blank_lines(f, blanks)
     return out
 
 
-def _id_of(rec: dict, file: str, row: int, line: int | None) -> str:
+
+def _id_of(rec: dict, file: str, row: int, line: int | None) -> tuple[str, str]:
+    """``(id, the key holding it)`` of a corpus or queries record."""
     key = next((k for k in _ID if k in rec), "_id")
     try:
         value = as_id(rec.get(key), file, row, key)
@@ -81,13 +87,14 @@ def _id_of(rec: dict, file: str, row: int, line: int | None) -> str:
         raise exc.at_line(line) from None
     if value is None:
         raise DataError(file, "empty or missing id", row, key, line)
-    return value
+    return value, key
 
 
-def read_qrels(root: Path, split: str) -> tuple[list[Judgement], list[str]]:
+def read_qrels(root: Path, split: str, checks: Checks | None = None) -> tuple[list[Judgement], list[str]]:
     """The rows of ``qrels/<split>.tsv`` (header ``query-id corpus-id score``, skipped as BEIR's loader skips its
     first line; a headerless file is read from its first line) or ``qrels/<split>*.parquet``, in file order, with
-    their lines (rows), and the files read. Ids are kept exactly as written (a byte order mark is dropped).
+    their lines (rows), and the files read. Ids are kept exactly as written (a byte order mark is dropped); blank
+    lines are counted in ``checks``.
 
     Raises:
         DataError: a missing file, a row without three fields, an empty id or a grade that is not an integer
@@ -96,7 +103,10 @@ def read_qrels(root: Path, split: str) -> tuple[list[Judgement], list[str]]:
     tsv = root / "qrels" / f"{split}.tsv"
     shards = sorted((root / "qrels").glob(f"{split}*.parquet")) if (root / "qrels").is_dir() else []
     if tsv.is_file():
-        rows = list(numbered(read_text(tsv)))
+        blanks: list[int] = []
+        rows = list(numbered(read_text(tsv), tsv, blanks))
+        if checks is not None:
+            checks.blank_lines(tsv, blanks)
         if rows and rows[0][1].split("\t")[-1].strip().lower() == "score":
             rows = rows[1:]  # BEIR's header line
         recs = []
@@ -108,7 +118,7 @@ def read_qrels(root: Path, split: str) -> tuple[list[Judgement], list[str]]:
             recs.append(({"query-id": parts[0], "corpus-id": parts[1], "score": parts[2]}, str(tsv), i, n))
         files = [str(tsv)]
     elif shards:
-        recs = read_records(shards)
+        recs = read_records(shards, checks)
         files = [str(f) for f in shards]
     else:
         raise DataError(tsv, f"missing: no qrels/{split}.tsv or qrels/{split}*.parquet (split: {split})")
@@ -125,7 +135,7 @@ def read_qrels(root: Path, split: str) -> tuple[list[Judgement], list[str]]:
             score = int(str(rec.get("score")).strip())
         except ValueError as exc:
             raise DataError(f, f"score {rec.get('score')!r} is not an integer", i, "score", n) from exc
-        out.append(Judgement(q, norm_ref(d), score, f, None if n is not None else i, n))
+        out.append(Judgement(q, d, score, f, None if n is not None else i, n))
     return out, files
 
 
@@ -174,11 +184,12 @@ def read_frames(ds: BeirDataset, domain: str, raw_root: str | Path | None = None
     """
     root = Path(raw_root) if raw_root is not None else resolve_path(ds.root)
     checks = Checks(ds.integrity.model_dump(), str(root))
-    judgements, qrels_files = read_qrels(root, ds.split)
+    judgements, qrels_files = read_qrels(root, ds.split, checks)
     docs, images = [], []
     image_files = _image_files(root / ds.image_dir) if ds.image_dir else {}
-    for rec, f, i, n in read_records(find_table(root, "corpus")):
-        did = _id_of(rec, f, i, n)
+    corpus_files = find_table(root, "corpus")
+    for rec, f, i, n in read_records(corpus_files, checks):
+        did, key = _id_of(rec, f, i, n)
         try:
             text = as_text(rec.get("text"), f, i, "text", f"the text of document {did!r}")
             title = as_text(rec.get("title"), f, i, "title", f"the title of document {did!r}") if ds.title else None
@@ -188,28 +199,28 @@ def read_frames(ds: BeirDataset, domain: str, raw_root: str | Path | None = None
             raise DataError(f, f"missing text for document {did!r}", i, "text", n)
         # BEIR's "title text" (a blank title adds nothing); surrounding whitespace: integrity.text_whitespace
         content = " ".join(t for t in (title, text) if t and t.strip())
-        docs.append((did, content, f, i, n))
+        docs.append((did, content, f, i, n, key))
         if did in image_files:
             p = image_files[did]
-            images.append({"path": f"{ds.image_dir}/{p.name}", "bytes": p.read_bytes(), "doc": norm_ref(did), "_file": str(p), "_row": 0})
+            images.append({"path": f"{ds.image_dir}/{p.name}", "bytes": p.read_bytes(), "doc": did, "_file": str(p), "_row": 0})
         elif "image" in rec and not is_null(rec["image"]):
             cell = rec["image"]
             data = cell.get("bytes") if isinstance(cell, dict) else cell
             suffix = Path(str(cell.get("path") or "")).suffix if isinstance(cell, dict) else ""
-            images.append({"path": f"images/{did}{suffix}", "bytes": data, "doc": norm_ref(did), "_file": f, "_row": i})
+            images.append({"path": f"images/{did}{suffix}", "bytes": data, "doc": did, "_file": f, "_row": i})
     queries = []
     files = find_table(root, "queries")
-    for rec, f, i, n in read_records(files):
-        qid = _id_of(rec, f, i, n)
+    for rec, f, i, n in read_records(files, checks):
+        qid, id_key = _id_of(rec, f, i, n)
         key = "text" if "text" in rec else "query"
         try:
             text = as_text(rec.get(key), f, i, key, f"the text of query {qid!r}")
         except DataError as exc:
             raise exc.at_line(n) from None
-        queries.append({"id": qid, "query": text, "_file": f, "_row": i, "_line": n, "_query_field": key})
+        queries.append({"id": qid, "query": text, "_file": f, "_row": i, "_line": n, "_query_field": key, "_id_field": id_key})
     queries, graded = attach(queries, judgements, checks, ", ".join(str(f) for f in files), qrels_files)
     ex = examples_frame(queries)
-    frames: dict[str, pd.DataFrame | None] = {"docs": docs_frame(docs), "ex": ex, "exm": None}
+    frames: dict[str, pd.DataFrame | None] = {"docs": docs_frame(docs, ", ".join(map(str, corpus_files))), "ex": ex, "exm": None}
     if images:
         by_doc = {im["doc"]: im["path"] for im in images}
         exm = ex.copy()

@@ -39,11 +39,15 @@ def _bare(ref: str) -> str:
 
 
 class Checks:
-    """Policies (``policy``: an ``integrity`` dump, defaults filled in) and their counts for one prepare."""
+    """Policies (``policy``: an ``integrity`` dump, defaults filled in) and their counts for one prepare;
+    ``windows_ids``: the source's document ids follow MM-BRIGHT's path convention (backslash = ``/``)."""
 
-    def __init__(self, policy: dict | None, root: str = "the dataset"):
+    def __init__(self, policy: dict | None, root: str = "the dataset", windows_ids: bool = False):
         self.policy = DEFAULT_POLICY | (policy or {})
         self.root = root
+        #: MM-BRIGHT's layout (``hf``, ``local``) alone reads a backslash in a document id as ``/``, as in its image
+        #: paths (:func:`mmir.data.parquet.norm_ref`); every other source keeps ids as written
+        self.windows_ids = windows_ids
         self.counts: dict[str, int] = {}
         self.examples: dict[str, list[str]] = {}
         self.rows: dict[str, dict] = {"qrels": {"read": 0, "dropped": {}}, "topics": {"read": 0, "dropped": {}}}
@@ -82,6 +86,14 @@ class Checks:
         ex = self.examples.setdefault(key, [])
         if len(ex) < 5:
             ex.append(message)
+
+    def blank_lines(self, file, lines: list[int]) -> None:
+        """Count the blank ``lines`` skipped in a line-based ``file`` (``blank_lines``, the first lines named): no row
+        is lost, but a file with holes is named."""
+        if lines:
+            first = ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
+            self.note("blank_lines", f"{file}: {len(lines)} blank line{'s' if len(lines) != 1 else ''} skipped (line "
+                      f"{first})", len(lines))
 
     def read(self, table: str, n: int = 1) -> None:
         """``n`` rows of ``table`` (``qrels`` or ``topics``) read from the source."""

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from mmir.core.errors import DataError
 from mmir.data.parquet import is_null
 
-DOC_COLUMNS = ["id", "content", "_file", "_row", "_line"]
+DOC_COLUMNS = ["id", "content", "_file", "_row", "_line", "_id_field"]
 EXAMPLE_COLUMNS = ["id", "query", "gold_ids", "negative_ids", "image_paths", "gold_answers", "_file", "_row"]
 #: optional columns of the examples table: 1-based line, whether the qrels judge the query, each gold id's place,
-#: the source's name of the query text field (in messages)
-EXAMPLE_EXTRAS = ["_line", "_judged", "_gold_at", "_query_field"]
+#: the source's names of the query text field and of the id field (in messages)
+EXAMPLE_EXTRAS = ["_line", "_judged", "_gold_at", "_query_field", "_id_field"]
 
 
 @dataclass
@@ -39,9 +40,17 @@ class SourceFrames:
     checks: object | None = None
 
 
-def docs_frame(rows: Iterable[tuple]) -> pd.DataFrame:
-    """``(id, content, file, row[, line])`` tuples as the ``documents`` table (``line``: 1-based, text files)."""
-    return pd.DataFrame([tuple(r) + (None,) * (5 - len(r)) for r in rows], columns=DOC_COLUMNS)
+def docs_frame(rows: Iterable[tuple], source: str | None = None) -> pd.DataFrame:
+    """``(id, content, file, row[, line[, id field]])`` tuples as the ``documents`` table (``line``: 1-based, text
+    files; ``id field``: the source's name of the id, in messages; None = ``id``).
+
+    Raises:
+        DataError: naming ``source`` (the corpus file or files), when given and no row came from it.
+    """
+    frame = pd.DataFrame([tuple(r) + (None,) * (6 - len(r)) for r in rows], columns=DOC_COLUMNS)
+    if source is not None and frame.empty:
+        raise DataError(source, "the corpus is empty: no document in it (an empty file, or blank lines only)")
+    return frame
 
 
 def examples_frame(rows: list[dict]) -> pd.DataFrame:

@@ -22,7 +22,7 @@ from mmir.core.paths import resolve_path
 from mmir.data.checks import Checks
 from mmir.data.frames import SourceFrames, docs_frame, examples_frame
 from mmir.data.judgements import Judgement, attach
-from mmir.data.parquet import as_text, norm_ref
+from mmir.data.parquet import as_text
 
 
 def unknown_id(ds: IrDatasetsDataset) -> str | None:
@@ -122,13 +122,13 @@ def read_frames(ds: IrDatasetsDataset, domain: str, raw_root: str | Path | None 
     base = f"irds://{ds.dataset_id}"
     checks = Checks(ds.integrity.model_dump(), base)
     f = f"{base}/qrels"
-    judgements = [Judgement(str(q.query_id), norm_ref(str(q.doc_id)), int(q.relevance), f, i) for i, q in records(dataset, "qrels", f)]
+    judgements = [Judgement(str(q.query_id), str(q.doc_id), int(q.relevance), f, i) for i, q in records(dataset, "qrels", f)]
     f = f"{base}/docs"
-    docs = [(d.doc_id, _text(d, ds.doc_fields, f, i, f"the text of document {d.doc_id!r}"), f, i)
+    docs = [(d.doc_id, _text(d, ds.doc_fields, f, i, f"the text of document {d.doc_id!r}"), f, i, None, "doc_id")
             for i, d in records(dataset, "docs", f)]
     f = f"{base}/queries"
     queries = [{"id": str(q.query_id), "query": _text(q, ds.query_fields, f, i, f"the text of query {q.query_id!r}"),
-                "_file": f, "_row": i} for i, q in records(dataset, "queries", f)]
+                "_file": f, "_row": i, "_id_field": "query_id"} for i, q in records(dataset, "queries", f)]
     queries, graded = attach(queries, judgements, checks, f, [f"{base}/qrels"])
     import ir_datasets
 

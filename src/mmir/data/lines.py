@@ -42,14 +42,27 @@ def read_text(path: str | Path) -> str:
     return decode(raw, path)
 
 
-def numbered(text: str) -> Iterator[tuple[int, str]]:
+def numbered(text: str, file: str | Path = "the file", blanks: list[int] | None = None) -> Iterator[tuple[int, str]]:
     """``(1-based line number, line)`` for each line of ``text``, split at ``\\n`` only (a trailing ``\\r`` dropped);
-    blank lines are skipped, their numbers counted."""
-    for i, line in enumerate(text.split("\n"), 1):
+    blank lines are skipped, their numbers counted (appended to ``blanks`` when given; the empty end after a last
+    line break is no line).
+
+    Raises:
+        DataError: naming ``file``: its lines end with ``\\r`` alone (classic Mac OS), so it would read as one line.
+    """
+    if "\n" not in text and "\r" in text.strip("\r"):
+        raise DataError(file, "its lines end with a carriage return alone (\\r, classic Mac OS line ends), so the whole "
+                        "file reads as one line; mmir reads \\n or \\r\\n line ends: convert it (e.g. tr '\\r' '\\n')", line=1)
+    lines = text.split("\n")
+    if lines and lines[-1] in ("", "\r"):
+        lines.pop()
+    for i, line in enumerate(lines, 1):
         if line.endswith("\r"):
             line = line[:-1]
         if line.strip(" \t"):
             yield i, line
+        elif blanks is not None:
+            blanks.append(i)
 
 
 class LineCounter:
@@ -64,6 +77,17 @@ class LineCounter:
         self.line += self.text.count("\n", self.pos, pos)
         self.pos = pos
         return self.line
+
+
+#: the characters a field of a TREC run or qrels line cannot hold (:func:`fields` splits at spaces and tabs, lines
+#: break at ``\n``, a ``\r`` before it is dropped), with their names
+FIELD_BREAKS = {" ": "space", "\t": "tab", "\n": "line feed", "\r": "carriage return"}
+
+
+def field_break(value: str) -> str | None:
+    """The name of the first character of ``value`` a TREC run or qrels file cannot hold in a field (``'space'``),
+    or None."""
+    return next((FIELD_BREAKS[c] for c in value if c in FIELD_BREAKS), None)
 
 
 def fields(line: str) -> list[str]:

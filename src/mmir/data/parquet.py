@@ -162,8 +162,9 @@ def as_id(value, file: str, row: int, field: str) -> str | None:
     raise DataError(file, f"expected a string or integer id, got {type(value).__name__} {value!r:.60}", row, field)
 
 
-def as_ref_list(value, file: str, row: int, field: str, counts: dict | None = None) -> list[str] | None:
-    """A list-of-references cell as normalised strings (None for null); ``'N/A'`` dropped, backslashes counted.
+def as_ref_list(value, file: str, row: int, field: str, counts: dict | None = None, norm: bool = True) -> list[str] | None:
+    """A list-of-references cell as strings (None for null), normalised (:func:`norm_ref`, counted) when ``norm``;
+    ``'N/A'`` dropped.
 
     Raises:
         DataError: the cell is a string or a scalar, or holds an entry that is not a string, integer or struct.
@@ -190,7 +191,7 @@ def as_ref_list(value, file: str, row: int, field: str, counts: dict | None = No
             raise DataError(file, f"expected strings, found {type(it).__name__} {it!r:.60}", row, field)
         if it == PLACEHOLDER:
             continue
-        ref = norm_ref(it)
+        ref = norm_ref(it) if norm else it
         if counts is not None and ref != it:
             counts["backslash_refs"] = counts.get("backslash_refs", 0) + 1
         out.append(ref)

@@ -129,36 +129,39 @@ def load_mmbright_domain(root: str | Path, domain: str, policy: dict, max_pixels
     if frames["exm"] is not None:
         frames["dimg"] = read_config(root, "document_images", domain, ["path", "bytes"])
         frames["qimg"] = read_config(root, "examples_images", domain, ["path", "bytes"], required=False)
-    return load_frames(frames, root, policy, max_pixels, sample)
+    return load_frames(frames, root, policy, max_pixels, sample, windows_ids=True)
 
 
 def load_frames(frames: dict, root: str | Path, policy: dict, max_pixels: int = 89_478_485, sample: Sample | None = None,
-                graded: dict[str, dict[str, int]] | None = None, prior: Checks | None = None) -> Prepared:
+                graded: dict[str, dict[str, int]] | None = None, prior: Checks | None = None,
+                windows_ids: bool = False) -> Prepared:
     """Check tables in the MM-BRIGHT layout, whatever source they were read from: ``docs`` (id, content), ``ex``
     (id, query, gold_ids, optional negative_ids, image_paths, gold_answers), ``exm`` (None, or examples_multimodal
     with ``dimg``/``qimg`` image tables), each with ``_file``/``_row`` (and ``_line``) naming the source file and place.
 
     ``graded``: the source's graded qrels ``{qid: {doc_id: rel}}``; the Task 1 qrels keep their grades (the gold
     ids are the entries with rel > 0). ``prior``: what the source reader's own checks counted (its qrels rows).
+    ``windows_ids``: a backslash in a document id is read as ``/`` (MM-BRIGHT's layout: :class:`Checks`); other
+    sources keep ids as written.
     ``sample`` cuts the tables to a sample, then loads and checks the cut tables.
 
     Raises:
         DataError: naming file, line or row, and field (module docstring); no scorable query under
             ``integrity.no_scorable_queries: error``.
     """
-    p = _graded(_load_mmbright(frames, root, policy, max_pixels, prior), graded)
+    p = _graded(_load_mmbright(frames, root, policy, max_pixels, prior, windows_ids), graded)
     if sample is None:
         return _scorable(p, policy)
     qids, docs, images = kept_items(p.topics, p.qrels, p.excluded, p.mm, sample, list(p.corpus["doc_id"]),
                                     list(p.mm.images["path"]) if p.mm is not None else [])
     qpaths = {x for t in ([p.topics] + ([p.mm.topics] if p.mm is not None else []))
               for q, paths_ in zip(t["qid"], t["image_paths"]) if q in qids for x in paths_}
-    cutf = {"docs": cut(frames["docs"], "id", docs, ref=True), "ex": cut(frames["ex"], "id", qids, ref=False),
+    cutf = {"docs": cut(frames["docs"], "id", docs, ref=windows_ids), "ex": cut(frames["ex"], "id", qids, ref=False),
             "exm": cut(frames["exm"], "id", qids, ref=False)}
     if frames["exm"] is not None:
         cutf |= {"dimg": cut(frames["dimg"], "path", images, ref=True),
                  "qimg": cut(frames["qimg"], "path", qpaths, ref=True)}
-    sampled = _graded(_load_mmbright(cutf, root, policy, max_pixels, prior), graded)
+    sampled = _graded(_load_mmbright(cutf, root, policy, max_pixels, prior, windows_ids), graded)
     return _scorable(_with_sample_report(sampled, _scorable(p, policy), sample), policy)
 
 
@@ -215,10 +218,11 @@ def _scorable(p: Prepared, policy: dict) -> Prepared:
     return p
 
 
-def _load_mmbright(frames: dict, root: str | Path, policy: dict, max_pixels: int, prior: Checks | None = None) -> Prepared:
+def _load_mmbright(frames: dict, root: str | Path, policy: dict, max_pixels: int, prior: Checks | None = None,
+                   windows_ids: bool = False) -> Prepared:
     from mmir.data.multimodal import build_multimodal, check_images
 
-    checks = Checks(policy, str(root)).merged(prior)
+    checks = Checks(policy, str(root), windows_ids).merged(prior)
     docs, ex, exm = frames["docs"], frames["ex"], frames["exm"]
     corpus = check_corpus(docs, checks)
     doc_ids = set(corpus["doc_id"])
@@ -382,7 +386,7 @@ def read_excluded(path: str | Path) -> dict[str, set[str]]:
     from mmir.data.lines import numbered, read_text
 
     out: dict[str, set[str]] = {}
-    for n, line in list(numbered(read_text(path)))[1:]:
+    for n, line in list(numbered(read_text(path), path))[1:]:
         parts = line.split("\t")
         if len(parts) != 2:
             raise DataError(path, f"expected 'qid<TAB>doc_id', got {len(parts)} field(s)", line=n)

@@ -10,51 +10,72 @@ from mmir.core.errors import DataError
 from mmir.data.checks import Checks, NearMiss
 from mmir.data.frames import line_of
 from mmir.data.images import check_relative
+from mmir.data.lines import field_break
 from mmir.data.parquet import as_answers, as_id, as_ref_list, as_text, norm_ref
 
 
-def check_corpus(docs: pd.DataFrame, checks: Checks) -> pd.DataFrame:
-    """The ``documents`` table (``id``, ``content``, ``_file``, ``_row``, optional ``_line``) checked, as ``doc_id,
-    text`` (str): ids normalised (:func:`~mmir.data.parquet.norm_ref`), texts stripped under
-    ``integrity.text_whitespace: strip`` (counted), a duplicate id per ``integrity.duplicate_doc_ids``.
+def trec_safe(ident: str, what: str, file: str, row: int, field: str, line: int | None) -> None:
+    """Check that a TREC run or qrels line can hold ``ident`` (:func:`mmir.data.lines.field_break`).
 
     Raises:
-        DataError: an empty id, a missing or non-text content, a duplicate id under ``error`` (file, place, field).
+        DataError: naming file, place and field: the id holds a space, tab or line break.
+    """
+    brk = field_break(ident)
+    if brk:
+        raise DataError(file, f"{what} {ident!r} holds a {brk}: TREC run and qrels files split their fields at spaces "
+                        "and tabs, so no run could be scored against it; rename the id in the source", row, field, line)
+
+
+def check_corpus(docs: pd.DataFrame, checks: Checks) -> pd.DataFrame:
+    """The ``documents`` table (``id``, ``content``, ``_file``, ``_row``, optional ``_line`` and ``_id_field``: the
+    source's name of the id) checked, as ``doc_id, text`` (str): ids normalised (:func:`~mmir.data.parquet.norm_ref`)
+    when ``checks.windows_ids``, else kept as written, texts stripped under ``integrity.text_whitespace: strip``
+    (counted), a duplicate id per ``integrity.duplicate_doc_ids``.
+
+    Raises:
+        DataError: an empty id or one a TREC file cannot hold (:func:`trec_safe`), a missing or non-text content, a
+            duplicate id under ``error`` (file, place, field).
     """
     strip = checks.policy["text_whitespace"] == "strip"
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, str]] = {}
     ids, texts = [], []
     lines = docs["_line"] if "_line" in docs.columns else [None] * len(docs)
-    for did, text, f, r, n in zip(docs["id"], docs["content"], docs["_file"], docs["_row"], lines):
-        n = line_of(n)
+    keys = docs["_id_field"] if "_id_field" in docs.columns else [None] * len(docs)
+    for did, text, f, r, n, key in zip(docs["id"], docs["content"], docs["_file"], docs["_row"], lines, keys):
+        n, key = line_of(n), key or "id"
         try:
-            raw = as_id(did, f, r, "id")
+            raw = as_id(did, f, r, key)
             text = as_text(text, f, r, "content", f"the content of document {raw!r}")
         except DataError as exc:
             raise exc.at_line(n) from None
         if raw is None:
-            raise DataError(f, "empty or missing document id", r, "id", n)
-        did = norm_ref(raw)
+            raise DataError(f, "empty or missing document id", r, key, n)
+        trec_safe(raw, "document id", f, r, key, n)
+        did = norm_ref(raw) if checks.windows_ids else raw
         if did != raw:
             checks.counts["backslash_refs"] = checks.counts.get("backslash_refs", 0) + 1
         if text is None:
-            raise DataError(f, f"missing content for document {did!r}", r, "content", n)
+            raise DataError(f, f"missing content for document {raw!r}", r, "content", n)
         if strip and text != text.strip():
             text = text.strip()
             checks.stripped["documents"] += 1
         if did in seen:
+            first, first_raw = seen[did]
+            same = "" if first_raw == raw else f", written {first_raw!r} there: this layout reads a backslash in an id as /"
             checks.problem(
                 "duplicate_doc_ids",
-                DataError(f, f"duplicate document id {did!r} (first at {seen[did]})", r, "id", n),
+                DataError(f, f"duplicate document id {raw!r} (first at {first}{same})", r, key, n),
             )
             continue
-        seen[did] = f"line {n}" if n is not None else f"row {r}"
+        seen[did] = (f"line {n}" if n is not None else f"row {r}", raw)
         ids.append(did)
         texts.append(text)
     return pd.DataFrame({"doc_id": ids, "text": texts})
 
 
 _LISTS = ("gold_ids", "negative_ids", "image_paths", "positive_images", "negative_images")
+#: the lists of document ids (the others hold image paths, always read with / as separator)
+_ID_LISTS = ("gold_ids", "negative_ids")
 
 
 def read_queries(ex: pd.DataFrame, config: str, doc_ids: set[str], checks: Checks,
@@ -94,19 +115,21 @@ def read_queries(ex: pd.DataFrame, config: str, doc_ids: set[str], checks: Check
         f, r, n = rec["_file"], rec["_row"], line_of(rec.get("_line"))
         if not prefix:
             checks.read("topics")
+        key = rec.get("_id_field") or "id"
         try:
-            qid = as_id(rec["id"], f, r, "id")
+            qid = as_id(rec["id"], f, r, key)
         except DataError as exc:
             raise exc.at_line(n) from None
         if qid is None:
-            raise DataError(f, "empty or missing query id", r, "id", n)
+            raise DataError(f, "empty or missing query id", r, key, n)
+        trec_safe(qid, "query id", f, r, key, n)
         lists = {}
         for col in wanted:
             if col not in rec:
                 lists[col] = []
                 continue
             try:
-                value = as_ref_list(rec[col], f, r, col, checks.counts)
+                value = as_ref_list(rec[col], f, r, col, checks.counts, norm=checks.windows_ids or col not in _ID_LISTS)
             except DataError as exc:
                 raise exc.at_line(n) from None
             if value is None:
@@ -128,7 +151,7 @@ def read_queries(ex: pd.DataFrame, config: str, doc_ids: set[str], checks: Check
                     checks.drop("topics", "unjudged", ident=qid)
                 continue
         if qid in seen:
-            raise DataError(f, f"duplicate query id {qid!r} (first at {seen[qid]})", r, "id", n)
+            raise DataError(f, f"duplicate query id {qid!r} (first at {seen[qid]})", r, key, n)
         seen[qid] = f"line {n}" if n is not None else f"row {r}"
         field_name = rec.get("_query_field") or "query"
         try:

@@ -19,7 +19,6 @@ from mmir.data.checks import Checks
 from mmir.data.frames import SourceFrames, docs_frame, examples_frame
 from mmir.data.judgements import Judgement, attach
 from mmir.data.lines import LineCounter, fields, numbered, read_text
-from mmir.data.parquet import norm_ref
 
 _DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
 _DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.S | re.I)
@@ -82,12 +81,12 @@ def read_trec_topics(path: str | Path, field: str = "title", lines: bool = False
     return topics
 
 
-def read_qrels_rows(path: str | Path) -> list[Judgement]:
-    """The rows of a TREC qrels file in file order, each with its line. Raises DataError naming the line of a
-    malformed entry."""
+def read_qrels_rows(path: str | Path, blanks: list[int] | None = None) -> list[Judgement]:
+    """The rows of a TREC qrels file in file order, each with its line (the blank lines skipped appended to
+    ``blanks``). Raises DataError naming the line of a malformed entry, or a file with CR-only line ends."""
     path = Path(path)
     out = []
-    for i, line in numbered(read_text(path)):
+    for i, line in numbered(read_text(path), path, blanks):
         parts = fields(line)
         if len(parts) != 4:
             raise DataError(path, f"expected 'qid iter docid rel', got {len(parts)} field(s): {line[:80]!r}", line=i)
@@ -126,9 +125,13 @@ def read_frames(ds: TrecDataset, domain: str, raw_root: str | Path | None = None
     root = resolve_path(ds.root)
     corpus_path, topics_path, qrels_path = root / ds.corpus, root / ds.topics, root / ds.qrels
     checks = Checks(ds.integrity.model_dump(), str(root))
-    docs = docs_frame((d, t, f, i, n) for i, (d, t, f, n) in enumerate(read_trec_documents(corpus_path, lines=True)))
-    judgements = [j._replace(doc_id=norm_ref(j.doc_id)) for j in read_qrels_rows(qrels_path)]
-    topics = [{"id": qid, "query": text, "_file": str(topics_path), "_row": i, "_line": n, "_query_field": ds.topic_field}
+    docs = docs_frame(((d, t, f, i, n, "DOCNO") for i, (d, t, f, n) in enumerate(read_trec_documents(corpus_path, lines=True))),
+                      str(corpus_path))
+    blanks: list[int] = []
+    judgements = read_qrels_rows(qrels_path, blanks)
+    checks.blank_lines(qrels_path, blanks)
+    topics = [{"id": qid, "query": text, "_file": str(topics_path), "_row": i, "_line": n, "_query_field": ds.topic_field,
+               "_id_field": "num"}
               for i, (qid, text, n) in enumerate(read_trec_topics(topics_path, ds.topic_field, lines=True))]
     topics, graded = attach(topics, judgements, checks, str(topics_path), [str(qrels_path)])
     return SourceFrames({"docs": docs, "ex": examples_frame(topics), "exm": None}, root, graded, {}, checks)

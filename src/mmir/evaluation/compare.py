@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmir.core.errors import DataError
 from mmir.evaluation.significance import Interval, Settings, TestResult, bootstrap_interval, paired_test, rng_for
 
 #: |a - b| at most this is a tie (pytrec_eval computes equal rankings to the same float; this absorbs the last bit of
@@ -83,11 +84,42 @@ def largest_differences(a: Mapping[Hashable, float], b: Mapping[Hashable, float]
 
 
 @dataclass(frozen=True)
+class Coverage:
+    """A run's queries against the judged ones (qrels queries with at least one row): ``judged`` in all,
+    ``missing`` judged queries the run has no ranking for (scored 0, as in the tables) and ``unjudged`` run
+    queries the qrels do not judge (not scored)."""
+
+    judged: int
+    missing: int
+    unjudged: int
+
+    def __str__(self) -> str:
+        return (f"lacks {self.missing} of the {self.judged} judged queries (scored 0); "
+                f"{self.unjudged} of its queries are unjudged (not scored)")
+
+
+def coverage(run: Mapping[str, Sequence], judged: Collection[str], path: str | Path) -> Coverage:
+    """How ``run`` (``{qid: ranking}``) covers the ``judged`` qids.
+
+    Raises:
+        DataError: naming ``path``, when the run ranks none of the judged queries (every value would be 0).
+    """
+    ranked = {q for q, r in run.items() if r}
+    missing = sum(1 for q in judged if q not in ranked)
+    if judged and missing == len(judged):
+        some = ", ".join(sorted(ranked)[:3]) or "none"
+        raise DataError(str(path), f"none of the {len(judged)} judged queries of the qrels is in this run "
+                        f"({len(ranked)} ranked queries, e.g. {some}): wrong run or qrels (task, dataset, domain)?")
+    return Coverage(len(judged), missing, sum(1 for q in ranked if q not in judged))
+
+
+@dataclass(frozen=True)
 class Comparison:
     """System A against system B on one query set: ``n`` paired queries, the means, the paired test
     (``test.statistic`` = mean of ``a - b``), the interval of the mean difference, the record and the largest
     differences. ``only_a`` / ``only_b``: queries one side scores and the other lacks (left out). ``removed``: the
-    excluded items :func:`compare_runs` removed from run A and run B."""
+    excluded items :func:`compare_runs` removed from run A and run B. ``coverage``: per run, how :func:`compare_runs`
+    found its queries against the qrels."""
 
     n: int
     mean_a: float
@@ -100,6 +132,7 @@ class Comparison:
     only_a: list[Hashable] = field(default_factory=list)
     only_b: list[Hashable] = field(default_factory=list)
     removed: tuple[int, int] = (0, 0)
+    coverage: tuple[Coverage, Coverage] | None = None
 
 
 def compare(a: Mapping[Hashable, float], b: Mapping[Hashable, float], settings: Settings | None = None, k: int = 10,
@@ -138,19 +171,22 @@ def compare_runs(run_a: str | Path, run_b: str | Path, qrels: str | Path, measur
         top_k: each ranking is cut to its first ``top_k`` after the removal (``evaluation.top_k``); None keeps all.
 
     Raises:
-        DataError: a malformed run or qrels file; ValueError: an unknown measure, or no judged query.
+        DataError: a malformed run or qrels file, or a run that ranks none of the judged queries (:func:`coverage`);
+            ValueError: an unknown measure, or no judged query.
     """
     from mmir.evaluation.measures import evaluate
     from mmir.evaluation.scoring import read_scored
     from mmir.retrieval.external import apply_protocol
 
-    per, removed = [], []
+    per, removed, covered = [], [], []
     for path in (run_a, run_b):
         run, judged = read_scored(path, qrels, binary)
+        covered.append(coverage(run, [q for q, v in judged.items() if v], path))
         run, counts = apply_protocol(run, excluded or {}, top_k or max(map(len, run.values()), default=0))
         removed.append(counts["excluded_removed"])
         per.append({q: v[measure] for q, v in evaluate(judged, run, [measure], tie_order).items()})
-    return replace(compare(*per, settings, k, key=("compare", measure)), removed=(removed[0], removed[1]))
+    return replace(compare(*per, settings, k, key=("compare", measure)), removed=(removed[0], removed[1]),
+                   coverage=(covered[0], covered[1]))
 
 
 def _short(text: str, width: int) -> str:
@@ -171,6 +207,8 @@ def format_comparison(c: Comparison, name_a: str, name_b: str, measure: str, tex
              f"seed {s.seed}): [{c.interval.low:+.4f}, {c.interval.high:+.4f}]",
              f"{test}: p = {c.test.p:.4g} ({draws})",
              f"wins / ties / losses of A against B: {c.record} (tie: |A - B| <= {TIE_TOLERANCE:g})"]
+    if c.coverage:
+        lines += [f"run A {c.coverage[0]}", f"run B {c.coverage[1]}"]
     if c.only_a or c.only_b:
         lines.append(f"left out: {len(c.only_a)} queries only A scores, {len(c.only_b)} only B scores")
     if c.largest:

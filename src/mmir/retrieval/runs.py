@@ -29,7 +29,7 @@ def write_run(path: str | Path, run: Run, tag: str) -> int:
 def read_run(path: str | Path) -> Run:
     """Read a TREC run file into rank order (by the file's rank column). Raises DataError on bad lines."""
     tmp: dict[str, list[tuple[int, str, float]]] = {}
-    for i, line in numbered(read_text(path)):
+    for i, line in numbered(read_text(path), path):
         parts = fields(line)
         if len(parts) != 6:
             raise DataError(path, f"line {i}: expected 'qid Q0 docid rank score tag', got {line!r}")

@@ -65,6 +65,13 @@ def live_processes(directory: str | os.PathLike) -> list[tuple[int, str]]:
     return out
 
 
+def is_snakemake(cmd: str) -> bool:
+    """Whether a command line is Snakemake itself (``snakemake ...``, ``python .../snakemake ...``, ``python -m
+    snakemake ...``), not one of its jobs (a script job runs ``python .snakemake/scripts/...``)."""
+    tokens = cmd.split()
+    return "snakemake" in [Path(t).name for t in tokens[:2]] or tokens[1:3] == ["-m", "snakemake"]
+
+
 def clear_stale_lock(snakemake: str | os.PathLike, args: list[str]) -> str | None:
     """Remove the lock of the directory ``args`` run Snakemake in when no live Snakemake holds it
     (``snakemake --unlock ARGS``). Returns what was done or why not (None: there is no lock).
@@ -77,9 +84,14 @@ def clear_stale_lock(snakemake: str | os.PathLike, args: list[str]) -> str | Non
         return None
     live = live_processes(directory)
     if live:
-        pid, cmd = live[0]
-        return (f"{directory} is locked by a running Snakemake (pid {pid}: {cmd[:120]}); left as it is: wait for it, "
-                "or stop it first")
+        main = [(pid, cmd) for pid, cmd in live if is_snakemake(cmd)]
+        if main:
+            pid, cmd = main[0]
+            return (f"{directory} is locked by a running Snakemake (pid {pid}: {cmd[:120]}); left as it is: wait for it, "
+                    "or stop it first")
+        pid, cmd = live[0]  # a job whose Snakemake was killed alone: it runs on to its end
+        return (f"{directory} is locked, and a job of a Snakemake that no longer runs is still running here (pid {pid}: "
+                f"{cmd[:120]}); left as it is: wait for the job to end, or stop it, then run again")
     proc = subprocess.run([str(snakemake), "--unlock", *args], capture_output=True, text=True)  # first: args may end in "-- targets"
     if proc.returncode != 0:
         raise MmirError(f"snakemake --unlock failed in {directory}:\n{(proc.stdout + proc.stderr)[-2000:]}")

@@ -157,6 +157,7 @@ def encode(job: EncodeJob, encoder=None) -> dict:
     per_call = getattr(enc.encoder, "cache_batch_size", None) or (
         encoding.batch_rows if getattr(typed, "batch_tokens", None) else typed.batch_size)
     with EmbeddingCache(job.cache_root, enc.spec) as cache:
+        enc.expect_dimension(cache)
         first: dict[tuple[int, int], np.ndarray] = {}
 
         def compute(a: int, b: int) -> np.ndarray:
@@ -457,6 +458,7 @@ def _encode_inline(enc, texts: list[str], cache_root, batch_size: int) -> np.nda
     from mmir.encoders.cache import EmbeddingCache, content_key
 
     with EmbeddingCache(cache_root, enc.spec) as cache:
+        enc.expect_dimension(cache)
         keys = [content_key(enc.key, "query", t) for t in texts]
         m, _ = cache.encode(texts, keys, enc.encoder.encode_queries, batch_size=batch_size)
     return m

@@ -432,8 +432,13 @@ def _significance_metrics(significance_file: str | Path | None) -> tuple[dict, d
 
 
 def model_revision(system: System) -> str:
-    """What names a system's weights in MLflow: its pinned revision, else its model, its multimodal encoder, or its
+    """What names a system's weights in MLflow: a plug-in's identity (:func:`mmir.encoders.plugins.identify`: the sha256
+    of its code, and the distribution's version), its pinned revision, else its model, its multimodal encoder, or its
     BM25 backend; an external run (``kind: run``): its path template (each file's sha256 is a tag of its own)."""
+    if getattr(system, "backend", None) == "plugin":
+        from mmir.reporting.lineage import plugin_revision
+
+        return plugin_revision(system.factory)
     return str(getattr(system, "revision", None) or getattr(system, "model", None) or getattr(system, "encoder", None)
                or getattr(system, "backend", None) or f"external run {system.path}")
 

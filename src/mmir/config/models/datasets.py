@@ -78,15 +78,11 @@ Domains = Literal["all"] | Annotated[list[Name], Field(min_length=1)]
 
 
 class _Dataset(Section):
-    repo_id: str = Field("mm-bright/MM-BRIGHT", description="hf: the hub dataset")
-    revision: str = Field("97702ca9ea81cd0a25288e74a9402439550d6bd4", description="hf: hub revision, a 40-hex commit for "
-                          "reproducibility (default: the commit the MTEB port of MM-BRIGHT pins); `main` follows the hub")
+    """What every source takes; each source adds only its own keys (a key of another source is unknown)."""
+
     domains: Domains = Field("all", description="a list of domain names, or 'all' (local: every documents/*.parquet; hf: every "
-                             "domain of the repo)")
-    corpus: str = Field("corpus", description="trec: corpus file or directory, relative to root")
-    topics: str = Field("query-text.trec", description="trec: topics file, relative to root")
-    qrels: str = Field("qrels", description="trec: qrels file, relative to root")
-    topic_field: Literal["title", "desc", "title+desc"] = Field("title", description="trec: topic text")
+                             "domain of the repo; trec, beir, ir_datasets: one domain, named after the dataset unless "
+                             "listed)")
     sample: SampleConfig | None = Field(None, description="a deterministic sample for fast runs (mmir.data.sample), named in "
                                         "every table caption; null = the whole domain")
     integrity: IntegrityConfig = Field(IntegrityConfig(), description="how prepare treats known problems of the published data")
@@ -96,7 +92,11 @@ class HubDataset(_Dataset):
     """MM-BRIGHT from the Hugging Face hub."""
 
     source: Literal["hf"] = Field(description="hf = MM-BRIGHT from the hub")
-    root: str | None = unset("local/trec: directory holding the files (relative to the project)")
+    root: str | None = unset("read by DVC alone: the path its prepare stage lists as a dependency (mmir fetches into "
+                             "data/raw/<dataset>)")
+    repo_id: str = Field("mm-bright/MM-BRIGHT", description="the hub dataset")
+    revision: str = Field("97702ca9ea81cd0a25288e74a9402439550d6bd4", description="hub revision, a 40-hex commit for "
+                          "reproducibility (default: the commit the MTEB port of MM-BRIGHT pins); `main` follows the hub")
 
 
 class LocalDataset(_Dataset):
@@ -111,6 +111,10 @@ class TrecDataset(_Dataset):
 
     source: Literal["trec"] = Field(description="trec = a TREC collection")
     root: str = Field(description="directory holding the corpus, topics and qrels (relative to the project)")
+    corpus: str = Field("corpus", description="corpus file or directory, relative to root")
+    topics: str = Field("query-text.trec", description="topics file, relative to root")
+    qrels: str = Field("qrels", description="qrels file, relative to root")
+    topic_field: Literal["title", "desc", "title+desc"] = Field("title", description="topic text")
 
 
 class BeirDataset(_Dataset):
@@ -141,7 +145,8 @@ class IrDatasetsDataset(_Dataset):
     Pinned by the ir_datasets version in pyproject.toml."""
 
     source: Literal["ir_datasets"] = Field(description="ir_datasets = a dataset id of the ir_datasets catalogue")
-    root: str | None = unset("not used (ir_datasets keeps its files in cache_dir)")
+    root: str | None = unset("read by DVC alone: the path its prepare stage lists as a dependency (ir_datasets keeps "
+                             "its files in cache_dir)")
     dataset_id: str = Field(description="the ir_datasets id, e.g. vaswani or beir/scifact/test")
     doc_fields: list[str] = Field(["text"], min_length=1, description="document fields joined (space) into the text, "
                                   "e.g. [title, text]")

@@ -3,7 +3,7 @@ an object built by a factory outside mmir (docs: Your own system).
 
 - :mod:`.protocols`: what the object must provide per kind, and the optional ``fit(documents)`` hook.
 - :mod:`.loader`: ``factory`` (``package.module:function`` or an entry point of the group ``mmir.plugins``) to the
-  object and its :class:`PluginIdentity` (distribution and version, or the source file's sha256).
+  object and its :class:`PluginIdentity` (the sha256 of the code imported, with the distribution and version that installed it).
 - :mod:`.caller`: one plug-in called batch by batch, every output checked (:mod:`.checks`), errors naming the
   config entry, the factory and the batch.
 - :mod:`.encoders`: the encoders the encode and retrieve steps use for each kind.
@@ -21,7 +21,7 @@ __all__ = ["DensePlugin", "Fittable", "MMPlugin", "MultiVectorPlugin", "PluginCa
 
 def plugin_params(entry: dict, where: str) -> dict[str, str]:
     """``{"plugin": <identity label>}`` for a ``backend: plugin`` config entry (a filled dict), else ``{}``: added to a
-    job's params, so Snakemake reruns the job when the plug-in's version (or source, outside a distribution) changes.
+    job's params, so Snakemake reruns the job when the plug-in's code or version changes.
 
     Raises:
         PluginError: the factory cannot be found.

@@ -47,6 +47,7 @@ class PluginCaller:
                               f"{protocol.__name__} protocol: {', '.join(methods)})")
         self.batches = 0
         self.dim: int | None = None
+        self.dim_source = "earlier batches had"  # where ``dim`` came from, in errors
         self._pending_fit: list[str] | None = None
         self.fit_spec: dict | None = None
         if callable(getattr(self.plugin, "fit", None)):
@@ -69,6 +70,13 @@ class PluginCaller:
         normalisation. ``model`` names the cache files."""
         return {"backend": "plugin", "kind": kind, "model": self.factory, "plugin": self.identity.key(), "options": self.options,
                 "fit": self.fit_spec, "normalize": "l2"}
+
+    def expect(self, dim: int | None, cache: str) -> None:
+        """The embedding cache ``cache`` already holds this plug-in's vectors, of dimension ``dim`` (None: empty): a batch
+        of another dimension then stops the job with this plug-in's error (entry, factory, identity, batch) before the
+        cache sees it."""
+        if dim is not None and self.dim is None:
+            self.dim, self.dim_source = dim, f"the embedding cache {cache} holds this plug-in's vectors of dimension"
 
     def fit(self) -> None:
         """``fit(documents)`` once, before the first call (a no-op for a plug-in without it)."""

@@ -29,8 +29,9 @@ def _finite_problem(out: np.ndarray, rows: str) -> str | None:
     return f"{what} in {len(bad)} {rows} (first: {', '.join(map(str, bad[:5].tolist()))})"
 
 
-def vectors_problem(out: Any, n: int, dim: int | None) -> str | None:
-    """What is wrong with ``out`` as ``n`` vectors (float32 ``(n, d)``, ``d == dim`` when ``dim`` is known), or None."""
+def vectors_problem(out: Any, n: int, dim: int | None, had: str = "earlier batches had") -> str | None:
+    """What is wrong with ``out`` as ``n`` vectors (float32 ``(n, d)``, ``d == dim`` when ``dim`` is known: ``had``
+    says where ``dim`` comes from), or None."""
     shape = f"({n}, d)" if dim is None else f"({n}, {dim})"
     if problem := _array_problem(out, shape):
         return problem
@@ -41,7 +42,7 @@ def vectors_problem(out: Any, n: int, dim: int | None) -> str | None:
     if out.shape[1] == 0:
         return "vectors of dimension 0"
     if dim is not None and out.shape[1] != dim:
-        return f"vectors of dimension {out.shape[1]}, but earlier batches had {dim}"
+        return f"vectors of dimension {out.shape[1]}, but {had} {dim}"
     return _finite_problem(out, "rows")
 
 

@@ -34,7 +34,7 @@ def _vectors(caller: PluginCaller, method: str, args: tuple, n: int, what: str) 
     """A checked, L2-normalised ``(n, d)`` batch (no call for ``n == 0``)."""
     if n == 0:
         return np.zeros((0, caller.dim or 0), dtype=np.float32)
-    out = caller.call(method, args, n, what, lambda o: vectors_problem(o, n, caller.dim))
+    out = caller.call(method, args, n, what, lambda o: vectors_problem(o, n, caller.dim, caller.dim_source))
     caller.dim = int(out.shape[1])
     return l2_normalize(out)
 

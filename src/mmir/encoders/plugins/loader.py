@@ -2,11 +2,14 @@
 
 ``factory`` is ``package.module:function`` or the name of an entry point in the group ``mmir.plugins`` of an installed
 distribution (``[project.entry-points."mmir.plugins"]`` in its pyproject.toml). Its identity (:class:`PluginIdentity`)
-is what makes a cache key and the lineage name the code that made a vector: the distribution's name and version when
-the module is a file of an installed distribution; for an editable install, that and the module's source sha256 (the
-code changes without a new version); for a module outside any distribution, its source file's sha256. The identity is
-found without importing the module itself (only its parent packages), so Snakemake can put it in a job's params when
-it builds the DAG: a new version, or an edited file outside a distribution, reruns the job.
+is what makes a cache key and the lineage name the code that made a vector: the sha256 of the code that is imported
+(every source and extension file of the module's outermost regular package, or the module file alone), plus the
+distribution's name and version when an installed distribution lists that file (its ``RECORD``, or a legacy
+``installed-files.txt``; an ``*.egg-info`` that a build left in a source folder lists it in ``SOURCES.txt`` only, and
+is no install) or is an editable install of its folder. Two metadata folders of one name that both list the file
+(``pip install --target --upgrade`` leaves the old one) are named instead of one picked. The identity is found without
+importing the module itself (only its parent packages), so Snakemake can put it in a job's params when it builds the
+DAG: an edited file, or a new version, reruns the job.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import json
@@ -37,8 +41,10 @@ class PluginError(MmirError):
 @dataclass(frozen=True)
 class PluginIdentity:
     """Which code a plug-in is: ``target`` (``module:function``), its ``distribution`` and ``version`` (None for a module
-    outside any distribution), ``editable`` (an editable install of that distribution) and the module's source file and
-    its sha256 (``source_sha256``: set where the version does not pin the code: editable, or no distribution)."""
+    outside any installed distribution; ``version`` None too when ``conflict``), ``editable`` (an editable install of
+    that distribution), the module's source file and ``source_sha256``: the sha256 of the code imported
+    (:func:`code_sha256`), always set. ``conflict``: why no version is named (several metadata folders of the
+    distribution list the file), else None."""
 
     factory: str
     target: str
@@ -47,15 +53,18 @@ class PluginIdentity:
     editable: bool
     source: str | None
     source_sha256: str | None
+    conflict: str | None = None
 
     @property
     def label(self) -> str:
-        """``mmir-lsa==0.1.0``, ``mmir-lsa==0.1.0 (editable, sha256:<hex>)`` or ``sha256:<hex>``: for params, logs and
-        the lineage."""
+        """``mmir-lsa==0.1.0 (sha256:<hex>)``, ``mmir-lsa==0.1.0 (editable, sha256:<hex>)``, ``mmir-lsa==? (<conflict>;
+        sha256:<hex>)`` or ``sha256:<hex>``: for params, logs, the lineage and MLflow."""
+        code = f"sha256:{self.source_sha256}"
         if self.distribution is None:
-            return f"sha256:{self.source_sha256}"
-        pinned = f"{self.distribution}=={self.version}"
-        return f"{pinned} (editable, sha256:{self.source_sha256})" if self.editable else pinned
+            return code
+        if self.conflict:
+            return f"{self.distribution}==? ({self.conflict}; {code})"
+        return f"{self.distribution}=={self.version} ({'editable, ' if self.editable else ''}{code})"
 
     def key(self) -> dict[str, Any]:
         """The identity as cache-key fields (the source path left out: the same file elsewhere makes the same vectors)."""
@@ -112,8 +121,45 @@ def _top_level_distributions() -> Mapping[str, list[str]]:
     return _packages_distributions(_metadata_folders())
 
 
-def _file_sha256(path: Path) -> str:
+@functools.lru_cache(maxsize=4096)
+def _file_sha256(path: Path, stamp: tuple[int, int]) -> str:
+    """sha256 of a file; ``stamp`` (size, mtime in ns) keys the cache, so an edited file is read again."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+#: the files of a package that are code Python imports (sources and extension modules; bytecode is derived)
+_CODE_SUFFIXES = tuple(importlib.machinery.SOURCE_SUFFIXES + importlib.machinery.EXTENSION_SUFFIXES)
+
+
+def code_root(module: str, source: Path) -> Path:
+    """What ``module`` (found at ``source``) imports as its own code: the folder of its outermost regular package (a
+    folder with ``__init__.py``; a namespace package above it is shared with other distributions), or ``source``
+    itself for a top-level module."""
+    levels = len(module.split(".")) - (0 if source.name == "__init__.py" else 1)
+    root, folder = source, source.parent
+    for _ in range(levels):
+        if not (folder / "__init__.py").is_file():
+            break
+        root, folder = folder, folder.parent
+    return root
+
+
+def code_sha256(root: Path) -> str:
+    """sha256 of ``root`` (a file) or of every source and extension file under it (``__pycache__`` left out): each
+    file's path relative to ``root`` and its sha256, in path order. Same code, same hash, wherever it lies."""
+    if root.is_file():
+        return _file_sha256(root, _stamp(root))
+    files = sorted(p for p in root.rglob("*") if p.name.endswith(_CODE_SUFFIXES) and "__pycache__" not in p.parts
+                   and p.is_file())
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f"{f.relative_to(root).as_posix()}\0{_file_sha256(f, _stamp(f))}\n".encode())
+    return digest.hexdigest()
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
 
 
 def _editable_root(dist: importlib.metadata.Distribution) -> Path | None:
@@ -132,11 +178,36 @@ def _editable_root(dist: importlib.metadata.Distribution) -> Path | None:
 
 
 def _holds(dist: importlib.metadata.Distribution, source: Path) -> bool:
-    """Whether ``source`` is one of the files ``dist`` installed (its RECORD)."""
+    """Whether ``source`` is one of the files ``dist`` installed: its ``RECORD`` (or a legacy install's
+    ``installed-files.txt``) lists it. An ``*.egg-info`` a build left in a source folder has neither (its
+    ``SOURCES.txt`` lists the sources it was built from): it installed nothing."""
+    if not (dist.read_text("RECORD") or dist.read_text("installed-files.txt")):
+        return False
     for f in dist.files or ():
         if f.name == source.name and Path(dist.locate_file(f)).resolve() == source:
             return True
     return False
+
+
+def _folder(dist: importlib.metadata.Distribution) -> Path | None:
+    """The metadata folder of ``dist`` (PathDistribution's; None for other finders)."""
+    path = getattr(dist, "_path", None)
+    return Path(path).resolve() if path is not None else None
+
+
+def _installed(name: str, source: Path) -> tuple[str | None, str | None]:
+    """``(version, conflict)`` of distribution ``name`` for the imported ``source``: the version of the one metadata
+    folder that lists it; None and why when several do (``pip install --target --upgrade`` leaves the old folder
+    beside the new one: which one is the code cannot be told); ``(None, None)`` when none does."""
+    by_folder = {}  # one entry per metadata folder: a folder on sys.path twice is found twice
+    for d in importlib.metadata.distributions(name=name):
+        if _holds(d, source):
+            by_folder.setdefault(_folder(d) or (d.metadata["Name"], d.version), d)
+    holding = list(by_folder.values())
+    if len(holding) > 1:
+        folders = ", ".join(sorted(f.name if (f := _folder(d)) else f"{d.metadata['Name']} {d.version}" for d in holding))
+        return None, f"{len(holding)} metadata folders list its files: {folders}; remove the stale one"
+    return (holding[0].version, None) if holding else (None, None)
 
 
 def identify(factory: str, where: str = "plugin") -> PluginIdentity:
@@ -161,16 +232,19 @@ def identify(factory: str, where: str = "plugin") -> PluginIdentity:
     source = Path(spec.origin).resolve() if spec.origin and spec.has_location else None
     if source is None or not source.is_file():
         raise _error(where, factory, f"module {module!r} has no source file to identify it by")
-    dists = [ep_dist] if ep_dist is not None else [
-        importlib.metadata.distribution(n) for n in dict.fromkeys(_top_level_distributions().get(module.split(".")[0], []))]
-    for dist in dists:
-        name, version = dist.metadata["Name"], dist.version
-        if _holds(dist, source):
-            return PluginIdentity(factory, target, name, version, False, str(source), None)
-        root = _editable_root(dist)
-        if root is not None and source.is_relative_to(root):
-            return PluginIdentity(factory, target, name, version, True, str(source), _file_sha256(source))
-    return PluginIdentity(factory, target, None, None, False, str(source), _file_sha256(source))
+    code = code_sha256(code_root(module, source))
+    names = [ep_dist.metadata["Name"]] if ep_dist is not None else list(
+        dict.fromkeys(_top_level_distributions().get(module.split(".")[0], [])))
+    for name in names:
+        version, conflict = _installed(name, source)
+        if version or conflict:
+            return PluginIdentity(factory, target, name, version, False, str(source), code, conflict)
+    for name in names:
+        for dist in importlib.metadata.distributions(name=name):
+            root = _editable_root(dist)
+            if root is not None and source.is_relative_to(root):
+                return PluginIdentity(factory, target, dist.metadata["Name"], dist.version, True, str(source), code)
+    return PluginIdentity(factory, target, None, None, False, str(source), code)
 
 
 def load(factory: str, options: Mapping[str, Any], where: str = "plugin") -> tuple[Any, PluginIdentity]:

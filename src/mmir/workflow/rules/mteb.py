@@ -14,10 +14,11 @@ def export_plan(config: dict) -> dict:
     false); a dataset whose every domain has no scorable query gets a result file without scores."""
     from mmir.reporting.mteb_export import export_plan as plan
 
-    if not config["mteb"]["export"]:
-        return {"files": {}, "models": {}, "measures": list(config["measures"]), "main": config["evaluation"]["primary_measure"]}
+    p = U.typed(config)
+    if not p.mteb.export:
+        return {"files": {}, "models": {}, "measures": list(p.measures), "main": p.evaluation.primary_measure}
     # every unit, those of a domain without a scorable query included: the outputs are fixed before prepare has run
-    return plan(config, {t: U.task_units(config, t, scored=False) for t in U.table_tasks(config)})
+    return plan(p, {t: U.task_units(config, t, scored=False) for t in U.table_tasks(config)})
 
 
 def export_files(config: dict) -> list[str]:

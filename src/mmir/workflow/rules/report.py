@@ -57,7 +57,9 @@ def _report(job: Job):
     out = steps.TableFiles(o["md"], o["csv"], o["metrics"], o["significance"])
     reranked = p.get("reranked") or {}
     stats = {s: [f for f in job.input.get("rerank_stats", []) if f"/{s}/" in f] for s in reranked}
-    notes = p["notes"] + image_text_cut_notes(job.input.get("run_stats", []))
+    from mmir.reporting.dropped import qrels_drop_notes
+
+    notes = p["notes"] + qrels_drop_notes(job.input.get("prepared", [])) + image_text_cut_notes(job.input.get("run_stats", []))
     result = steps.report(job.wildcards["task"], list(job.input["metrics"]), p["measure"], p["protocol"], out, p["untrained"],
                           notes, list(job.input["perquery"]), p["significance"], reranked, stats, p["approximate"],
                           p["task4_protocol"], p["baselines"], p.get("no_unit"))
@@ -100,6 +102,8 @@ def _report_inputs(config: dict, w: W) -> dict:
     if refs:
         from mmir.reporting.mteb_reference import result_files
     return {"metrics": task_metric_files(config, w["task"]),
+            # the judgements prepare dropped under a warn policy (a caption sentence)
+            "prepared": sorted({paths.prepared(u["dataset"], u["domain"], "prepare.json") for u in U.task_units(config, w["task"])}),
             **({"mteb_references": [str(f) for r in refs for f in result_files(r["path"])]} if refs else {}),
             "perquery": [paths.PERQUERY.format(task=w["task"], **u) for u in U.task_units(config, w["task"])],
             # the image text each system's encoder cut (a caption sentence): tasks whose queries or items carry image text
