@@ -200,10 +200,6 @@ def task_result(meta: Mapping[str, Any], metrics: list[Mapping[str, Any]], measu
             "scores": {mteb_port.SPLIT: entries}, "evaluation_time": None, "kg_co2_emissions": None, "date": None}
 
 
-<<<<<<< HEAD
-def write_export(plan: Mapping[str, Any], metric_files: list[str | Path], manifest: str | Path,
-                 unscored: Mapping[str, str] | None = None) -> dict[str, int]:
-=======
 def remove_stale(keep: set[str], folder: str | Path = RESULTS) -> list[str]:
     """Remove every file under ``folder`` that is not in ``keep`` (paths as the plan writes them), then the folders
     left empty; returns the removed files (an earlier config's results: mteb's ``ResultCache`` reads every file)."""
@@ -220,8 +216,8 @@ def remove_stale(keep: set[str], folder: str | Path = RESULTS) -> list[str]:
     return [str(f) for f in removed]
 
 
-def write_export(plan: Mapping[str, Any], metric_files: list[str | Path], manifest: str | Path) -> dict[str, int]:
->>>>>>> w38b
+def write_export(plan: Mapping[str, Any], metric_files: list[str | Path], manifest: str | Path,
+                 unscored: Mapping[str, str] | None = None) -> dict[str, int]:
     """Write every file of ``plan`` (:func:`export_plan`) from the score JSON files, and ``manifest`` (each file's
     system, task, dataset, model, revision, domains and queries, the measure mapping), and remove the files of earlier
     configs under :data:`RESULTS` (:func:`remove_stale`). Returns counts.
