@@ -1,8 +1,5 @@
-"""One function per pipeline step, taking explicit input/output paths and config slices.
-
-Snakemake rule scripts (workflow/scripts/) and the DVC-facing CLI (mmir.cli) are thin wrappers around these,
-so the logic is importable and tested without either tool. Every step logs what it read, wrote and skipped,
-with counts.
+"""One function per pipeline step, taking explicit input/output paths and config slices; rule scripts and the CLI
+wrap them, so the logic is tested without either tool. Every step logs what it read, wrote and skipped, with counts.
 """
 
 from __future__ import annotations
@@ -432,9 +429,8 @@ def _significance_metrics(significance_file: str | Path | None) -> tuple[dict, d
 
 
 def model_revision(system: System) -> str:
-    """What names a system's weights in MLflow: a plug-in's identity (:func:`mmir.encoders.plugins.identify`: the sha256
-    of its code, and the distribution's version), its pinned revision, else its model, its multimodal encoder, or its
-    BM25 backend; an external run (``kind: run``): its path template (each file's sha256 is a tag of its own)."""
+    """What names a system's weights in MLflow: a plug-in's identity (:func:`mmir.encoders.plugins.identify`), its pinned
+    revision, else its model, multimodal encoder or BM25 backend; an external run: its path template."""
     if getattr(system, "backend", None) == "plugin":
         from mmir.reporting.lineage import plugin_revision
 
