@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmir.evaluation.measures import DEFAULT_TIE_ORDER
 from mmir.evaluation.significance import Interval, Settings, TestResult, bootstrap_interval, paired_test, rng_for
 
 #: |a - b| at most this is a tie (pytrec_eval computes equal rankings to the same float; this absorbs the last bit of
@@ -127,7 +128,7 @@ def compare(a: Mapping[Hashable, float], b: Mapping[Hashable, float], settings: 
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, qrels: str | Path, measure: str = "nDCG@10",
-                 settings: Settings | None = None, k: int = 10, tie_order: str = "run", binary: bool = False,
+                 settings: Settings | None = None, k: int = 10, tie_order: str = DEFAULT_TIE_ORDER, binary: bool = False,
                  excluded: Mapping[str, Collection[str]] | None = None, top_k: int | None = None) -> Comparison:
     """Score two TREC run files against ``qrels`` with pytrec_eval and :func:`compare` them on ``measure`` (every judged
     query; one a run leaves out scores 0, as in the tables).
