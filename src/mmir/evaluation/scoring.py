@@ -81,3 +81,18 @@ def score_run(run_path: str | Path, qrels_path: str | Path, measures: list[str],
     }
     write_json(out_json, summary)
     return summary
+
+
+def measure_text(summary: dict, digits: int = 4) -> str:
+    """Every measure of a :func:`score_run` summary at ``digits`` decimals, the tie-aware value in brackets where it
+    prints differently (the run order's when the values are tie-aware): ``nDCG@10 = 0.4210 (tie-aware 0.4187), ...``."""
+    other = "run" if summary.get("tie_order") == "expected" else "expected"
+    name = "run order" if other == "run" else "tie-aware"
+    alt = summary.get("tie_orders", {}).get(other, {})
+    parts = []
+    for m, v in summary["measures"].items():
+        text = "–" if v is None else f"{v:.{digits}f}"
+        a = alt.get(m)
+        parts.append(f"{m} = {text}" + (f" ({name} {a:.{digits}f})" if v is not None and a is not None
+                                        and f"{a:.{digits}f}" != text else ""))
+    return ", ".join(parts)
