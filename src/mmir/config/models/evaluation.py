@@ -36,8 +36,10 @@ class EncodingConfig(Section):
     """The encode stage: vector stores of documents, pair texts, images and queries, one job per shard."""
 
     shard_size: int = Field(20000, ge=1, description="rows a shard (about minutes of one GPU for a 7B encoder)")
-    dtype: Literal["float16", "float32"] = Field("float16", description="vectors on disk; float32 gives runs equal to an "
-                                                 "in-memory float32 search")
+    dtype: Literal["float16", "float32"] = Field("float32", description="vectors on disk: float32 keeps them as the encoder "
+                                                 "returns them (every measure equals sentence-transformers / MTEB); float16 "
+                                                 "halves a full-size store and moves rankings below the top ranks "
+                                                 "(docs/own-system.md has its measured effect)")
     batch_rows: int = Field(1024, ge=1, description="rows written per resumable batch of a shard")
 
 
