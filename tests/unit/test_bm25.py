@@ -156,8 +156,9 @@ def test_matched_documents_are_those_sharing_a_token_with_the_query():
 def test_batched_topk_equals_the_per_query_path_on_a_vaswani_slice(monkeypatch):
     """BM25.topk (the numba kernel, the retrieve path) returns byte for byte what the per-query path returns and what
     ranking bm25s's whole score vector over the matching documents returns: real abstracts with tied scores,
-    exclusions, k above the documents with a term (the run is shorter), terms that score 0 (robertson's idf is floored at 0 for a term in over half the
-    documents: "the" without stopwords), bm25+ (query by query), several kernel calls, tiles and thresholds."""
+    exclusions, k above the documents with a term (the run is shorter), terms that score 0 (robertson's idf is floored
+    at 0 for a term in over half the documents: "the" without stopwords), bm25+ (query by query), several kernel
+    calls, tiles and thresholds."""
     import mmir.retrieval.bm25 as bm25_module
     import mmir.retrieval.bm25_kernel as bm25_kernel
     from mmir.data.trec import read_trec_documents, read_trec_topics

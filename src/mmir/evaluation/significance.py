@@ -41,7 +41,7 @@ TESTS, CORRECTIONS, INTERVALS, FAMILIES = (get_args(SignificanceConfig.model_fie
 _DEFAULT = SignificanceConfig()  # keyword defaults below = the config's
 AVG = "Avg."
 _MAX_CELLS = 4_000_000  # floats per resampling block (bounds memory: ~32 MB)
-#: the sign-flip test is exact up to this many non-zero differences (2**40 patterns; about 0.5 s and 50 MB at 40)
+#: the sign-flip test is exact up to this many non-zero differences (2**40 patterns; about 1 s and 50 MB at 40)
 EXACT_MAX_DIFFS = 40
 
 

@@ -15,8 +15,9 @@ read). :func:`read_checked_run` refuses, with a :class:`RunFileError` naming the
 - an empty file (no line at all); a line that is not UTF-8 text.
 
 Ties are allowed: equal scores at different ranks keep their rank order, and lines sharing a rank are ordered by score,
-then by item id descending (trec_eval's tie order), never by their order in the file. :func:`apply_protocol` then removes the excluded items of the evaluation protocol
-(:mod:`mmir.retrieval.exclusions`, as for mmir's own systems) and cuts each ranking to ``top_k``, counting both.
+then by item id descending (trec_eval's tie order), never by their order in the file. :func:`apply_protocol` then
+removes the excluded items of the evaluation protocol (:mod:`mmir.retrieval.exclusions`, as for mmir's own systems)
+and cuts each ranking to ``top_k``, counting both.
 """
 
 from __future__ import annotations
