@@ -393,9 +393,9 @@ COLUMNS = ["system", "column", "n", "mean", "ci_low", "ci_high", "interval", "ba
 
 def _compare(scores: Mapping[str, Mapping[str, Any]], settings: Settings, per_query, interval) -> pd.DataFrame:
     """The loop both table functions share. ``per_query(row, domain) -> {qid: value}`` (what is tested, paired by
-    qid; empty when the row lacks the domain; computed once per cell); ``interval(row, domains, rng_of) -> Interval``
-    with ``rng_of(*arrays)`` the :func:`data_rng` of the data it resamples. Tests pair queries in qid order and draw
-    from the :func:`data_rng` of the absolute differences (so A against B and B against A draw alike)."""
+    qid; empty when the row lacks the domain; computed once per cell); ``interval(row, domains) -> Interval``, drawing
+    from the :func:`data_rng` of the data it resamples. Tests pair queries in qid order and draw from the
+    :func:`data_rng` of the absolute differences (so A against B and B against A draw alike)."""
     rows = list(scores)
     if not rows:
         return pd.DataFrame(columns=COLUMNS)
@@ -418,7 +418,7 @@ def _compare(scores: Mapping[str, Mapping[str, Any]], settings: Settings, per_qu
                                    "exact": False}
             cols = (have if len(have) == len(domains) else []) if col == AVG else ([col] if col in have else [])
             if cols:
-                ci = interval(r, cols, lambda *arrays: data_rng(s_.seed, "interval", *arrays))
+                ci = interval(r, cols)
                 row |= {"n": sum(len(values(r, d)) for d in cols), "mean": ci.estimate, "ci_low": ci.low, "ci_high": ci.high,
                         "interval": ci.method}
                 pairs = []
@@ -460,10 +460,10 @@ def table_statistics(scores: Mapping[str, Mapping[str, pd.Series]], settings: Se
         s = scores[r].get(d)
         return {} if s is None else dict(zip(map(str, s.index), s.to_numpy(dtype=float)))
 
-    def interval(r, cols, rng_of):
+    def interval(r, cols):
         strata = [scores[r][d].sort_index(kind="stable").to_numpy(dtype=float) for d in cols]
         return bootstrap_interval(strata, confidence=settings.confidence, resamples=settings.resamples,
-                                  method=settings.interval, rng=rng_of(*strata))
+                                  method=settings.interval, rng=data_rng(settings.seed, "interval", *strata))
 
     return _compare(scores, settings, per_query, interval)
 
@@ -487,10 +487,10 @@ def judged_table_statistics(scores: Mapping[str, Mapping[str, Mapping[str, Any]]
                 means[str(q)] = float(v.mean())
         return means
 
-    def interval(r, cols, rng_of):
+    def interval(r, cols):
         domains = [[scores[r][d][q] for q in sorted(scores[r][d])] for d in cols]
-        return two_level_interval(domains, confidence=settings.confidence, resamples=settings.resamples,
-                                  repeats=settings.repeats, rng=rng_of(*[a for dom in domains for a in dom]))
+        return two_level_interval(domains, confidence=settings.confidence, resamples=settings.resamples, repeats=settings.repeats,
+                                  rng=data_rng(settings.seed, "interval", *[a for dom in domains for a in dom]))
 
     return _compare(scores, settings, per_query, interval)
 
