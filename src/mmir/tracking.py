@@ -368,6 +368,9 @@ def log_invocation(config: dict, task: str, entries: list[dict], project_dir: st
                 **({"mmir.unscored": summary["unscored"]} if summary.get("unscored") else {}), **e.get("tags", {}),
                 **external_run_tags(e.get("run_file"))}
         metrics = {_mlflow_key(m): float(v) for m, v in summary["measures"].items() if v is not None}  # None: no scorable query
+        # every measure's tie-aware value beside it (the mean over every order of each tied group)
+        metrics |= {f"{_mlflow_key(m)}_tie_aware": float(v) for m, v in summary.get("tie_orders", {}).get("expected", {}).items()
+                    if v is not None}
         metrics |= {"queries": summary["queries"], "queries_without_results": summary["queries_without_results"]}
         metrics |= {k: float(v) for k, v in e.get("extra_metrics", {}).items()}
         child = f"{task}/{e['dataset']}/{e['domain']}/{e['system']}"

@@ -113,9 +113,16 @@ def test_chunked_id_index_scores_equal_the_token_string_index_exactly():
         BM25(CORPUS, backend="nope")
 
 
-def test_bm25_topk_equals_topk_scores_element_for_element():
-    """The sparse top-k of the retrieve step (positive scores, then zeros by index, else the whole vector) returns
-    exactly what ranking the whole vector does: ties, exclusions, negative scores, fewer positives than k."""
+def _whole_vector(s, k, exclude, matched):
+    """The reference: the whole vector ranked (topk_scores) with every document outside ``matched`` excluded."""
+    outside = np.setdiff1d(np.arange(s.size), matched)
+    return topk_scores(s, k, set(outside.tolist()) | {int(x) for x in exclude})
+
+
+def test_bm25_topk_ranks_only_the_matching_documents():
+    """The sparse top-k of the retrieve step returns exactly what ranking the whole vector does once the documents
+    that share no term with the query are left out: ties, exclusions, negative scores, fewer matches than k. No
+    zero-scored document pads a run (issue 38: padding in corpus order made R@100 depend on the file's line order)."""
     rng = np.random.default_rng(0)
     vectors = []
     for n in (1, 7, 50, 400):
@@ -125,19 +132,33 @@ def test_bm25_topk_equals_topk_scores_element_for_element():
         index = BM25(CORPUS * 3, method=method)
         vectors += list(index.iter_scores(QUERIES + ["unknownword", "the of a"]))
     for s in vectors:
-        for k in (1, 3, 10, 1000):
-            for exclude in ((), (0,), [2, 2, 5, 999, -1], {1, 3}, np.arange(0, s.size, 2)):
-                want_s, want_i = topk_scores(s, k, exclude)
-                got_s, got_i = bm25_topk(s, k, exclude)
-                assert got_s.dtype == want_s.dtype == np.float64 and got_i.dtype == want_i.dtype == np.int64
-                assert got_i.tolist() == want_i.tolist() and got_s.tobytes() == want_s.tobytes(), (s, k, exclude)
+        for matched in (None, np.flatnonzero(s != 0), np.sort(rng.choice(s.size, size=(s.size + 1) // 2, replace=False))):
+            for k in (1, 3, 10, 1000):
+                for exclude in ((), (0,), [2, 2, 5, 999, -1], {1, 3}, np.arange(0, s.size, 2)):
+                    want_s, want_i = _whole_vector(s, k, exclude, np.flatnonzero(s > 0) if matched is None else matched)
+                    got_s, got_i = bm25_topk(s, k, exclude, matched)
+                    assert got_s.dtype == want_s.dtype == np.float64 and got_i.dtype == want_i.dtype == np.int64
+                    assert got_i.tolist() == want_i.tolist() and got_s.tobytes() == want_s.tobytes(), (s, k, exclude)
+
+
+def test_matched_documents_are_those_sharing_a_token_with_the_query():
+    docs = CORPUS * 2 + ["", "the and of"]
+    for backend in ("bm25s", "rank_bm25"):
+        index = BM25(docs, backend=backend)
+        tokens = [set(t) for t in index.tokenize(docs)]
+        for q in QUERIES + ["unknownword", "the of a", ""]:
+            qt = set(index.tokenize([q])[0])
+            assert index.matched(q).tolist() == [i for i, t in enumerate(tokens) if t & qt], (backend, q)
+        s, i = index.topk(["fox"], 1000)
+        assert (i[0] >= 0).sum() == len(index.matched("fox")) < len(docs)  # the rest is padding, dropped from the run
 
 
 def test_batched_topk_equals_the_per_query_path_on_a_vaswani_slice(monkeypatch):
     """BM25.topk (the numba kernel, the retrieve path) returns byte for byte what the per-query path returns and what
-    ranking bm25s's whole score vector returns: real abstracts with tied scores, exclusions, k above the documents
-    with a term (zeros by index), terms that score 0 (robertson's idf is floored at 0 for a term in over half the
-    documents: "the" without stopwords), bm25+ (query by query), several kernel calls, tiles and thresholds."""
+    ranking bm25s's whole score vector over the matching documents returns: real abstracts with tied scores,
+    exclusions, k above the documents with a term (the run is shorter), terms that score 0 (robertson's idf is floored
+    at 0 for a term in over half the documents: "the" without stopwords), bm25+ (query by query), several kernel
+    calls, tiles and thresholds."""
     import mmir.retrieval.bm25 as bm25_module
     import mmir.retrieval.bm25_kernel as bm25_kernel
     from mmir.data.trec import read_trec_documents, read_trec_topics
@@ -169,14 +190,15 @@ def test_batched_topk_equals_the_per_query_path_on_a_vaswani_slice(monkeypatch):
                     assert got_s.shape == got_i.shape == (len(queries), kk)
                     assert got_s.dtype == np.float64 and got_i.dtype == np.int64
                     for r, v in enumerate(vectors):
-                        want_s, want_i = topk_scores(v, kk, ex[r] if ex else ())  # the whole vector ranked
-                        assert bm25_topk(v, kk, ex[r] if ex else ())[1].tolist() == want_i.tolist()
+                        matched = index.matched(queries[r])
+                        want_s, want_i = _whole_vector(v, kk, ex[r] if ex else (), matched)
+                        assert bm25_topk(v, kk, ex[r] if ex else (), matched)[1].tolist() == want_i.tolist()
                         m = len(want_i)
                         assert got_s[r, :m].tobytes() == want_s.tobytes(), (method, k, r)
                         assert got_i[r, :m].tolist() == want_i.tolist(), (method, k, r)
                         assert np.isneginf(got_s[r, m:]).all() and (got_i[r, m:] == -1).all()
                         seen_ties |= bool((np.diff(want_s[(want_s > 0)]) == 0).any())
-                        seen_short |= bool(m and want_s[-1] <= 0)
+                        seen_short |= bool(m < kk)
     assert seen_ties and seen_short and seen_zero_term  # the cases the batched path treats apart all occurred
 
 

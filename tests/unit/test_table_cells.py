@@ -133,3 +133,14 @@ def test_protocol_captions_say_what_the_registry_removes(task):
                                                       "code's exclusions are the query's negative_ids, document ids, which never "
                                                       "match an image).")
     assert "task4 labels: paper" in protocol_caption("task4", "strict") and "task4 labels" not in protocol_caption("task2", "strict")
+
+
+def test_tied_items_avg_is_the_mean_over_the_domains(tmp_path):
+    """Issue 38 item 8: the Avg. column of the tied items is the mean over the domains, as every Avg. (it was a sum)."""
+    files = [_score(tmp_path, "bm25", "stat", QRELS, RUNS["bm25"]), _score(tmp_path, "bm25", "calc", QRELS, RUNS["dense"]),
+             _score(tmp_path, "dense", "stat", QRELS, RUNS["dense"]), _score(tmp_path, "dense", "calc", QRELS, RUNS["dense"])]
+    out = _report(tmp_path, files)
+    md = out.md.read_text()
+    assert "| bm25 | 5 | 0 | 2.5 |" in md and "Avg.: the mean over the domains, tied items per domain" in md
+    csv = pd.read_csv(out.csv).set_index("system")
+    assert csv.at["bm25", "Avg. tied_items"] == 2.5 and csv.at["bm25", "stat tied_items"] == 5

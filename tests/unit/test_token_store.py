@@ -20,6 +20,7 @@ from mmir.encoders.token_store import (
 )
 
 FMT = ShardFormat(dim=6, encoder_key="enc#documents")
+HALF = ShardFormat(dim=6, encoder_key="enc#documents", dtype="float16")  # the full-size setting
 
 
 def items(n, seed=0):
@@ -31,7 +32,7 @@ def test_round_trip_offsets_lengths_float16(tmp_path):
     mats = items(23)
     ids = [f"d{i}" for i in range(23)]
     for s, (a, b) in enumerate([(0, 10), (10, 10), (10, 23)]):  # shard 1 is empty
-        st = write_token_shard(tmp_path, s, ids[a:b], lambda x, y, a=a: mats[a + x : a + y], FMT, batch_size=4)
+        st = write_token_shard(tmp_path, s, ids[a:b], lambda x, y, a=a: mats[a + x : a + y], HALF, batch_size=4)
         assert st["tokens"] == sum(len(m) for m in mats[a:b])
     manifest = finalize_token_store(tmp_path, FMT.encoder_key, 3)
     assert manifest["total_items"] == 23 and manifest["total_tokens"] == sum(len(m) for m in mats)
@@ -68,8 +69,8 @@ def test_killed_shard_resumes_at_the_lost_batch(tmp_path):
     assert st["batches_skipped"] == 3 and st["batches_computed"] == 2 and calls == [(21, 28), (28, 30)]
     finalize_token_store(tmp_path, FMT.encoder_key, 1)
     store = open_token_store(tmp_path, FMT.encoder_key)
-    np.testing.assert_array_equal(np.asarray(store.tokens), np.concatenate(mats).astype(np.float16))
-    assert (tmp_path / "shard-00000.npy").stat().st_size == HEADER_BYTES + sum(len(m) for m in mats) * 6 * 2
+    np.testing.assert_array_equal(np.asarray(store.tokens), np.concatenate(mats))  # float32: as computed
+    assert (tmp_path / "shard-00000.npy").stat().st_size == HEADER_BYTES + sum(len(m) for m in mats) * 6 * 4
     # a rerun of a sealed shard computes nothing
     calls.clear()
     assert write_token_shard(tmp_path, 0, ids, compute, FMT, batch_size=7)["batches_computed"] == 0 and not calls

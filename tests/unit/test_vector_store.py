@@ -129,7 +129,7 @@ def test_finalize_and_writer_refuse_inconsistent_shards(tmp_path):
         finalize_store(tmp_path, "other", n_shards=1)
     with pytest.raises(ShardMismatchError, match="sealed with dim=6"):
         ShardWriter(tmp_path, 0, rows=10, dim=8, encoder_key=KEY)
-    w = ShardWriter(tmp_path, 1, rows=10, dim=6, encoder_key=KEY, batch_size=4)
+    w = ShardWriter(tmp_path, 1, rows=10, dim=6, encoder_key=KEY, batch_size=4, dtype="float16")  # a float16 store
     w.write_batch(0, x[:4])
     with pytest.raises(ShardMismatchError, match="batch 1 .*needs shape \\(4, 6\\)"):
         w.write_batch(1, x[:3])
@@ -140,7 +140,7 @@ def test_finalize_and_writer_refuse_inconsistent_shards(tmp_path):
     w.close()
     with pytest.raises(ShardMismatchError, match="partial shard written with"):
         ShardWriter(tmp_path, 1, rows=10, dim=6, encoder_key=KEY, batch_size=5)
-    resumed = ShardWriter(tmp_path, 1, rows=10, dim=6, encoder_key=KEY, batch_size=4)
+    resumed = ShardWriter(tmp_path, 1, rows=10, dim=6, encoder_key=KEY, batch_size=4, dtype="float16")
     assert resumed.pending() == [1, 2]
     resumed.close()
 

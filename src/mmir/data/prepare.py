@@ -1,6 +1,7 @@
 """Normalise one (dataset, domain) into typed on-disk artifacts and check its integrity.
 
-Outputs, in ``data/prepared/<dataset>/<domain>/``:
+Outputs, in ``data/prepared/<dataset>/<domain>/`` (the item tables in trec_eval's tie order of their ids,
+:func:`canonical_order`, not in the source's order):
 
 - ``corpus.parquet``   doc_id (str), text (str)
 - ``topics.parquet``   qid (str), query (str), image_paths (list[str]), gold_answers (list[str])
@@ -294,7 +295,7 @@ def write_prepared(p: Prepared, out_dir: str | Path, meta: dict | None = None) -
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
         stage = Path(tmp)
-        write_parquet(stage / "corpus.parquet", p.corpus)
+        write_parquet(stage / "corpus.parquet", canonical_order(p.corpus, "doc_id"))
         write_parquet(stage / "topics.parquet", p.topics)
         write_qrels(stage / task_spec("task1").qrels, p.qrels)
         _write_excluded(stage / task_spec("task1").excluded, p.excluded)
@@ -304,6 +305,15 @@ def write_prepared(p: Prepared, out_dir: str | Path, meta: dict | None = None) -
         for name in ALL_FILES:
             os.replace(stage / name, out / name)
     return report
+
+
+def canonical_order(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """The rows of an item table (corpus, images, pairs) in trec_eval's tie order of their ids: ``columns`` descending
+    by code point, which is ``strcmp`` of the UTF-8 bytes (trec_eval ``comp_sim_docno``; the default
+    ``evaluation.tie_order: pytrec_eval``). Every retriever ranks equal scores by lower row, so a run lists ties, and
+    picks the items that enter its top-k at a tie, as trec_eval orders them, whatever the order of the source file.
+    Pairs sort by document first, so the pairs of a document shard stay one block (the encode stage's pair shards)."""
+    return frame.sort_values(list(columns), ascending=False, kind="stable").reset_index(drop=True)
 
 
 def log_report(report: dict, out_dir: str | Path, logger: logging.Logger = log) -> None:
@@ -365,9 +375,9 @@ def _write_mm(mm, stage: Path, report: dict) -> None:
     report["multimodal"] = bool(len(mm.topics))
     report.update(mm.report)
     write_parquet(stage / "topics_mm.parquet", mm.topics)
-    write_parquet(stage / "images.parquet", mm.images)
+    write_parquet(stage / "images.parquet", canonical_order(mm.images, "path"))
     write_parquet(stage / "query_images.parquet", mm.query_images)
-    write_parquet(stage / "pairs.parquet", mm.pairs)
+    write_parquet(stage / "pairs.parquet", canonical_order(mm.pairs, "doc_id", "pair_id"))
     # the labels the multimodal data carries (mmir.data.multimodal), under the file names of their tasks
     for name in ("task2", "task3", "task4"):
         spec = task_spec(name)

@@ -3,7 +3,7 @@
 Layout of a store directory::
 
     manifest.json              format, encoder key, dtype, dim, total rows, per shard: rows, bytes, sha256
-    shard-00000.npy            (rows, dim) float16 (default) or float32, a plain .npy (np.load(mmap_mode="r") maps it)
+    shard-00000.npy            (rows, dim) float32 (default) or float16, a plain .npy (np.load(mmap_mode="r") maps it)
     shard-00000.ids.json       the ids of the shard's rows, in row order
     shard-00000.sealed.json    written last, atomically, when the shard is complete (rows, sha256, ...)
     shard-00000.progress       only while a shard is being written: a JSON header line, then one finished batch a line
@@ -174,7 +174,7 @@ class ShardWriter(BatchedShardWriter):
     Args:
         shard: shard number (``>= 0``), the store's ``shard``-th contiguous row range.
         encoder_key: names the encoder and its preprocessing (recorded, checked on reopen).
-        dtype: ``float16`` (default) or ``float32`` on disk.
+        dtype: ``float32`` (default) or ``float16`` on disk.
         batch_size: rows per batch: the unit of work, of resumption and of loss on a kill.
         fsync: flush each batch's bytes before recording it (survives a machine crash too).
 
@@ -183,7 +183,7 @@ class ShardWriter(BatchedShardWriter):
     """
 
     def __init__(self, store_dir: str | Path, shard: int, *, rows: int, dim: int, encoder_key: str,
-                 dtype: str = "float16", batch_size: int = 4096, fsync: bool = True):
+                 dtype: str = "float32", batch_size: int = 4096, fsync: bool = True):
         super().__init__(store_dir, shard, unit="rows", size=rows, dim=dim, dtype=dtype, batch_size=batch_size, fsync=fsync)
         self.rows, self.encoder_key = rows, encoder_key
         self._header = {"format": FORMAT, "encoder_key": encoder_key, "dtype": self.dtype.name, "dim": dim,
@@ -292,7 +292,7 @@ class ShardFormat:
 
     dim: int
     encoder_key: str
-    dtype: str = "float16"
+    dtype: str = "float32"
 
 
 def write_shard(store_dir: str | Path, shard: int, ids: Sequence[str], compute: Callable[[int, int], np.ndarray],

@@ -3,7 +3,7 @@
 Layout of a store directory (the vector store's layout, :mod:`mmir.encoders.store`, with token rows)::
 
     manifest.json              format, encoder key, dtype, dim, items, tokens, per shard: items, tokens, sha256s
-    shard-00000.npy            (tokens, dim) float16 (default) or float32: the shard's items' token vectors in item order
+    shard-00000.npy            (tokens, dim) float32 (default) or float16: the shard's items' token vectors in item order
     shard-00000.lengths.npy    (items,) int64: tokens of each item (>= 1); an item's offset is the sum of those before it
     shard-00000.ids.json       the ids of the shard's items, in item order
     shard-00000.sealed.json    written last, atomically, when the shard is complete
@@ -71,7 +71,7 @@ class TokenShardWriter(BatchedShardWriter):
     """
 
     def __init__(self, store_dir: str | Path, shard: int, *, items: int, dim: int, encoder_key: str,
-                 dtype: str = "float16", batch_size: int = 64, fsync: bool = True):
+                 dtype: str = "float32", batch_size: int = 64, fsync: bool = True):
         super().__init__(store_dir, shard, unit="items", size=items, dim=dim, dtype=dtype, batch_size=batch_size, fsync=fsync)
         self.items, self.lengths_path = items, self.dir / f"{shard_name(shard)}.lengths.npy"
         self._header = {"format": FORMAT, "encoder_key": encoder_key, "dtype": self.dtype.name, "dim": dim,

@@ -11,14 +11,15 @@ system), so a run made outside mmir is scored exactly as its row in the tables.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from mmir.core.errors import DataError
-from mmir.evaluation.significance import Interval, Settings, TestResult, bootstrap_interval, paired_test, rng_for
+from mmir.evaluation.measures import DEFAULT_TIE_ORDER
+from mmir.evaluation.significance import Interval, Settings, TestResult, bootstrap_interval, data_rng, paired_test, test_rng
 
 #: |a - b| at most this is a tie (pytrec_eval computes equal rankings to the same float; this absorbs the last bit of
 #: a sum taken in another order)
@@ -135,32 +136,35 @@ class Comparison:
     coverage: tuple[Coverage, Coverage] | None = None
 
 
-def compare(a: Mapping[Hashable, float], b: Mapping[Hashable, float], settings: Settings | None = None, k: int = 10,
-            key: Sequence[object] = ("compare",)) -> Comparison:
+def compare(a: Mapping[Hashable, float], b: Mapping[Hashable, float], settings: Settings | None = None,
+            k: int = 10) -> Comparison:
     """Compare per-query values ``a`` and ``b`` (``{qid: value}``, paired by qid).
+
+    The test and the interval take the pairs in qid order and draw from the
+    :func:`~mmir.evaluation.significance.data_rng` of the data, as the task tables do: the same pair of systems gets
+    the same p-value here and in its table.
 
     Args:
         settings: the ``significance`` config (test, resamples, seed, confidence, interval method); None = defaults.
-        key: the seed key of the test's and the interval's random draws (:func:`~mmir.evaluation.significance.rng_for`).
 
     Raises:
         ValueError: no query is scored by both.
     """
     s = settings or Settings()
-    common = paired(a, b)
+    common = sorted(paired(a, b))
     if not common:
         raise ValueError(f"no query is scored by both runs ({len(a)} and {len(b)} scored queries, none shared)")
     x = np.array([float(a[q]) for q in common])
     y = np.array([float(b[q]) for q in common])
-    test = paired_test(x, y, test=s.test, resamples=s.resamples, rng=rng_for(s.seed, *key, s.test))
+    test = paired_test(x, y, test=s.test, resamples=s.resamples, rng=test_rng(s.seed, s.test, [(x, y)]))
     ci = bootstrap_interval(x - y, confidence=s.confidence, resamples=s.resamples, method=s.interval,
-                            rng=rng_for(s.seed, *key, "interval"))
+                            rng=data_rng(s.seed, "interval", x - y))
     return Comparison(len(common), float(x.mean()), float(y.mean()), test, ci, record(a, b), largest_differences(a, b, k),
                       s, [q for q in a if q not in b], [q for q in b if q not in a])
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, qrels: str | Path, measure: str = "nDCG@10",
-                 settings: Settings | None = None, k: int = 10, tie_order: str = "run", binary: bool = False,
+                 settings: Settings | None = None, k: int = 10, tie_order: str = DEFAULT_TIE_ORDER, binary: bool = False,
                  excluded: Mapping[str, Collection[str]] | None = None, top_k: int | None = None) -> Comparison:
     """Score two TREC run files against ``qrels`` with pytrec_eval and :func:`compare` them on ``measure`` (every judged
     query; one a run leaves out scores 0, as in the tables).
@@ -185,8 +189,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, qrels: str | Path, measur
         run, counts = apply_protocol(run, excluded or {}, top_k or max(map(len, run.values()), default=0))
         removed.append(counts["excluded_removed"])
         per.append({q: v[measure] for q, v in evaluate(judged, run, [measure], tie_order).items()})
-    return replace(compare(*per, settings, k, key=("compare", measure)), removed=(removed[0], removed[1]),
-                   coverage=(covered[0], covered[1]))
+    return replace(compare(*per, settings, k), removed=(removed[0], removed[1]), coverage=(covered[0], covered[1]))
 
 
 def _short(text: str, width: int) -> str:

@@ -12,14 +12,18 @@ from __future__ import annotations
 import ir_measures
 import pytrec_eval
 
+from mmir.config.models import EvaluationConfig, default_of
 from mmir.evaluation.ties import expected_query
 
 # ir_measures measure name -> trec_eval family (cut-off measures take ``.<k>``)
 _TREC = {"nDCG": "ndcg_cut", "R": "recall", "P": "P", "AP": "map", "RR": "recip_rank"}
-#: how equal scores are ordered: ``run`` = the run file's rank order; ``pytrec_eval`` = trec_eval's own sort (score
-#: descending, then document id descending, as the released scripts score); ``expected`` = the mean over every order
-#: of each tied group (tie-aware, McSherry & Najork 2008), in closed form
+#: how equal scores are ordered: ``pytrec_eval`` (the default) = trec_eval's own sort (score descending, then document
+#: id descending by ``strcmp``: trec_eval 9 ``form_res_rels.c`` ``comp_sim_docno``; as BRIGHT's and MM-BRIGHT's
+#: released scripts score, through pytrec_eval); ``run`` = the run file's rank order; ``expected`` = the mean over every
+#: order of each tied group (tie-aware, McSherry & Najork 2008), in closed form
 TIE_ORDERS = ("run", "pytrec_eval", "expected")
+#: ``evaluation.tie_order``'s default
+DEFAULT_TIE_ORDER = default_of(EvaluationConfig, "tie_order")
 
 
 def trec_measure(name: str) -> tuple[str, str]:
@@ -47,15 +51,16 @@ def measure_cutoff(name: str) -> int | None:
 
 
 def evaluate(qrels: dict[str, dict[str, int]], run: dict[str, list[tuple[str, float]]],
-             measures: list[str], tie_order: str = "run") -> dict[str, dict[str, float]]:
+             measures: list[str], tie_order: str = DEFAULT_TIE_ORDER) -> dict[str, dict[str, float]]:
     """Per-query values ``{qid: {measure: value}}`` for every judged query.
 
     Args:
         qrels: ``{qid: {doc_id: rel}}`` (int rel; 0 = judged non-relevant).
         run: ``{qid: [(doc_id, score), ...]}`` in rank order.
-        tie_order: one of :data:`TIE_ORDERS`: ``run`` (default: equal scores keep their run ranks), ``pytrec_eval``
-            (trec_eval re-sorts ties by document id, descending, as the released scripts) or ``expected`` (the
-            tie-aware mean over all orders of each tied group, :func:`mmir.evaluation.ties.expected_query`).
+        tie_order: one of :data:`TIE_ORDERS`: ``pytrec_eval`` (default: trec_eval re-sorts ties by document id,
+            descending, as the released scripts; no value depends on the run file's line order), ``run`` (equal scores
+            keep their run ranks) or ``expected`` (the tie-aware mean over all orders of each tied group,
+            :func:`mmir.evaluation.ties.expected_query`).
 
     Raises:
         ValueError: an unknown ``tie_order`` or measure.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mmir.core.io import write_json, write_text
 from mmir.data.trec import read_qrels
-from mmir.evaluation.measures import evaluate, mean, measure_cutoff
+from mmir.evaluation.measures import DEFAULT_TIE_ORDER, evaluate, mean, measure_cutoff
 from mmir.evaluation.ties import tie_counts
 from mmir.retrieval.runs import Run, read_run
 
@@ -49,7 +49,8 @@ def read_scored(run_path: str | Path, qrels_path: str | Path, binary: bool = Fal
 
 
 def score_run(run_path: str | Path, qrels_path: str | Path, measures: list[str], out_json: str | Path,
-              out_perquery: str | Path, meta: dict | None = None, binary: bool = False, tie_order: str = "run") -> dict:
+              out_perquery: str | Path, meta: dict | None = None, binary: bool = False,
+              tie_order: str = DEFAULT_TIE_ORDER) -> dict:
     """Evaluate ``run_path``; write ``out_json`` (means, counts, meta) and ``out_perquery`` (``qid<TAB>measure<TAB>value``).
 
     ``binary``: rel > 0 → 1. ``tie_order``: :data:`mmir.evaluation.measures.TIE_ORDERS`. Returns the JSON dict:
@@ -80,3 +81,18 @@ def score_run(run_path: str | Path, qrels_path: str | Path, measures: list[str],
     }
     write_json(out_json, summary)
     return summary
+
+
+def measure_text(summary: dict, digits: int = 4) -> str:
+    """Every measure of a :func:`score_run` summary at ``digits`` decimals, the tie-aware value in brackets where it
+    prints differently (the run order's when the values are tie-aware): ``nDCG@10 = 0.4210 (tie-aware 0.4187), ...``."""
+    other = "run" if summary.get("tie_order") == "expected" else "expected"
+    name = "run order" if other == "run" else "tie-aware"
+    alt = summary.get("tie_orders", {}).get(other, {})
+    parts = []
+    for m, v in summary["measures"].items():
+        text = "–" if v is None else f"{v:.{digits}f}"
+        a = alt.get(m)
+        parts.append(f"{m} = {text}" + (f" ({name} {a:.{digits}f})" if v is not None and a is not None
+                                        and f"{a:.{digits}f}" != text else ""))
+    return ", ".join(parts)

@@ -3,8 +3,10 @@
 Pure functions of numbers on the measure's own scale (nDCG@10 in [0, 1]; judge scores 0-100). Sources:
 
 - :func:`sign_flip_test`: Fisher's paired randomization test (Fisher 1935; Smucker, Allan & Carterette, CIKM
-  2007). Exact enumeration when ``2**N <= resamples``, else ``p = (1 + #{|T*| >= |T|}) / (resamples + 1)``
-  (Phipson & Smyth 2010); equals ``scipy.stats.permutation_test(permutation_type="samples")``.
+  2007). Exact over all ``2**N`` sign patterns when ``N <=`` :data:`EXACT_MAX_DIFFS` (counted by meeting in the
+  middle: the sums of each half's patterns, sorted, then counted against each other), else
+  ``p = (1 + #{|T*| >= |T|}) / (resamples + 1)`` (Phipson & Smyth 2010); equals
+  ``scipy.stats.permutation_test(permutation_type="samples")``.
 - :func:`paired_bootstrap_test`: shift method (Efron & Tibshirani 1993 §16.4; Sakai, SIGIR 2006).
 - Stratified macro versions (the paper's Avg. = mean of the domain means): resampling within each domain
   (Davison & Hinkley 1997 §3.7).
@@ -13,12 +15,15 @@ Pure functions of numbers on the measure's own scale (nDCG@10 in [0, 1]; judge s
 - :func:`two_level_interval`: two-stage bootstrap of judged scores (Davison & Hinkley §2.4.2; Field & Welsh 2007).
 - :func:`adjust_pvalues`: Holm 1979 (FWER) and Benjamini-Hochberg 1995 (FDR).
 
-Every random draw comes from :func:`rng_for` (PCG64 seeded by the seed and the cell's name), so a cell's result
-does not depend on its table's other cells. README: "Significance and the reproduction check".
+Every random draw of a table or ``mmir compare`` comes from :func:`data_rng`: PCG64 seeded by the seed, the purpose
+and the data themselves (per-query values in qid order), so the same data draw the same resamples wherever they are
+computed (a cell and its one-domain Avg.; a table's test and ``mmir compare``'s of the same pair), and no result
+depends on the other cells or on the order of the calls. README: "Significance and the reproduction check".
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import zlib
 from collections.abc import Mapping, Sequence
@@ -36,6 +41,8 @@ TESTS, CORRECTIONS, INTERVALS, FAMILIES = (get_args(SignificanceConfig.model_fie
 _DEFAULT = SignificanceConfig()  # keyword defaults below = the config's
 AVG = "Avg."
 _MAX_CELLS = 4_000_000  # floats per resampling block (bounds memory: ~32 MB)
+#: the sign-flip test is exact up to this many non-zero differences (2**40 patterns; about 1 s and 50 MB at 40)
+EXACT_MAX_DIFFS = 40
 
 
 #: the ``significance`` config section (:class:`mmir.config.models.SignificanceConfig`), under its old name
@@ -45,6 +52,16 @@ Settings = SignificanceConfig
 def rng_for(seed: int, *key: object) -> np.random.Generator:
     """A numpy Generator seeded by ``seed`` and a stable hash (CRC-32) of ``key`` (e.g. dataset, system, domain)."""
     return np.random.default_rng([int(seed), zlib.crc32("\x1f".join(map(str, key)).encode("utf-8"))])
+
+
+def data_rng(seed: int, purpose: str, *arrays: Any) -> np.random.Generator:
+    """A numpy Generator seeded by ``seed``, ``purpose`` (``interval``, ``permutation``, ``bootstrap``) and the data:
+    the sha256 of each array's length and float64 bytes, in order. Equal data give equal draws, whatever the caller."""
+    h = hashlib.sha256(purpose.encode("utf-8"))
+    for a in arrays:
+        a = np.ascontiguousarray(a, dtype=np.float64).ravel()
+        h.update(a.size.to_bytes(8, "little") + a.tobytes())
+    return np.random.default_rng([int(seed), *np.frombuffer(h.digest()[:16], dtype=np.uint32).tolist()])
 
 
 # ------------------------------------------------------------------------------------------------ input shapes
@@ -101,10 +118,10 @@ def sign_flip_test(a: Any, b: Any, *, resamples: int = _DEFAULT.resamples, rng: 
     Args:
         a, b: paired scores: 1-D arrays of equal length (one domain), or equal-length sequences of such arrays (one
             per domain; the statistic is the mean over domains of the domain mean differences).
-        resamples: random sign patterns when the ``2**N`` patterns (N non-zero differences) are more than this.
+        resamples: random sign patterns when the N non-zero differences are more than :data:`EXACT_MAX_DIFFS`.
 
     Returns:
-        :class:`TestResult`; ``p = 1`` when every difference is 0.
+        :class:`TestResult`; ``p = 1`` when every difference is 0; exact: ``p = #{|T*| >= |T|} / 2**N``.
 
     Raises:
         ValueError: mismatched or empty samples, non-finite values.
@@ -117,16 +134,35 @@ def sign_flip_test(a: Any, b: Any, *, resamples: int = _DEFAULT.resamples, rng: 
     w = w[w != 0]
     if w.size == 0:
         return TestResult(observed, 1.0, "permutation", 1, True)
-    if 2 ** w.size <= resamples:
-        patterns = ((np.arange(2 ** w.size)[:, None] >> np.arange(w.size)) & 1) * -2 + 1  # every sign pattern
-        t = patterns @ w
-        return TestResult(observed, float(_reaches(t, observed).mean()), "permutation", int(t.size), True)
+    if w.size <= EXACT_MAX_DIFFS:
+        return TestResult(observed, _exact_count(w, observed) / 2 ** w.size, "permutation", 2 ** w.size, True)
     rng = rng if rng is not None else rng_for(0)
     hits = 0
     for n in _blocks(resamples, w.size):
         signs = rng.integers(0, 2, size=(n, w.size), dtype=np.int8) * 2 - 1
         hits += int(_reaches(signs @ w, observed).sum())
     return TestResult(observed, (1 + hits) / (resamples + 1), "permutation", resamples, False)
+
+
+def _pattern_sums(w: np.ndarray) -> np.ndarray:
+    """``sum_i s_i w_i`` for every sign pattern ``s`` of ``w``: float64 ``(2**len(w),)``."""
+    out = np.zeros(1)
+    for x in w:
+        out = np.concatenate([out + x, out - x])
+    return out
+
+
+def _exact_count(w: np.ndarray, observed: float) -> int:
+    """How many of the ``2**len(w)`` sign patterns reach ``|T| >= |observed|`` (:func:`_reaches`' tolerance): the sums
+    of the first half's patterns against the sorted sums of the second half's (meet in the middle, vectorised)."""
+    half = w.size // 2
+    first, second = _pattern_sums(w[:half]), np.sort(_pattern_sums(w[half:]))
+    c = abs(observed) - 1e-12 * max(1.0, abs(observed))
+    if c <= 0:
+        return 2 ** w.size
+    upper = second.size - np.searchsorted(second, c - first, side="left")  # first + second >= c
+    lower = np.searchsorted(second, -c - first, side="right")  # first + second <= -c
+    return int(upper.sum() + lower.sum())
 
 
 def _stratified_bootstrap_means(strata: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -355,10 +391,11 @@ COLUMNS = ["system", "column", "n", "mean", "ci_low", "ci_high", "interval", "ba
            "significant", "test_resamples", "exact"]
 
 
-def _compare(scores: Mapping[str, Mapping[str, Any]], settings: Settings, key: Sequence[str], per_query,
-             interval) -> pd.DataFrame:
+def _compare(scores: Mapping[str, Mapping[str, Any]], settings: Settings, per_query, interval) -> pd.DataFrame:
     """The loop both table functions share. ``per_query(row, domain) -> {qid: value}`` (what is tested, paired by
-    qid; empty when the row lacks the domain; computed once per cell); ``interval(row, domains, rng) -> Interval``."""
+    qid; empty when the row lacks the domain; computed once per cell); ``interval(row, domains) -> Interval``, drawing
+    from the :func:`data_rng` of the data it resamples. Tests pair queries in qid order and draw from the
+    :func:`data_rng` of the absolute differences (so A against B and B against A draw alike)."""
     rows = list(scores)
     if not rows:
         return pd.DataFrame(columns=COLUMNS)
@@ -381,17 +418,17 @@ def _compare(scores: Mapping[str, Mapping[str, Any]], settings: Settings, key: S
                                    "exact": False}
             cols = (have if len(have) == len(domains) else []) if col == AVG else ([col] if col in have else [])
             if cols:
-                ci = interval(r, cols, rng_for(s_.seed, *key, r, col, "interval"))
+                ci = interval(r, cols)
                 row |= {"n": sum(len(values(r, d)) for d in cols), "mean": ci.estimate, "ci_low": ci.low, "ci_high": ci.high,
                         "interval": ci.method}
                 pairs = []
                 for d in cols:
                     a, b = values(r, d), values(base, d)
-                    common = [q for q in a if q in b]
+                    common = sorted(q for q in a if q in b)
                     pairs.append((np.array([a[q] for q in common]), np.array([b[q] for q in common])))
                 if r != base and all(len(x) for x, _ in pairs):
                     t = paired_test([x for x, _ in pairs], [y for _, y in pairs], test=s_.test, resamples=s_.resamples,
-                                    rng=rng_for(s_.seed, *key, r, base, col, s_.test))
+                                    rng=test_rng(s_.seed, s_.test, pairs))
                     row |= {"diff": t.statistic, "p": t.p, "test_resamples": t.resamples, "exact": t.exact}
             out.append(row)
     frame = pd.DataFrame(out, columns=[c for c in COLUMNS if c not in ("p_adj", "significant")])
@@ -403,12 +440,17 @@ def _compare(scores: Mapping[str, Mapping[str, Any]], settings: Settings, key: S
     return frame[COLUMNS]
 
 
-def table_statistics(scores: Mapping[str, Mapping[str, pd.Series]], settings: Settings, key: Sequence[str] = ()) -> pd.DataFrame:
+def test_rng(seed: int, test: str, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.random.Generator:
+    """The :func:`data_rng` of a paired test: ``|a - b|`` of each domain's pairs (in qid order)."""
+    return data_rng(seed, test, *[np.abs(np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64)) for x, y in pairs])
+
+
+def table_statistics(scores: Mapping[str, Mapping[str, pd.Series]], settings: Settings) -> pd.DataFrame:
     """Intervals of every cell and tests of every system against the baseline, for one table (one dataset).
 
     Args:
-        scores: ``{system: {domain: per-query values (Series indexed by qid)}}``, in table order.
-        key: names prefixed to every cell's seed key (e.g. task and dataset), see :func:`rng_for`.
+        scores: ``{system: {domain: per-query values (Series indexed by qid)}}``, in table order; resampled in qid
+            order, with draws seeded by the data (:func:`data_rng`).
 
     Returns:
         One row per (system, column) with :data:`COLUMNS`; tests pair queries by qid, the Avg. interval and test
@@ -418,15 +460,15 @@ def table_statistics(scores: Mapping[str, Mapping[str, pd.Series]], settings: Se
         s = scores[r].get(d)
         return {} if s is None else dict(zip(map(str, s.index), s.to_numpy(dtype=float)))
 
-    def interval(r, cols, rng):
-        return bootstrap_interval([scores[r][d].to_numpy(dtype=float) for d in cols], confidence=settings.confidence,
-                                  resamples=settings.resamples, method=settings.interval, rng=rng)
+    def interval(r, cols):
+        strata = [scores[r][d].sort_index(kind="stable").to_numpy(dtype=float) for d in cols]
+        return bootstrap_interval(strata, confidence=settings.confidence, resamples=settings.resamples,
+                                  method=settings.interval, rng=data_rng(settings.seed, "interval", *strata))
 
-    return _compare(scores, settings, key, per_query, interval)
+    return _compare(scores, settings, per_query, interval)
 
 
-def judged_table_statistics(scores: Mapping[str, Mapping[str, Mapping[str, Any]]], settings: Settings,
-                            key: Sequence[str] = ()) -> pd.DataFrame:
+def judged_table_statistics(scores: Mapping[str, Mapping[str, Mapping[str, Any]]], settings: Settings) -> pd.DataFrame:
     """:func:`table_statistics` for judged scores (RAG settings; M2RAG / MMDR rows).
 
     Args:
@@ -445,11 +487,12 @@ def judged_table_statistics(scores: Mapping[str, Mapping[str, Mapping[str, Any]]
                 means[str(q)] = float(v.mean())
         return means
 
-    def interval(r, cols, rng):
-        return two_level_interval([list(scores[r][d].values()) for d in cols], confidence=settings.confidence,
-                                  resamples=settings.resamples, repeats=settings.repeats, rng=rng)
+    def interval(r, cols):
+        domains = [[scores[r][d][q] for q in sorted(scores[r][d])] for d in cols]
+        return two_level_interval(domains, confidence=settings.confidence, resamples=settings.resamples, repeats=settings.repeats,
+                                  rng=data_rng(settings.seed, "interval", *[a for dom in domains for a in dom]))
 
-    return _compare(scores, settings, key, per_query, interval)
+    return _compare(scores, settings, per_query, interval)
 
 
 def family_size(stats: pd.DataFrame, settings: Settings) -> int:

@@ -25,7 +25,7 @@ class CellExtras:
         run_order, tie_aware: the value under the run's order and the tie-aware one (×100; Avg. the mean of the
             domains, NaN where a domain has none). Empty frames when the metrics files predate them.
         tied: items of the top ``depth`` sharing their score with another retrieved item, summed over queries
-            (Avg.: over domains).
+            (Avg.: the mean over domains, tied items per domain).
         depth: the measure's cut-off (None: the whole run).
         tie_order: the tie order of the table's values (``evaluation.tie_order``).
         unscored: ``{(system, domain): reason}`` of the cells without a number.
@@ -45,20 +45,21 @@ class CellExtras:
         return ("run order", self.run_order) if self.tie_order == "expected" else ("tie-aware", self.tie_aware)
 
 
-def _pivot(sub: pd.DataFrame, column: str, systems: list[str], domains: list[str], avg: str) -> pd.DataFrame:
+def _pivot(sub: pd.DataFrame, column: str, systems: list[str], domains: list[str]) -> pd.DataFrame:
+    """systems x (domains, Avg.) of ``column``; Avg. = the mean over the domains, as every Avg. of the table."""
     if column not in sub or sub[column].isna().all():
         return pd.DataFrame(index=systems, columns=[*domains, AVG], dtype=float)
     t = sub.pivot(index="system", columns="domain", values=column).reindex(index=systems, columns=domains).astype(float)
-    t[AVG] = t[domains].mean(axis=1, skipna=False) if avg == "mean" else t[domains].sum(axis=1, skipna=False)
+    t[AVG] = t[domains].mean(axis=1, skipna=False)
     return t
 
 
 def cell_extras(long: pd.DataFrame, measure: str, dataset: str, systems: list[str], domains: list[str]) -> CellExtras:
     """The :class:`CellExtras` of one dataset's table (rows ``systems``, columns ``domains`` + Avg.)."""
     sub = long[(long["dataset"] == dataset) & (long["measure"] == measure)]
-    run_order = _pivot(sub, "run_order", systems, domains, "mean") * 100
-    tie_aware = _pivot(sub, "tie_aware", systems, domains, "mean") * 100
-    tied = _pivot(sub, "tied_items", systems, domains, "sum")
+    run_order = _pivot(sub, "run_order", systems, domains) * 100
+    tie_aware = _pivot(sub, "tie_aware", systems, domains) * 100
+    tied = _pivot(sub, "tied_items", systems, domains)
     depths = sub["tie_depth"].dropna() if "tie_depth" in sub else pd.Series(dtype=float)
     orders = sub["tie_order"].dropna() if "tie_order" in sub else pd.Series(dtype=str)
     unscored = {(r.system, r.domain): r.unscored for r in sub.itertuples() if isinstance(getattr(r, "unscored", None), str)
@@ -100,9 +101,14 @@ def md_ties(extras: CellExtras, table: pd.DataFrame, digits: int) -> list[str]:
         return [head + f" No item of the {depth} shares its score with another.", ""]
     lines = ["| system | " + " | ".join(extras.tied.columns) + " |", "|---|" + "---:|" * len(extras.tied.columns)]
     for s, row in extras.tied.iterrows():
-        lines.append(f"| {s} | " + " | ".join("–" if pd.isna(v) else str(int(v)) for v in row) + " |")
+        lines.append(f"| {s} | " + " | ".join("–" if pd.isna(v) else _count(v) for v in row) + " |")
     return [head, "", f"Tied items (items of each query's {depth} that share their score with another retrieved item, "
-                      "summed over the queries; Avg.: over the domains):", "", *lines, ""]
+                      "summed over the queries; Avg.: the mean over the domains, tied items per domain):", "", *lines, ""]
+
+
+def _count(v: float) -> str:
+    """A count, or a mean of counts to 1 decimal."""
+    return str(int(v)) if float(v).is_integer() else f"{v:.1f}"
 
 
 def unscored_note(extras: CellExtras) -> list[str]:
@@ -117,15 +123,16 @@ def unscored_note(extras: CellExtras) -> list[str]:
 
 
 def csv_columns(extras: CellExtras, systems: list[str]) -> dict[str, list]:
-    """Per column ``<col> run_order``, ``<col> tie_aware`` (×100, 4 decimals) and ``<col> tied_items``; none when the
-    metrics files predate them."""
+    """Per column ``<col> run_order``, ``<col> tie_aware`` (×100, 4 decimals) and ``<col> tied_items`` (Avg.: the mean
+    over the domains); none when the metrics files predate them."""
     out: dict[str, list] = {}
     if extras.tied.isna().all().all():
         return out
     for col in extras.tied.columns:
         for key, frame in (("run_order", extras.run_order), ("tie_aware", extras.tie_aware), ("tied_items", extras.tied)):
             vals = [frame.at[s, col] if s in frame.index else float("nan") for s in systems]
-            out[f"{col} {key}"] = [None if pd.isna(v) else (int(v) if key == "tied_items" else round(float(v), 4)) for v in vals]
+            out[f"{col} {key}"] = [None if pd.isna(v) else (int(v) if key == "tied_items" and float(v).is_integer()
+                                                            else round(float(v), 4)) for v in vals]
     return out
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from mmir.benchmarks.mmdr.results import TABLE_COLUMNS, model_label
 from mmir.config.models import MMDREvaluatorConfig
 from mmir.core.io import write_text
-from mmir.evaluation.significance import Settings, bootstrap_interval, rng_for
+from mmir.evaluation.significance import Settings, bootstrap_interval, data_rng
 from mmir.reporting.tables import FAILED_MARK
 
 INTERVAL_COLUMNS = ("Overall", "FLAE", "TRACE", "MOSAIC")
@@ -36,7 +36,7 @@ def task_intervals(task_rows: Sequence[Mapping[str, Any]], settings: Settings,
             vals = [float(r[c]) for r in rows if r.get(c) not in ("", None)]
             if vals:
                 ci = bootstrap_interval(vals, confidence=settings.confidence, resamples=settings.resamples,
-                                        method=settings.interval, rng=rng_for(settings.seed, "mmdr", name, c))
+                                        method=settings.interval, rng=data_rng(settings.seed, "interval", vals))
                 out.setdefault(name, {})[c] = (ci.low, ci.high)
     return out
 

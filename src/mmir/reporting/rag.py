@@ -48,7 +48,7 @@ def rag_statistics(summary_files: list[str | Path], judgment_files: list[str | P
         scores.setdefault(d["dataset"], {}).setdefault(d["setting"], {})[d["domain"]] = per
     out = {}
     for ds, rows in scores.items():
-        out[ds] = judged_table_statistics(rows, rag_baseline(settings, list(rows)), key=("rag", ds))
+        out[ds] = judged_table_statistics(rows, rag_baseline(settings, list(rows)))
     return out
 
 

@@ -35,8 +35,7 @@ def first_stage_tests(scores: Mapping[str, Mapping[str, Mapping[str, pd.Series]]
         for rr, base in pairs.items():
             if rr not in systems or base not in systems:
                 continue
-            st = table_statistics({base: systems[base], rr: systems[rr]}, settings.model_copy(update={"baseline": base}),
-                                  key=(task, ds, "rerank"))
+            st = table_statistics({base: systems[base], rr: systems[rr]}, settings.model_copy(update={"baseline": base}))
             first = dict(zip(st.loc[st["system"] == base, "column"], st.loc[st["system"] == base, "mean"]))
             st = st[st["system"] == rr].rename(columns={"baseline": "first_stage"})
             st = st.assign(first_stage_mean=[first.get(c) for c in st["column"]])

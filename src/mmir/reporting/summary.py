@@ -1,5 +1,6 @@
 """The report's first section: per task table and dataset, the Avg. of every system with its interval and significance
-mark (the numbers of ``<task>.significance.json``, in the order of ``<task>.csv``), a small forest plot of that
+mark (the numbers of ``<task>.significance.json``, in the order of ``<task>.csv``) and its tie-aware Avg. where that
+prints differently (``Avg. tie_aware`` of the CSV), a small forest plot of that
 column, wins / ties / losses against the baseline and, for a reranked system, against its first stage (queries of
 every domain pooled, paired by (domain, qid)), the per-query scatters, the queries with the largest differences (linked
 to their query pages) and the links to the domains' query pages.
@@ -25,8 +26,19 @@ def _pooled(domains: Sequence[DomainScores], system: str) -> dict[tuple[str, str
     return {(d.files.domain, q): v for d in domains for q, v in d.scores.get(system, {}).items()}
 
 
-def dataset_summary(task: str, dataset: str, sig: dict, order: dict, domains: Sequence[DomainScores]) -> dict[str, Any]:
-    """The context of one (task, dataset) of the summary (see the module docstring)."""
+def tie_aware_avgs(table_csv) -> dict[tuple[str, str], float]:
+    """``{(dataset, system): tie-aware Avg. ×100}`` from a task table's CSV (``Avg. tie_aware``; none in older CSVs)."""
+    import csv
+
+    with open(table_csv, newline="", encoding="utf-8") as f:
+        return {(r["dataset"], r["system"]): float(r[f"{AVG} tie_aware"]) for r in csv.DictReader(f)
+                if r.get(f"{AVG} tie_aware") not in (None, "")}
+
+
+def dataset_summary(task: str, dataset: str, sig: dict, order: dict, domains: Sequence[DomainScores],
+                    tie_aware: dict[tuple[str, str], float] | None = None) -> dict[str, Any]:
+    """The context of one (task, dataset) of the summary (see the module docstring); ``tie_aware``
+    (:func:`tie_aware_avgs`) gives a row its tie-aware Avg. where that prints differently at 1 decimal."""
     from markupsafe import Markup
 
     points = [p for p in forest_points(sig, {dataset: order[dataset]}) if p["column"] == AVG]
@@ -46,7 +58,9 @@ def dataset_summary(task: str, dataset: str, sig: dict, order: dict, domains: Se
     rows, comps = [], []
     for p in points:
         c = cells.get(p["label"], {}).get(AVG, {})
+        aware = (tie_aware or {}).get((dataset, p["system"]))
         row = {**p, "diff": c.get("diff"), "p_adj": c.get("p_adj"), "vs_baseline": None, "vs_first": None,
+               "tie_aware": aware if aware is not None and f"{aware:.1f}" != f"{p['mean']:.1f}" else None,
                "first_stage": labels.get(first_stage.get(p["system"]), first_stage.get(p["system"]))}
         if domains and p["system"] != base and pooled.get(p["system"]) and pooled.get(base):
             cmp = comparison(pooled[p["system"]], pooled[base], p["label"], labels.get(base, base), "baseline", texts, link,
@@ -79,7 +93,8 @@ def summary_sections(tables: Sequence, domains: Sequence[DomainScores]) -> list[
         sig = json.loads(t.significance.read_text(encoding="utf-8"))
         order = table_order(t.csv)
         mine = [d for d in domains if d.files.task == t.name]
-        datasets = [dataset_summary(t.name, ds, sig, order, [d for d in mine if d.files.dataset == ds]) for ds in order]
+        aware = tie_aware_avgs(t.csv)
+        datasets = [dataset_summary(t.name, ds, sig, order, [d for d in mine if d.files.dataset == ds], aware) for ds in order]
         out.append({"task": t.name, "title": TASKS[t.name].label, "short": TASKS[t.name].short,
                     "anchor": f"table-{t.name}", "datasets": datasets})
     return out

@@ -20,7 +20,7 @@ import pandas as pd
 
 from mmir.core.io import write_json, write_text
 from mmir.core.tasks import TASKS
-from mmir.evaluation.significance import Settings, family_size, finite_or_none, read_perquery, table_statistics
+from mmir.evaluation.significance import EXACT_MAX_DIFFS, Settings, family_size, finite_or_none, read_perquery, table_statistics
 from mmir.reporting import cells as C
 
 AVG = "Avg."
@@ -87,11 +87,10 @@ def collect_perquery(metric_files: list[str | Path], perquery_files: list[str | 
 
 def task_statistics(metric_files: list[str | Path], perquery_files: list[str | Path], measure: str, settings: Settings,
                     task: str, baselines: dict[str, str] | None = None) -> dict[str, pd.DataFrame]:
-    """:func:`mmir.evaluation.significance.table_statistics` of each dataset's table (seed key: task, dataset), tested
-    against ``baselines[dataset]`` where given (the workflow's choice, :func:`mmir.workflow.units.table_baselines`),
-    else ``settings.baseline``."""
-    return {ds: table_statistics(scores, settings.model_copy(update={"baseline": (baselines or {}).get(ds, settings.baseline)}),
-                                 key=(task, ds))
+    """:func:`mmir.evaluation.significance.table_statistics` of each dataset's table, tested against
+    ``baselines[dataset]`` where given (the workflow's choice, :func:`mmir.workflow.units.table_baselines`), else
+    ``settings.baseline``."""
+    return {ds: table_statistics(scores, settings.model_copy(update={"baseline": (baselines or {}).get(ds, settings.baseline)}))
             for ds, scores in collect_perquery(metric_files, perquery_files, measure).items()}
 
 
@@ -148,8 +147,9 @@ def significance_note(settings: Settings, baseline: str, family: int, measure: s
            else f"over all {family} comparisons with the baseline in the table")
     stratum = ("signs flipped within each domain" if settings.test == "permutation" else "differences resampled within each domain")
     return (f"{MARK} = differs from the baseline **{baseline}** at α = {settings.alpha:g}: {settings.describe_test()} on "
-            f"the {unit}, p-values {settings.describe_correction()} {fam}; {settings.resamples} resamples (all sign "
-            f"patterns when fewer), seed {settings.seed}. Avg.: {stratum}, then the domain means averaged (stratified).")
+            f"the {unit}, p-values {settings.describe_correction()} {fam}; {settings.resamples} resamples with seed {settings.seed}, "
+            f"drawn from the data (the same data, the same draws); the sign-flip test counts all 2^N sign patterns "
+            f"when N <= {EXACT_MAX_DIFFS} queries differ. Avg.: {stratum}, then the domain means averaged (stratified).")
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,16 @@ Both backends share the tokenisation of ``bm25s.tokenize`` (the system's Unicode
 pattern, stopwords and stemmer: :func:`make_tokenizer`); BRIGHT/MM-BRIGHT use Lucene BM25, k1=0.9, b=0.4
 (``method: lucene``); rank_bm25's BM25Okapi equals bm25s ``robertson`` unless a term is in over half the
 documents. The bm25s backend indexes in chunks of ``chunk_docs`` (:func:`build_bm25s_index`), with scores
-identical to ``bm25s.BM25.index``. :func:`bm25_topk` is the top-k of one score vector, equal to
-:func:`~mmir.retrieval.topk.topk_scores` element for element, ranking only the documents that contain a query term.
-:meth:`BM25.topk` scores the queries in a numba kernel (:mod:`mmir.retrieval.bm25_kernel`) with the same float32
-additions as bm25s (bit-identical scores) and returns what :func:`bm25_topk` of each score vector returns.
+identical to ``bm25s.BM25.index``. :func:`bm25_topk` is the top-k of one score vector over the documents that share
+a term with the query. :meth:`BM25.topk` scores the queries in a numba kernel (:mod:`mmir.retrieval.bm25_kernel`) with
+the same float32 additions as bm25s (bit-identical scores) and returns what :func:`bm25_topk` of each score vector
+returns.
+
+What a run holds: only the documents that share a term with the query, at most ``k`` (Anserini/Pyserini's convention:
+Lucene returns matching documents only). A document matching no term has no evidence for it (score 0 under
+``lucene``); ranking such documents would make their order, and whether a gold one counts as retrieved, a matter of
+the corpus order or of their ids. Ties rank by lower index, and the prepared corpus lists documents in trec_eval's
+tie order (:func:`mmir.data.prepare.canonical_order`), so no run depends on the order of lines in the source.
 """
 
 from __future__ import annotations
@@ -229,10 +235,27 @@ class BM25:
             yield (np.asarray(self._index.get_scores_from_ids(ids)) if ids
                    else np.zeros(self.n, dtype=np.float32))
 
+    def matched(self, query: str) -> np.ndarray:
+        """The documents that share a term with ``query`` (after tokenisation), ascending int64 indices."""
+        if self.backend == "rank_bm25":
+            toks = set(self.tokenize([query])[0])
+            return np.array([i for i, f in enumerate(self._index.doc_freqs) if toks & f.keys()], dtype=np.int64)
+        ids = self._tok.tokenize([self._norm(query)], update_vocab=False, return_as="ids", show_progress=False,
+                                 allow_empty=False)[0]
+        return self._postings(ids)
+
+    def _postings(self, term_ids: Sequence[int]) -> np.ndarray:
+        """The union of the postings of ``term_ids`` (bm25s index), ascending int64 document indices."""
+        s = self._index.scores
+        ptr, idx = s["indptr"], s["indices"]
+        parts = [idx[ptr[t]:ptr[t + 1]] for t in term_ids]
+        return np.unique(np.concatenate(parts)).astype(np.int64) if parts else np.zeros(0, np.int64)
+
     def topk(self, queries: Sequence[str], k: int, exclude: Sequence[Collection[int]] | None = None,
              progress=None) -> tuple[np.ndarray, np.ndarray]:
-        """The top-k of each query: row ``r`` holds :func:`bm25_topk` of ``iter_scores`` of query ``r`` (``exclude[r]``
-        left out), padded to ``kk = min(k, n)`` with -inf and :data:`~mmir.retrieval.topk.PAD_INDEX`.
+        """The top-k of each query: row ``r`` holds :func:`bm25_topk` of ``iter_scores`` of query ``r`` over the documents
+        that share a term with it (``exclude[r]`` left out), padded to ``kk = min(k, n)`` with -inf and
+        :data:`~mmir.retrieval.topk.PAD_INDEX` (dropped from the run: :func:`mmir.retrieval.retrievers.to_run`).
 
         Returns ``(scores float64 (q, kk), indices int64 (q, kk))``. ``progress(m)`` is called after each m queries.
 
@@ -241,7 +264,7 @@ class BM25:
         order (query term, document) a tile of documents at a time, so every score is the same float32 sum, and
         keeps only the positive scores above a running k-th largest as keys ``(~float32 bits << 32 | document)``;
         numpy's partition and sort of the keys give the top-k (score descending, ties by document). A query with
-        fewer than kk positive scores (zeros enter its top-k) is ranked by :func:`bm25_topk` of its score vector.
+        fewer than kk positive scores is ranked by :func:`bm25_topk` of its score vector over its matching documents.
         bm25l and bm25+ (a non-occurrence term added to every document) and the rank_bm25 backend score query by
         query. Memory: the output, the queries' term ids and 4 x kk keys for each of :data:`QUERIES_PER_CALL`.
         """
@@ -251,7 +274,7 @@ class BM25:
             out_s = np.full((q, kk), -np.inf)
             out_i = np.full((q, kk), PAD_INDEX, dtype=np.int64)
             for r, scores in enumerate(self.iter_scores(queries)):
-                s, i = bm25_topk(scores, kk, exclude[r] if exclude else ())
+                s, i = bm25_topk(scores, kk, exclude[r] if exclude else (), self.matched(queries[r]))
                 out_s[r, : len(s)], out_i[r, : len(i)] = s, i
                 if progress:
                     progress(1)
@@ -285,9 +308,9 @@ class BM25:
             if progress:
                 progress(b1 - b0)
         short = positive < kk
-        for r in np.flatnonzero(short).tolist():  # zeros enter the top-k: rank the whole vector
+        for r in np.flatnonzero(short).tolist():  # fewer positive scores than kk: rank the matching documents
             scores = self._index.get_scores_from_ids(ids[r]) if ids[r] else np.zeros(self.n, dtype=np.float32)
-            si, ii = bm25_topk(scores, kk, ex[r])
+            si, ii = bm25_topk(scores, kk, ex[r], self._postings(ids[r]))
             out_s[r, : len(si)], out_i[r, : len(ii)] = si, ii
             out_s[r, len(si):], out_i[r, len(ii):] = -np.inf, PAD_INDEX
         return out_s, out_i
@@ -318,29 +341,27 @@ def _ranked(values: np.ndarray, indices: np.ndarray, m: int) -> tuple[np.ndarray
     return values[order].astype(np.float64), indices[order].astype(np.int64)
 
 
-def bm25_topk(scores: np.ndarray, k: int, exclude: Collection[int] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """The top-k of one ``(n,)`` BM25 score vector: the same ``(float64 scores, int64 indices)`` as
-    :func:`~mmir.retrieval.topk.topk_scores` (score descending, ties by lower index, ``exclude`` left out).
+def bm25_topk(scores: np.ndarray, k: int, exclude: Collection[int] = (),
+              matched: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The top-k of one ``(n,)`` BM25 score vector over the documents that share a term with the query: score
+    descending, ties by lower index, ``exclude`` left out; fewer than ``k`` when fewer documents match.
 
-    Why: a query term occurs in few documents, so most scores are 0. Positive scores outrank 0, which outranks
-    negative ones, so the top-k are the ranked positive scores followed, if fewer than k, by the zero-scored
-    documents in index order; only when those run short (negative scores: robertson's idf, bm25l/bm25+'s
-    non-occurrence term) is the whole vector ranked. float32 -> float64 is exact, so ranking either is the same.
+    Args:
+        matched: the matching documents (ascending indices, :meth:`BM25.matched`); None: those with a positive score
+            (the same set under ``lucene``, whose scores are positive exactly where a term matches).
+
+    Returns:
+        ``(float64 scores, int64 indices)``, the order of :func:`~mmir.retrieval.topk.topk_scores` on those documents.
     """
     s = np.asarray(scores)
-    ex = np.unique(np.fromiter((int(x) for x in exclude), dtype=np.int64)) if len(exclude) else np.zeros(0, np.int64)
-    ex = ex[(ex >= 0) & (ex < s.size)]
-    if ex.size:
-        s = s.copy()
-        s[ex] = -np.inf
-    m = min(k, s.size - ex.size)
+    cand = np.flatnonzero(s > 0) if matched is None else np.asarray(matched, dtype=np.int64)
+    if len(exclude):
+        cand = cand[~np.isin(cand, np.fromiter((int(x) for x in exclude), dtype=np.int64))]
+    m = min(k, cand.size)
     if m <= 0:
         return np.zeros(0), np.zeros(0, dtype=np.int64)
-    pos = np.flatnonzero(s > 0)
-    if pos.size >= m:
-        return _ranked(s[pos], pos, m)
-    zero = np.flatnonzero(s == 0)[: m - pos.size]
-    if pos.size + zero.size < m:
-        return topk_scores(s, m)
-    top_s, top_i = _ranked(s[pos], pos, pos.size)
-    return np.concatenate([top_s, s[zero].astype(np.float64)]), np.concatenate([top_i, zero])
+    vals = s[cand]
+    if matched is None or (vals > 0).all():  # positive scores: the partition and the one-key sort of _ranked
+        return _ranked(vals, cand, m)
+    top_s, top_i = topk_scores(vals, m)  # robertson's negative idf, bm25l/bm25+'s shifted scores
+    return top_s, cand[top_i]

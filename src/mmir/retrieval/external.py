@@ -15,8 +15,9 @@ read). :func:`read_checked_run` refuses, with a :class:`RunFileError` naming the
 - an empty file (no line at all); a line that is not UTF-8 text.
 
 Ties are allowed: equal scores at different ranks keep their rank order, and lines sharing a rank are ordered by score,
-then by their order in the file. :func:`apply_protocol` then removes the excluded items of the evaluation protocol
-(:mod:`mmir.retrieval.exclusions`, as for mmir's own systems) and cuts each ranking to ``top_k``, counting both.
+then by item id descending (trec_eval's tie order), never by their order in the file. :func:`apply_protocol` then
+removes the excluded items of the evaluation protocol (:mod:`mmir.retrieval.exclusions`, as for mmir's own systems)
+and cuts each ranking to ``top_k``, counting both.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def read_checked_run(path: str | Path, qids: Collection[str], items: Collection[
         task: the task's name, for the messages.
 
     Returns:
-        ``{qid: [(item_id, score), ...]}`` in rank order (rank, then score descending, then file order); only the
+        ``{qid: [(item_id, score), ...]}`` in rank order (rank, then score descending, then item id descending); only the
         queries the file ranks.
 
     Raises:
@@ -161,7 +162,9 @@ def read_checked_run(path: str | Path, qids: Collection[str], items: Collection[
         raise RunFileError(path, None, None, "the run is empty: no line 'qid Q0 docid rank score tag'")
     run: Run = {}
     for qid, entries in rows.items():
-        entries.sort(key=lambda e: (e[0], -e[1], e[2]))
+        # rank, then score; lines of one rank and score in trec_eval's tie order (id descending), not the file's
+        entries.sort(key=lambda e: e[3], reverse=True)
+        entries.sort(key=lambda e: (e[0], -e[1]))
         _check_order(qid, entries, problems)
         run[qid] = [(item, score) for _, score, _, item in entries]
     if problems.first is not None:

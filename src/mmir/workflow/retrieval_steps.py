@@ -95,7 +95,7 @@ def encode(job: EncodeJob, encoder=None) -> dict:
 
     Rows ``[start, stop)`` come from :func:`mmir.workflow.shards.shard_range` (pairs: the pairs of the documents of
     that range); vectors are read from, or computed into, the embedding cache batch by batch and written to the
-    shard (float16 by default, ``encoding.dtype``). Writes the sealed marker ``out_seal`` and ``out_stats``
+    shard (float32 by default, ``encoding.dtype``). Writes the sealed marker ``out_seal`` and ``out_stats``
     (rows, batches skipped/computed, cache hits/misses, model calls, truncations).
 
     Raises:

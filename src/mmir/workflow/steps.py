@@ -190,19 +190,19 @@ def reformulate(topics_file: str | Path, captions_file: str | Path, reformulator
 
 
 def score(run_file: str | Path, qrels_file: str | Path, measures: list[str], out_json: str | Path,
-          out_perquery: str | Path, meta: dict, binary: bool = False, tie_order: str = "run") -> dict:
+          out_perquery: str | Path, meta: dict, binary: bool = False, tie_order: str = "pytrec_eval") -> dict:
     """Evaluate a run (:func:`mmir.evaluation.scoring.score_run`); ``binary`` collapses graded qrels
-    (Task 4 under ``task4_protocol: official``)."""
-    from mmir.evaluation.scoring import score_run
+    (Task 4 under ``task4_protocol: official``). The log gives every measure, with its tie-aware value where that
+    prints differently (:func:`mmir.evaluation.scoring.measure_text`)."""
+    from mmir.evaluation.scoring import measure_text, score_run
 
     s = score_run(run_file, qrels_file, measures, out_json, out_perquery, meta | {"binary_labels": binary}, binary,
                   tie_order)
     ties = s["ties"].get("nDCG@10", {})
     log.info("read %s and %s; wrote %s: %d judged queries (%d with no results, scored 0; %d run queries without qrels skipped); "
-             "nDCG@10 = %s (tie-aware %s; %s tied items in the top 10 of %s queries)%s", run_file, qrels_file, out_json, s["queries"],
-             s["queries_without_results"], s["run_queries_without_qrels"], s["measures"].get("nDCG@10"),
-             s["tie_orders"]["expected"].get("nDCG@10"), ties.get("tied_items"), ties.get("queries_with_ties"),
-             f"; {s['unscored']}" if s.get("unscored") else "")
+             "%s; %s tied items in the top 10 of %s queries%s", run_file, qrels_file, out_json, s["queries"],
+             s["queries_without_results"], s["run_queries_without_qrels"], measure_text(s), ties.get("tied_items"),
+             ties.get("queries_with_ties"), f"; {s['unscored']}" if s.get("unscored") else "")
     return s
 
 

@@ -24,10 +24,11 @@ class EvaluationConfig(Section):
     alt_text: bool = Field(False, description="append corpus images' alt text to their OCR text in the text route (off: the hub's "
                            "document_images has no alt text, so offline numbers mean what they would on the hub)")
     tie_order: Literal["run", "pytrec_eval", "expected"] = Field(
-        "run", description="how equal scores are ordered when scoring: run = the order written in the run file (ties as "
-        "ranked); pytrec_eval = trec_eval re-sorts them by document id, descending, as the released scripts do (exact "
-        "reproduction); expected = tie-aware, the mean over every order of each tied group (McSherry & Najork, ECIR 2008). "
-        "Task tables show the other order's value beside a cell where it prints differently")
+        "pytrec_eval", description="how equal scores are ordered when scoring: pytrec_eval = as trec_eval sorts a run (score "
+        "descending, then document id descending in byte order; the field's order, and MM-BRIGHT's released scripts'), so no "
+        "value depends on the order of lines in a file; run = the order written in the run file; expected = tie-aware, the "
+        "mean over every order of each tied group (McSherry & Najork, ECIR 2008). Task tables show the tie-aware value "
+        "beside a cell where it prints differently (the run order's under expected)")
     chunk_size: int = Field(65536, ge=1, description="item rows per exact-search step (bounds memory)")
 
 
@@ -35,8 +36,10 @@ class EncodingConfig(Section):
     """The encode stage: vector stores of documents, pair texts, images and queries, one job per shard."""
 
     shard_size: int = Field(20000, ge=1, description="rows a shard (about minutes of one GPU for a 7B encoder)")
-    dtype: Literal["float16", "float32"] = Field("float16", description="vectors on disk; float32 gives runs equal to an "
-                                                 "in-memory float32 search")
+    dtype: Literal["float16", "float32"] = Field("float32", description="vectors on disk: float32 keeps them as the encoder "
+                                                 "returns them (every measure equals sentence-transformers / MTEB); float16 "
+                                                 "halves a full-size store and moves rankings below the top ranks "
+                                                 "(docs/own-system.md has its measured effect)")
     batch_rows: int = Field(1024, ge=1, description="rows written per resumable batch of a shard")
 
 
