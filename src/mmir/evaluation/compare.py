@@ -11,7 +11,7 @@ system), so a run made outside mmir is scored exactly as its row in the tables.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
