@@ -1,6 +1,6 @@
 """One function per pipeline step, taking explicit input/output paths and config slices.
 
-Snakemake rule scripts (workflow/scripts/) and the DVC-facing CLI (mmir.cli) are thin wrappers around these,
+Snakemake rule scripts (pipeline/scripts/) and the DVC-facing CLI (mmir.cli) are thin wrappers around these,
 so the logic is importable and tested without either tool. Every step logs what it read, wrote and skipped,
 with counts.
 """
