@@ -128,8 +128,8 @@ def cmd_snakemake(config, args) -> int:
 
 def cmd_run(args) -> int:
     """``mmir run [SNAKEMAKE ARGS]``: the packaged workflow on the project's params.yaml (and ``--configfile`` overlays)."""
-    from mmir.workflow.resume import main as resume
-    from mmir.workflow.resume import workdir
+    from mmir.workflow import versions
+    from mmir.workflow.resume import run, workdir
 
     if args.params != "params.yaml":
         raise ConfigError(args.params, "mmir run reads the project's params.yaml; add this file as an overlay instead: "
@@ -137,10 +137,19 @@ def cmd_run(args) -> int:
     project = workdir(args.snakemake_args)
     if not (project / "params.yaml").is_file():
         raise ConfigError(str(project / "params.yaml"), "no such file: run mmir in a project folder (`mmir init DIR` makes one)")
+    given = args.snakemake_args
     # overlays after the leading targets (`--configfile`'s list would take them) and before the first option
-    lead = next((i for i, a in enumerate(args.snakemake_args) if a.startswith("-")), len(args.snakemake_args))
+    lead = next((i for i, a in enumerate(given) if a.startswith("-")), len(given))
     files = ["--configfile", *args.configfile] if args.configfile else []
-    return resume([*args.snakemake_args[:lead], *files, *args.snakemake_args[lead:]])
+    forced, package, note = versions.plan(project)  # another mmir than the last run's: force what its change touches
+    if note:
+        print(f"mmir: {note}", file=sys.stderr, flush=True)
+    force = ["--forcerun", *forced, "--rerun-incomplete"] if forced else []  # the flag after ends the list
+    status = run([*given[:lead], *files, *force, *given[lead:]])
+    if not any(a in NOT_RUNS for a in given):
+        partial = lead > 0 or "--" in given  # targets named: the forced rules may have jobs it did not ask for
+        versions.save_record(project, package, forced if status != 0 or partial else [])
+    return status
 
 
 def cmd_init(args) -> int:
@@ -217,6 +226,10 @@ def cmd_compare(config, args) -> int:
 
 
 COMMANDS = ("init", "run", "validate", "job", "targets", "snakemake", "expected", "compare")
+#: Snakemake flags under which `mmir run` runs no job (the record of the project's last run stays as it is)
+NOT_RUNS = ("-n", "--dry-run", "--dryrun", "--unlock", "-l", "--list", "--list-rules", "-S", "--summary", "-D",
+            "--detailed-summary", "--dag", "--rulegraph", "--filegraph", "--lint", "--touch", "-t", "--cleanup-metadata",
+            "--list-target-rules", "--lt", "--version", "-v", "-h", "--help")
 #: commands that read no config in-process (init writes one; run leaves it to Snakemake, which validates it)
 NO_CONFIG = ("init", "run")
 

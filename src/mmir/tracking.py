@@ -19,7 +19,7 @@ from typing import Any
 
 from mmir.config.models import MlflowConfig, fill, parse_slice
 from mmir.core import paths
-from mmir.core.gitinfo import commit_label
+from mmir.core.gitinfo import commit_label, mmir_version
 
 
 def _sections(config: Mapping[str, Any], *names: str):
@@ -55,12 +55,13 @@ def redact(uri: str) -> str:
 
 
 def run_tags(commit: str, source: str) -> dict[str, str]:
-    """MLflow's standard tags for a run of this project: the code commit (``mlflow.source.git.commit``; the UI's
-    Version column) and what ran it (``mlflow.source.name``, shown as Source), plus our ``git_commit``."""
+    """MLflow's standard tags for a run of this project: the project's commit (``mlflow.source.git.commit``; the UI's
+    Version column) and what ran it (``mlflow.source.name``, shown as Source), plus our ``git_commit``, and the mmir
+    that computed it (``mmir.version``: version and, where known, commit; :func:`mmir.core.gitinfo.mmir_version`)."""
     from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_SOURCE_NAME, MLFLOW_SOURCE_TYPE
 
     return {MLFLOW_GIT_COMMIT: commit.removesuffix("-dirty"), MLFLOW_SOURCE_NAME: source, MLFLOW_SOURCE_TYPE: "PROJECT",
-            "git_commit": commit}
+            "git_commit": commit, MMIR_VERSION_TAG: mmir_version()["label"]}
 
 
 def log_dataset_input(prepared_dir: str | Path, name: str) -> None:
@@ -148,7 +149,8 @@ def run_commits(config: dict, run_ids: list[str], project_dir: str | Path = ".")
 
 
 #: Tags of a run that say which code logged it, not what was computed: left out of its content hash.
-COMMIT_TAGS = ("mlflow.source.git.commit", "git_commit")
+MMIR_VERSION_TAG = "mmir.version"
+COMMIT_TAGS = ("mlflow.source.git.commit", "git_commit", MMIR_VERSION_TAG)
 UNIT_TAG = "mmir.unit"  # the unit's deterministic key, e.g. ``task1/task1/os/stat/bm25``
 GROUP_TAG = "mmir.group"  # the parent's key hashed: the parent and its children's runs, every version
 CONTENT_TAG = "mmir.content"  # sha256 of what the run holds (see UnitRun.content)

@@ -117,6 +117,27 @@ def workflow_args(args: list[str]) -> list[str]:
     return out
 
 
+def run(args: list[str]) -> int:
+    """Clear a stale lock, then run ``snakemake ARGS`` (:func:`workflow_args`) as a child and return its exit status;
+    Ctrl-C reaches it as usual (its process group), SIGTERM is passed on to it."""
+    import signal
+
+    args = workflow_args(args)
+    note = clear_stale_lock(SNAKEMAKE, args)
+    if note:
+        print(f"mmir: {note}", file=sys.stderr, flush=True)
+    proc = subprocess.Popen([*SNAKEMAKE, *args])
+    previous = signal.signal(signal.SIGTERM, lambda sig, frame: proc.send_signal(sig))
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:  # Snakemake got it too and stops its jobs: wait for it
+                continue
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Clear a stale lock, then replace this process by ``snakemake ARGS`` (:func:`workflow_args`; its exit status is
     the command's)."""
