@@ -109,9 +109,42 @@ def _store_lock(project_dir: Path):
         yield
 
 
+def seed_store(uri: str, cache: str | Path | None = None) -> bool:
+    """Start a new SQLite store (``uri``: ``sqlite:///<file>``, the file absent) as a copy of an empty one that MLflow
+    made once for its version under ``cache`` (default ``~/.cache/mmir/mlflow``): MLflow's schema migrations take
+    seconds on every new store, a copy milliseconds. Its Default experiment gets the artifact location and creation
+    time MLflow would give it here. Returns whether it seeded; an existing store or another backend is left to MLflow."""
+    import shutil
+    import sqlite3
+    import time
+
+    db = Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+    if db is None or db.exists():
+        return False
+    import mlflow
+
+    cache = Path(cache) if cache is not None else Path.home() / ".cache" / "mmir" / "mlflow"
+    template = cache / f"empty-{mlflow.__version__}.db"
+    if not template.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = cache / f".{template.name}.{os.getpid()}.tmp"
+        mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp}").search_experiments()
+        os.replace(tmp, template)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    part = db.with_name(f".{db.name}.{os.getpid()}.tmp")
+    shutil.copyfile(template, part)
+    now = int(time.time() * 1000)
+    with contextlib.closing(sqlite3.connect(part)) as con, con:
+        con.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, last_update_time = ? "
+                    "WHERE experiment_id = 0", (str(db.parent.resolve() / "mlruns" / "0"), now, now))
+    os.replace(part, db)
+    return True
+
+
 def _experiment(config: dict, project_dir: Path) -> str:
     import mlflow
 
+    seed_store(tracking_uri(config, project_dir))
     mlflow.set_tracking_uri(tracking_uri(config, project_dir))
     name = _mlflow(config).experiment
     exp = mlflow.get_experiment_by_name(name)
