@@ -78,6 +78,7 @@ bench: setup
 	$(PY) bench/bench_bm25.py
 	$(PY) bench/bench_embedding_cache.py
 	$(PY) bench/bench_dryrun.py
+	$(PY) bench/bench_project.py
 	$(PY) bench/bench_image_encoding.py
 	$(PY) bench/bench_topk.py
 	$(PY) bench/bench_llm_concurrency.py

@@ -3,3 +3,7 @@
 
 
 include: "src/mmir/pipeline/Snakefile"
+
+
+# an include keeps the including file's default target (none here): the packaged workflow's `all` is this one's
+workflow.default_target = "all"

@@ -127,12 +127,15 @@ PIPELINE = Path(__file__).resolve().parents[1] / "pipeline"
 def project_file(p: str) -> str:
     """A path of the config (e.g. an ``expected`` file): as given when it exists (absolute, or relative to the working
     directory), else relative to the workflow shipped in the package (:data:`PIPELINE`: ``expected/mm-bright-paper.yaml``
-    is the package's when the project has none). Returned unchanged when found nowhere (the caller reports it)."""
+    is the package's when the project has none), as a path relative to the working directory when the package lies
+    inside it (this repository), so that rule inputs stay relative. Returned unchanged when found nowhere (the caller
+    reports it)."""
     q = resolve_path(p)
     if q.exists():
         return p
     if not Path(p).is_absolute() and (PIPELINE / p).exists():
-        return str(PIPELINE / p)
+        shipped = PIPELINE / p
+        return str(shipped.relative_to(Path.cwd().resolve()) if shipped.is_relative_to(Path.cwd().resolve()) else shipped)
     return p
 
 
