@@ -3,8 +3,8 @@ the project's last run (``.snakemake/mmir/code.json``: version, commit, sha256 o
 changed, and forces the jobs of the rules whose code changed (``snakemake --forcerun RULES``).
 
 A rule's code is every mmir module its rule module imports, directly or not (the import graph of
-:func:`grimp.build_graph`, imports inside functions included), and the data files (prompts, templates, the rule files)
-of those modules' packages; the workflow's own files (``pipeline/``) belong to every rule. Forced rules stay pending
+:func:`grimp.build_graph`, imports inside functions included), and the data files (prompts, templates) those modules
+name; the workflow's own files (``pipeline/``) belong to every rule. Forced rules stay pending
 in the record until a run without targets (or with the same targets) ends well, so a failed or partial run loses none.
 """
 
@@ -41,16 +41,23 @@ def changed_files(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
     return sorted(f for f in set(old) | set(new) if old.get(f) != new.get(f))
 
 
-def _module_of(path: str) -> str:
-    """The module a package file belongs to: ``mmir/a/b.py`` -> ``mmir.a.b``, a data file -> its folder's package."""
+def _modules_of(path: str) -> set[str]:
+    """The modules a package file is code of: ``mmir/a/b.py`` -> ``mmir.a.b``; a data file (a prompt, a template) ->
+    the modules of the package holding its folder whose source names the file or its folder (those that read it)."""
     p = Path(path)
     if p.suffix == ".py":
         parts = p.with_suffix("").parts
-        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-    parent = p.parent
-    while parent.parts and not (PACKAGE.parent / parent / "__init__.py").exists():
-        parent = parent.parent
-    return ".".join(parent.parts)
+        return {".".join(parts[:-1] if parts[-1] == "__init__" else parts)}
+    package = p.parent
+    while package.parts and not (PACKAGE.parent / package / "__init__.py").exists():
+        package = package.parent
+    folder = p.relative_to(package).parts[0] if p.parent != package else p.name
+    out = set()
+    for src in (PACKAGE.parent / package).glob("*.py"):
+        text = src.read_text(encoding="utf-8", errors="replace")
+        if p.name in text or folder in text:
+            out.add(".".join(package.parts) if src.stem == "__init__" else ".".join((*package.parts, src.stem)))
+    return out
 
 
 def touched_rules(changed: Iterable[str], rules: Iterable[str] | None = None) -> list[str]:
@@ -66,12 +73,11 @@ def touched_rules(changed: Iterable[str], rules: Iterable[str] | None = None) ->
     import grimp
 
     graph = grimp.build_graph("mmir", cache_dir=None)
-    modules = {_module_of(f) for f in changed}
+    modules = set().union(*(_modules_of(f) for f in changed))
     out = []
     for name in names:
         spec = RULES[name].run.__module__
-        code = graph.find_upstream_modules(spec) | {spec}
-        if any(m in code or any(c.startswith(m + ".") for c in code) for m in modules):
+        if modules & (graph.find_upstream_modules(spec) | {spec}):
             out.append(name)
     return sorted(out)
 
