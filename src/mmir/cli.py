@@ -144,6 +144,11 @@ def cmd_run(args) -> int:
     forced, package, note = versions.plan(project)  # another mmir than the last run's: force what its change touches
     if note:
         print(f"mmir: {note}", file=sys.stderr, flush=True)
+    if forced:  # only rules with a job in this plan
+        planned = versions.planned_rules([*given[:lead], *files, *given[lead:]])
+        forced = [r for r in forced if planned is None or r in planned]
+        print(f"mmir: rerunning the jobs of the rules whose code changed: {', '.join(forced) or 'none in this plan'}",
+              file=sys.stderr, flush=True)
     force = ["--forcerun", *forced, "--rerun-incomplete"] if forced else []  # the flag after ends the list
     status = run([*given[:lead], *files, *force, *given[lead:]])
     if not any(a in NOT_RUNS for a in given):

@@ -150,6 +150,12 @@ def test_the_installed_mmir_writes_under_the_project_what_the_repository_writes(
     assert lineage["installed"]["mmir_version"] == lineage["repo"]["mmir_version"] == "0.1.0"
     assert lineage["installed"]["commit"] is None and lineage["repo"]["commit"], lineage
     assert "built by mmir 0.1.0" in (project / "results/report/index.html").read_text()
+    # the project's commands work in it: its stage targets, two of its runs compared query by query
+    targets = _run([str(installed / "mmir"), "targets", "task", "--task", "task1"], project).stdout.split()
+    assert "results/tables/task1.md" in targets and all((project / t).exists() for t in targets)
+    runs = [f"results/runs/task1/vaswani/{s}/vaswani.trec" for s in ("bm25", "minilm")]
+    compared = _run([str(installed / "mmir"), "compare", *runs, "--dataset", "vaswani", "--domain", "vaswani"], project).stdout
+    assert "qrels: data/prepared/vaswani/vaswani/qrels.task1.txt" in compared and "nDCG@10" in compared, compared
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{project / 'mlflow.db'}")

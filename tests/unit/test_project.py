@@ -99,3 +99,22 @@ def test_a_project_record_from_another_mmir_plans_the_forced_rules(tmp_path):
     V.save_record(tmp_path, files, ["score"])  # pending from a run that failed
     assert V.plan(tmp_path)[0] == ["score"]
     assert (tmp_path / ".snakemake" / "mmir" / "code.json").is_file()
+
+
+def test_after_a_workflow_change_mmir_run_forces_only_the_rules_of_its_plan(tmp_path, monkeypatch):
+    """A change to the workflow files touches every rule, but --forcerun may name only rules with a job here:
+    Snakemake evaluates a forced rule without wildcards (essentiality_report) even when the config has no such stage."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    write_domain(tmp_path / "data" / "mine")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["init", "proj", "--dataset", "mine=local:data/mine", "--system", "bm25"]) == 0
+    files = V.package_files()
+    V.save_record(tmp_path / "proj", {**files, "mmir/pipeline/Snakefile": "0" * 64}, [])
+    proc = subprocess.run([str(Path(sys.executable).parent / "mmir"), "run", "-n", "--quiet", "rules"], cwd=tmp_path / "proj",
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 files of the package differ (mmir/pipeline/Snakefile)" in proc.stderr
+    assert "rules whose code changed: prepare, report, report_html, retrieve, score, track\n" in proc.stderr, proc.stderr

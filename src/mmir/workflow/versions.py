@@ -82,6 +82,22 @@ def touched_rules(changed: Iterable[str], rules: Iterable[str] | None = None) ->
     return sorted(out)
 
 
+def planned_rules(args: list[str]) -> set[str] | None:
+    """The rules with a job in the plan of ``snakemake ARGS`` when every job runs (a dry run), None when it fails.
+    ``--forcerun`` may name only those: Snakemake evaluates the inputs of a forced rule without wildcards even when
+    the config has no job of it (``essentiality_report`` without an ``essentiality`` section fails)."""
+    import subprocess
+
+    from mmir.workflow.resume import SNAKEMAKE, workflow_args
+
+    at = args.index("--") if "--" in args else len(args)
+    dry = [*args[:at], "--dry-run", "--forceall", "--nolock", "--quiet", "rules", *args[at:]]
+    proc = subprocess.run([*SNAKEMAKE, *workflow_args(dry)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    return {w[0] for w in map(str.split, proc.stdout.splitlines()) if len(w) == 2 and w[1].isdigit() and w[0] != "total"}
+
+
 def load_record(project: Path) -> dict | None:
     f = project / RECORD
     return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else None
@@ -101,7 +117,8 @@ def describe(record: Mapping | None) -> str:
 
 
 def plan(project: Path) -> tuple[list[str], list[str], str | None]:
-    """``(rules to force, the package files now, what changed as one message or None)`` for a run in ``project``."""
+    """``(rules to force, the package files now, what changed as one message or None)`` for a run in ``project``: the
+    rules pending in its record and those whose code (:func:`touched_rules`) differs from the record's."""
     files = package_files()
     record = load_record(project)
     if record is None:
@@ -111,7 +128,6 @@ def plan(project: Path) -> tuple[list[str], list[str], str | None]:
     if not changed and not forced:
         return [], files, None
     shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
-    msg = (f"this project last ran with {describe(record.get('mmir'))}; this is {describe(mmir_version())}: "
-           + (f"{len(changed)} files of the package differ ({shown}); " if changed else "")
-           + (f"rerunning the jobs of the rules whose code that is: {', '.join(forced)}" if forced else "no rule's code changed"))
+    msg = (f"this project last ran with {describe(record.get('mmir'))}; this is {describe(mmir_version())}"
+           + (f": {len(changed)} files of the package differ ({shown})" if changed else "; rules left to rerun from then"))
     return forced, files, msg

@@ -5,7 +5,9 @@ import sys
 from pathlib import Path
 
 # the mmir this workflow ships in (a checkout's src/, or site-packages): its rules and its code are one version
-sys.path.insert(0, str(Path(workflow.current_basedir).parents[2]))
+_MMIR_ROOT = str(Path(workflow.current_basedir).parents[2])
+if _MMIR_ROOT not in sys.path:
+    sys.path.insert(0, _MMIR_ROOT)
 
 from mmir.config import merge_config_files
 from mmir.core import paths
