@@ -41,13 +41,14 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # the first run: every stage on a sample of ../shared/data (params.yaml), 11-17 minutes cold on 2 cores (docs: Tests and benchmarks).
-# Snakemake through mmir.workflow.resume: after a kill, the same command removes the stale lock and resumes.
+# This repository is one mmir project: `mmir run` runs the workflow shipped in the package on its params.yaml; after a
+# kill, the same command removes the stale lock and resumes.
 run: setup
-	$(PY) -m mmir.workflow.resume --cores $(CORES)
+	$(VENV)/bin/mmir run --cores $(CORES)
 
 # the full offline reproduction: every query and the whole corpus (workflow/configs/offline-full.yaml)
 reproduce: setup
-	$(PY) -m mmir.workflow.resume --cores $(CORES) --configfile workflow/configs/offline-full.yaml
+	$(VENV)/bin/mmir --configfile workflow/configs/offline-full.yaml run --cores $(CORES)
 
 # the unit tests on one process per core (pytest-xdist; one file per process at a time, so a file's fixtures stay
 # together): 500 s -> 200 s on 2 cores. A crashed worker fails its test and is not replaced (--max-worker-restart=0):
@@ -60,8 +61,8 @@ test: setup lint
 # ruff (line length 140, pyproject.toml), snakefmt, the import-layer contract, the strict docs build;
 # `snakemake --lint` runs as a test
 lint: setup
-	$(VENV)/bin/ruff check src tests bench workflow/scripts docs tools
-	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
+	$(VENV)/bin/ruff check src tests bench docs tools
+	$(VENV)/bin/snakefmt --check Snakefile src/mmir/pipeline/Snakefile src/mmir/pipeline/rules
 	$(VENV)/bin/lint-imports
 	$(MKDOCS_BUILD)
 
@@ -77,6 +78,7 @@ bench: setup
 	$(PY) bench/bench_bm25.py
 	$(PY) bench/bench_embedding_cache.py
 	$(PY) bench/bench_dryrun.py
+	$(PY) bench/bench_project.py
 	$(PY) bench/bench_image_encoding.py
 	$(PY) bench/bench_topk.py
 	$(PY) bench/bench_llm_concurrency.py

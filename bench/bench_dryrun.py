@@ -2,7 +2,7 @@
 
 * 29 domains x 5 Task 1 systems (the first full-size plan);
 * the hub config `workflow/configs/mm-bright-hub.yaml` (Tasks 1-4, a 7B dense encoder in shards, CLIP) planned with
-  the SLURM profile, as a cluster user would (`snakemake --profile workflow/profiles/slurm -n`).
+  the SLURM profile, as a cluster user would (`snakemake --profile profiles/slurm -n`).
 
 The baseline in the same run is the dry run of a 1-domain x 1-system config, so the ratio shows how DAG
 construction scales. Runs offline (HF_HUB_OFFLINE=1).
@@ -59,7 +59,7 @@ def hub_plan() -> tuple[float, int, int]:
                                        "mmdr": None}))
         env = dict(os.environ, HF_HUB_OFFLINE="1")
         t0 = time.perf_counter()
-        p = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "--profile", "workflow/profiles/slurm",
+        p = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "--profile", "profiles/slurm",
                             "--configfile", "workflow/configs/mm-bright-hub.yaml", str(off)], cwd=PROJECT,
                            capture_output=True, text=True, env=env)
         dt = time.perf_counter() - t0

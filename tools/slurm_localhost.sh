@@ -6,7 +6,7 @@
 #   slurmdbd   on $MMIR_SLURM_DBD_PORT (default 16819): `sacct` lists every job with what it asked for,
 #   slurmctld  and slurmd on $MMIR_SLURM_PORT and the next port (default 16817/16818): the node `$(hostname -s)` with
 #              this machine's CPUs and memory less 512 MB, partitions `cpu` (default) and `gpu` (the names
-#              workflow/profiles/slurm uses; the node has no GPUs).
+#              the slurm profile uses; the node has no GPUs).
 # Why slurmdbd: SLURM 22.05 has no file-based accounting (accounting_storage/filetxt is gone); without slurmdbd
 # `sacct` says "Slurm accounting storage is disabled", and `sacct --completion` over a jobcomp/filetxt log shows no
 # memory. The jobs' own `srun` (snakemake-executor-plugin-slurm-jobstep 0.6.1 starts each rule with

@@ -1,8 +1,12 @@
-"""``mmir``: the command line. It runs the same step per rule as the Snakemake rule scripts, and Snakemake per stage
-family for DVC; it derives nothing itself (``mmir.workflow.rules`` and ``mmir.workflow.targets`` do).
+"""``mmir``: the command line. In a project (a folder with a ``params.yaml``) it runs the workflow shipped in the package,
+one job of a rule as the Snakemake rule scripts do, and Snakemake per stage family for DVC; it derives nothing itself
+(``mmir.workflow.rules``, ``mmir.workflow.targets`` and ``mmir.workflow.project`` do).
 
-    mmir validate                                 check the config, list its units per stage
-    mmir run RULE key=value ...                   run one job of a rule, e.g. run retrieve task=task1 dataset=openstax
+    mmir init DIR --dataset NAME=beir:PATH --system bm25 [--task task1]   a new project: params.yaml, .gitignore
+    mmir init DIR --example first-run [--data ROOT]   the paper's first run (the repository's params.yaml)
+    mmir run [SNAKEMAKE ARGS]                     the workflow on this project (kill recovery: a stale lock is removed)
+    mmir validate                                 check the config, list its units and the stages it runs
+    mmir job RULE key=value ...                   run one job of a rule, e.g. job retrieve task=task1 dataset=openstax
                                                   domain=statistics system=bm25 (inputs must exist)
     mmir targets FAMILY [--dataset D] [--task T]  the files that complete a stage family
     mmir snakemake FAMILY [...] [-- SNAKEMAKE ARGS]  snakemake on those files (the DVC stages' command)
@@ -29,12 +33,14 @@ from mmir.core.tasks import TASKS
 
 def cmd_validate(config, args) -> int:
     from mmir.workflow import units as U
+    from mmir.workflow.targets import stages
 
     p = U.typed(config)
     for ds, dom in U.units(config):
         print(f"{ds}\t{dom}")
     print(f"systems: {', '.join(U.system_order(p))}; tasks: {', '.join(p.tasks)}; protocol: {p.evaluation.protocol}")
     print("units: " + "; ".join(f"{t} {len(U.task_units(config, t))}" for t in p.tasks))
+    print("stages: " + ", ".join(stages(p)))
     print("baseline: " + "; ".join(f"{t} " + ", ".join(f"{ds} {b}" for ds, b in U.table_baselines(config, t).items()) for t in p.tasks))
     m2rag = U.m2rag_units(config)
     print(f"rag units: {len(U.rag_units(config))}; m2rag units: {len(m2rag)} "
@@ -66,7 +72,7 @@ def _unknown_wildcard(rule: str, wildcards: dict[str, str], key) -> str:
     return f"rule {rule}: wildcard or config key {key!r} missing (given: {given})"
 
 
-def cmd_run(config, args) -> int:
+def cmd_job(config, args) -> int:
     from mmir.workflow.rules import RULES, run_job
 
     if args.rule not in RULES:
@@ -109,16 +115,55 @@ def cmd_snakemake(config, args) -> int:
         print(f"mmir: stage family {args.family} has no unit in this config: nothing to do "
               f"(created {len(made)} empty outputs for DVC)", file=sys.stderr)
         return 0
-    from mmir.workflow.resume import clear_stale_lock
+    from mmir.workflow.resume import SNAKEMAKE, clear_stale_lock, workflow_args
 
     files = [a for f in [args.params, *args.configfile] for a in ("--configfile", f)]
-    cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", os.environ.get("MMIR_CORES", "all"), *files,
-           *args.snakemake_args, "--", *targets]
-    note = clear_stale_lock(cmd[0], cmd[1:])  # a lock a killed Snakemake left (a DVC stage rerun after a kill)
+    args_ = workflow_args(["--cores", os.environ.get("MMIR_CORES", "all"), *files, *args.snakemake_args, "--", *targets])
+    note = clear_stale_lock(SNAKEMAKE, args_)  # a lock a killed Snakemake left (a DVC stage rerun after a kill)
     if note:
         print(f"mmir: {note}", file=sys.stderr)
-    print("mmir: " + " ".join(cmd[:8]) + f" ... ({len(targets)} targets)", file=sys.stderr)
-    return subprocess.call(cmd)
+    print("mmir: snakemake " + " ".join(args_[:8]) + f" ... ({len(targets)} targets)", file=sys.stderr)
+    return subprocess.call([*SNAKEMAKE, *args_])
+
+
+def cmd_run(args) -> int:
+    """``mmir run [SNAKEMAKE ARGS]``: the packaged workflow on the project's params.yaml (and ``--configfile`` overlays)."""
+    from mmir.workflow import versions
+    from mmir.workflow.resume import run, workdir
+
+    if args.params != "params.yaml":
+        raise ConfigError(args.params, "mmir run reads the project's params.yaml; add this file as an overlay instead: "
+                          f"mmir --configfile {args.params} run")
+    project = workdir(args.snakemake_args)
+    if not (project / "params.yaml").is_file():
+        raise ConfigError(str(project / "params.yaml"), "no such file: run mmir in a project folder (`mmir init DIR` makes one)")
+    given = args.snakemake_args
+    # overlays after the leading targets (`--configfile`'s list would take them) and before the first option
+    lead = next((i for i, a in enumerate(given) if a.startswith("-")), len(given))
+    files = ["--configfile", *args.configfile] if args.configfile else []
+    forced, package, note = versions.plan(project)  # another mmir than the last run's: force what its change touches
+    if note:
+        print(f"mmir: {note}", file=sys.stderr, flush=True)
+    if forced:  # only rules with a job in this plan
+        planned = versions.planned_rules([*given[:lead], *files, *given[lead:]])
+        forced = [r for r in forced if planned is None or r in planned]
+        print(f"mmir: rerunning the jobs of the rules whose code changed: {', '.join(forced) or 'none in this plan'}",
+              file=sys.stderr, flush=True)
+    force = ["--forcerun", *forced, "--rerun-incomplete"] if forced else []  # the flag after ends the list
+    status = run([*given[:lead], *files, *force, *given[lead:]])
+    if not any(a in NOT_RUNS for a in given):
+        partial = lead > 0 or "--" in given  # targets named: the forced rules may have jobs it did not ask for
+        versions.save_record(project, package, forced if status != 0 or partial else [])
+    return status
+
+
+def cmd_init(args) -> int:
+    from mmir.workflow.project import init_project
+
+    written = init_project(args.dir, datasets=args.dataset, systems=args.system, tasks=args.task, example=args.example,
+                           data=args.data, force=args.force)
+    print(f"wrote {', '.join(map(str, written))}; next: cd {args.dir} && mmir run")
+    return 0
 
 
 def cmd_expected(config, args) -> int:
@@ -185,7 +230,13 @@ def cmd_compare(config, args) -> int:
     return 0
 
 
-COMMANDS = ("validate", "run", "targets", "snakemake", "expected", "compare")
+COMMANDS = ("init", "run", "validate", "job", "targets", "snakemake", "expected", "compare")
+#: Snakemake flags under which `mmir run` runs no job (the record of the project's last run stays as it is)
+NOT_RUNS = ("-n", "--dry-run", "--dryrun", "--unlock", "-l", "--list", "--list-rules", "-S", "--summary", "-D",
+            "--detailed-summary", "--dag", "--rulegraph", "--filegraph", "--lint", "--touch", "-t", "--cleanup-metadata",
+            "--list-target-rules", "--lt", "--version", "-v", "-h", "--help")
+#: commands that read no config in-process (init writes one; run leaves it to Snakemake, which validates it)
+NO_CONFIG = ("init", "run")
 
 
 def _configfile_option(parser: argparse.ArgumentParser) -> None:
@@ -202,9 +253,21 @@ def parser() -> argparse.ArgumentParser:
                                                            "one `mmir: error: ...` line otherwise)")
     _configfile_option(top)
     sub = top.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("validate", help="check the config and list its units")
+    p = sub.add_parser("init", help="write a new project: params.yaml with what you name, .gitignore")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--dataset", action="append", default=[], metavar="[NAME=]SOURCE:PATH",
+                   help="beir:PATH, local:PATH, trec:PATH, ir_datasets:ID or hf[:DOMAINS] (MM-BRIGHT from the hub); repeatable")
+    p.add_argument("--system", action="append", default=[], metavar="[NAME=]SYSTEM",
+                   help="bm25, minilm, a preset name or plugin:FACTORY; repeatable")
+    p.add_argument("--task", action="append", default=[], choices=list(TASKS), help="repeatable (default: task1)")
+    p.add_argument("--example", help="an example config shipped with mmir instead: first-run (the paper's first run)")
+    p.add_argument("--data", help="with --example: the folder holding the offline data (default: ../shared/data)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing params.yaml")
+    p = sub.add_parser("run", help="run the workflow on this project (every argument goes to snakemake)")
+    p.add_argument("snakemake_args", nargs="*", metavar="SNAKEMAKE ARGS")
+    p = sub.add_parser("validate", help="check the config, list its units and stages")
     _configfile_option(p)
-    p = sub.add_parser("run", help="run one job of a rule")
+    p = sub.add_parser("job", help="run one job of a rule")
     p.add_argument("rule")
     p.add_argument("wildcards", nargs="*", metavar="key=value")
     _configfile_option(p)
@@ -235,11 +298,16 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _command_at(argv: list[str]) -> int | None:
+    """The index of the command in ``argv`` (the first command name that is not the value of ``--params``)."""
+    return next((i for i, a in enumerate(argv) if a in COMMANDS and (i == 0 or argv[i - 1] != "--params")), None)
+
+
 def hoist_configfiles(argv: list[str]) -> tuple[list[str], list[str]]:
     """``(argv without the --configfile lists before the command, their files in order)``; the command's own
     ``--configfile`` reads those after it. argparse's ``nargs="+"`` is greedy: in ``mmir --configfile A B validate``
     it would take ``validate`` for a file, so here a command name ends the list, as a new flag does."""
-    at = next((i for i, a in enumerate(argv) if a in COMMANDS and (i == 0 or argv[i - 1] != "--params")), None)
+    at = _command_at(argv)
     if at is None:
         return argv, []
     head, files, listing = [], [], False
@@ -264,13 +332,20 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for a bad config or data: one ``mmir: error: <file>, line N, field 'x':
     ...`` line on stderr, the traceback too with ``--debug``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []  # passed to snakemake as they are
-    argv, configfiles = hoist_configfiles(argv[: len(argv) - len(extra) - (1 if "--" in argv else 0)])
+    run_at = _command_at(argv)
+    if run_at is not None and argv[run_at] == "run":  # everything after `run` is Snakemake's, as it is
+        argv, extra = argv[: run_at + 1], argv[run_at + 1:]
+    else:
+        extra = argv[argv.index("--") + 1:] if "--" in argv else []  # passed to snakemake as they are
+        argv = argv[: len(argv) - len(extra) - (1 if "--" in argv else 0)]
+    argv, configfiles = hoist_configfiles(argv)
     args = parser().parse_args(argv)
-    args.configfile = configfiles + args.configfile
+    args.configfile = configfiles + getattr(args, "configfile", [])
     args.snakemake_args = extra
     logs.setup()
     try:
+        if args.cmd in NO_CONFIG:
+            return globals()[f"cmd_{args.cmd}"](args)
         from mmir.workflow.validate import load_config
 
         config = load_config(args.params, args.configfile)

@@ -19,7 +19,7 @@ from typing import Any
 
 from mmir.config.models import MlflowConfig, fill, parse_slice
 from mmir.core import paths
-from mmir.core.gitinfo import commit_label
+from mmir.core.gitinfo import commit_label, mmir_version
 
 
 def _sections(config: Mapping[str, Any], *names: str):
@@ -55,12 +55,13 @@ def redact(uri: str) -> str:
 
 
 def run_tags(commit: str, source: str) -> dict[str, str]:
-    """MLflow's standard tags for a run of this project: the code commit (``mlflow.source.git.commit``; the UI's
-    Version column) and what ran it (``mlflow.source.name``, shown as Source), plus our ``git_commit``."""
+    """MLflow's standard tags for a run of this project: the project's commit (``mlflow.source.git.commit``; the UI's
+    Version column) and what ran it (``mlflow.source.name``, shown as Source), plus our ``git_commit``, and the mmir
+    that computed it (``mmir.version``: version and, where known, commit; :func:`mmir.core.gitinfo.mmir_version`)."""
     from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_SOURCE_NAME, MLFLOW_SOURCE_TYPE
 
     return {MLFLOW_GIT_COMMIT: commit.removesuffix("-dirty"), MLFLOW_SOURCE_NAME: source, MLFLOW_SOURCE_TYPE: "PROJECT",
-            "git_commit": commit}
+            "git_commit": commit, MMIR_VERSION_TAG: mmir_version()["label"]}
 
 
 def log_dataset_input(prepared_dir: str | Path, name: str) -> None:
@@ -108,9 +109,42 @@ def _store_lock(project_dir: Path):
         yield
 
 
+def seed_store(uri: str, cache: str | Path | None = None) -> bool:
+    """Start a new SQLite store (``uri``: ``sqlite:///<file>``, the file absent) as a copy of an empty one that MLflow
+    made once for its version under ``cache`` (default ``~/.cache/mmir/mlflow``): MLflow's schema migrations take
+    seconds on every new store, a copy milliseconds. Its Default experiment gets the artifact location and creation
+    time MLflow would give it here. Returns whether it seeded; an existing store or another backend is left to MLflow."""
+    import shutil
+    import sqlite3
+    import time
+
+    db = Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+    if db is None or db.exists():
+        return False
+    import mlflow
+
+    cache = Path(cache) if cache is not None else Path.home() / ".cache" / "mmir" / "mlflow"
+    template = cache / f"empty-{mlflow.__version__}.db"
+    if not template.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = cache / f".{template.name}.{os.getpid()}.tmp"
+        mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp}").search_experiments()
+        os.replace(tmp, template)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    part = db.with_name(f".{db.name}.{os.getpid()}.tmp")
+    shutil.copyfile(template, part)
+    now = int(time.time() * 1000)
+    with contextlib.closing(sqlite3.connect(part)) as con, con:
+        con.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, last_update_time = ? "
+                    "WHERE experiment_id = 0", (str(db.parent.resolve() / "mlruns" / "0"), now, now))
+    os.replace(part, db)
+    return True
+
+
 def _experiment(config: dict, project_dir: Path) -> str:
     import mlflow
 
+    seed_store(tracking_uri(config, project_dir))
     mlflow.set_tracking_uri(tracking_uri(config, project_dir))
     name = _mlflow(config).experiment
     exp = mlflow.get_experiment_by_name(name)
@@ -148,7 +182,8 @@ def run_commits(config: dict, run_ids: list[str], project_dir: str | Path = ".")
 
 
 #: Tags of a run that say which code logged it, not what was computed: left out of its content hash.
-COMMIT_TAGS = ("mlflow.source.git.commit", "git_commit")
+MMIR_VERSION_TAG = "mmir.version"
+COMMIT_TAGS = ("mlflow.source.git.commit", "git_commit", MMIR_VERSION_TAG)
 UNIT_TAG = "mmir.unit"  # the unit's deterministic key, e.g. ``task1/task1/os/stat/bm25``
 GROUP_TAG = "mmir.group"  # the parent's key hashed: the parent and its children's runs, every version
 CONTENT_TAG = "mmir.content"  # sha256 of what the run holds (see UnitRun.content)

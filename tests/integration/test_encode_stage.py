@@ -117,9 +117,8 @@ def test_local_cluster_profile_submits_each_job_as_its_own_process(tmp_path):
     wd = tmp_path / "wf"
     wd.mkdir()
     (wd / "params.yaml").write_text(yaml.safe_dump(_params(root, wd, tasks=["task1"], systems={"bm25": {"kind": "bm25"}})))
-    os.symlink(PROJECT / "workflow", wd / "workflow")  # the profile's scripts are relative to the run directory
     proc = subprocess.run([str(BIN / "snakemake"), "-s", str(PROJECT / "Snakefile"), "--directory", str(wd), "--profile",
-                           str(PROJECT / "workflow/profiles/local-cluster"), "results/tables/task1.md"],
+                           str(PROJECT / "profiles/local-cluster"), "results/tables/task1.md"],
                           cwd=wd, capture_output=True, text=True, env=env(), timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     submitted = sorted((wd / ".snakemake/local-cluster").glob("*.pid"))
@@ -131,12 +130,12 @@ def test_local_cluster_profile_submits_each_job_as_its_own_process(tmp_path):
 
 
 def test_slurm_profile_plans_the_full_hub_config_with_gpus_on_model_jobs(tmp_path):
-    """`snakemake --profile workflow/profiles/slurm -n` on every hub domain: encode jobs (the model jobs) ask for a
+    """`snakemake --profile profiles/slurm -n` on every hub domain: encode jobs (the model jobs) ask for a
     GPU, runtime and memory from params.yaml; nothing is fetched or run."""
     overlay = {"datasets": {"openstax": None, "vaswani": None}, "rag": None, "m2rag": None, "mmdr": None}
     (tmp_path / "off.yaml").write_text(yaml.safe_dump(overlay))
     t0 = time.perf_counter()
-    proc = subprocess.run([str(BIN / "snakemake"), "-n", "--profile", "workflow/profiles/slurm", "--configfile",
+    proc = subprocess.run([str(BIN / "snakemake"), "-n", "--profile", "profiles/slurm", "--configfile",
                            "workflow/configs/mm-bright-hub.yaml", str(tmp_path / "off.yaml")], cwd=PROJECT,
                           capture_output=True, text=True, env=env(), timeout=900)
     seconds = time.perf_counter() - t0

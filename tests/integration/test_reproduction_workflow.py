@@ -9,6 +9,7 @@ import yaml
 from conftest import PROJECT, shared
 
 from integration.helpers import snakemake as _snakemake
+from mmir.core.paths import PIPELINE
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +26,7 @@ def test_task1_slice_matches_the_regression_values_and_a_changed_k1_fails(tmp_pa
     params = {"datasets": {"openstax": {"source": "local", "root": str(data_root), "domains": ["statistics"]}},
               "tasks": ["task1"], "systems": {"bm25": bm25}, "measures": ["nDCG@10"],
               "significance": {"resamples": 2000},
-              "expected": [str(PROJECT / "expected" / "offline-regression.yaml")]}
+              "expected": [str(PIPELINE / "expected" / "offline-regression.yaml")]}
     wd = tmp_path / "wf"
     wd.mkdir()
     (wd / "params.yaml").write_text(yaml.safe_dump(params))

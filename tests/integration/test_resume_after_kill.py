@@ -1,6 +1,6 @@
 """The documented recovery after a kill (issue 31, item 10): Snakemake and its encode job killed together (SIGKILL to the
 process group, as a lost node or an out-of-memory kill does) at three points of the job, each time recovered by the one
-command `make run` runs (``python -m mmir.workflow.resume``: the stale lock removed, the profile's rerun-incomplete),
+command `make run` runs (``mmir run`` in the project: the stale lock removed, the profile's rerun-incomplete),
 and the result equal to an uninterrupted run's."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -46,6 +45,10 @@ def _args(wd: Path) -> list[str]:
     return ["-s", str(PROJECT / "Snakefile"), "--directory", str(wd), "--cores", "1", TARGET]
 
 
+#: the recovery command in the project folder (`make run` runs it with `--cores all`)
+RECOVER = [str(BIN / "mmir"), "run", "--cores", "1", TARGET]
+
+
 # Loaded by every Python of the killed run (PYTHONPATH): the encode job's stats write, which follows the seal by a
 # millisecond, waits for the kill, so "killed between the two outputs" never depends on the poll's timing.
 HOLD_STATS = """import mmir.core.io as io
@@ -65,13 +68,13 @@ io.write_json = write_json
 
 
 def _resume(wd: Path, hold: Path | None = None) -> subprocess.Popen:
-    """The recovery command (`make run` runs it with `--cores all`), in a process group of its own; ``hold``: a folder
-    whose sitecustomize.py the run loads."""
+    """The recovery command (:data:`RECOVER`) in the project, in a process group of its own; ``hold``: a folder whose
+    sitecustomize.py the run loads."""
     e = env()
     if hold is not None:
         e["PYTHONPATH"] = os.pathsep.join(p for p in (str(hold), e.get("PYTHONPATH", "")) if p)
-    return subprocess.Popen([sys.executable, "-m", "mmir.workflow.resume", *_args(wd)], env=e, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(RECOVER, cwd=wd, env=e, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
 
 
 def _batches(wd: Path) -> int:

@@ -1,7 +1,7 @@
 """SLURM for real: a one-node cluster on this machine (`tools/slurm_localhost.sh`: munge, MariaDB, slurmdbd,
 slurmctld and slurmd from Debian's packages) runs a slice of the workflow (prepare, OCR, encode of two document
 shards and the multimodal queries, retrieve, score of one openstax domain with the offline MiniLM) through
-`--profile workflow/profiles/slurm` and snakemake-executor-plugin-slurm. `sacct` shows every job with the CPUs,
+`mmir run --profile slurm` and snakemake-executor-plugin-slurm. `sacct` shows every job with the CPUs,
 memory and time limit of its rule's `resources`; an encode job cancelled with `scancel` while it runs is
 resubmitted by a rerun, and the results equal a local run byte for byte. Skips when SLURM is not installed or
 the test does not run as root (CI installs it: .ci/run)."""
@@ -113,7 +113,7 @@ def _slurm_cmd(wd: Path) -> list[str]:
     # --retries 0: the cancelled job fails this run (the profile's retry would resubmit it at once); status checks
     # from 2 s after a submission instead of the plugin's 40 s, the jobs here take seconds
     return [str(BIN / "snakemake"), "-s", str(PROJECT / "Snakefile"), "--directory", str(wd), "--profile",
-            str(PROJECT / "workflow/profiles/slurm"), "--retries", "0", "--slurm-init-seconds-before-status-checks", "2",
+            str(PROJECT / "profiles/slurm"), "--retries", "0", "--slurm-init-seconds-before-status-checks", "2",
             TARGET]
 
 
@@ -148,7 +148,6 @@ def test_slurm_runs_the_slice_with_each_rules_resources_and_a_cancelled_job_resu
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     wd = _workdir(tmp_path / "slurm", root)
-    os.symlink(PROJECT / "workflow", wd / "workflow")  # the profile's paths are relative to the run directory
     log1 = wd / "run1.log"
     with log1.open("w") as out:
         first = subprocess.Popen(_slurm_cmd(wd), cwd=wd, stdout=out, stderr=subprocess.STDOUT, env=slurm_env)

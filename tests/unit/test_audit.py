@@ -29,6 +29,7 @@ from mmir.benchmarks.mmbright.audit import (
 )
 from mmir.config.models import AuditConfig
 from mmir.core.errors import ConfigError, DataError
+from mmir.core.paths import PIPELINE
 from mmir.evaluation.expected import check, load_expected, observations_from_audit_csv
 from mmir.llm.backends import GenerationFailure
 from mmir.llm.cache import GenerationCache
@@ -41,7 +42,6 @@ from mmir.workflow.targets import family_targets
 from mmir.workflow.units import PreparedUnit
 from mmir.workflow.validate import validate_config
 
-PROJECT = Path(__file__).resolve().parents[2]
 FOUR = {"readability": 4, "clarity": 3, "evidence_usefulness": 5, "evidence_sufficiency": 2}
 
 
@@ -249,7 +249,7 @@ def test_a_positive_missing_from_the_corpus_names_the_file(tmp_path):
 
 # ------------------------------------------------------------------------------------------ reproduction
 def test_the_paper_averages_are_the_expected_entries():
-    entries = [e for e in load_expected([PROJECT / "expected/mm-bright-paper.yaml"]) if e.task == "audit"]
+    entries = [e for e in load_expected([PIPELINE / "expected/mm-bright-paper.yaml"]) if e.task == "audit"]
     assert {e.measure: e.value for e in entries} == {CRITERIA[c]: v for c, v in PAPER_AVERAGES.items()}
     assert {(e.system, e.variant, e.domain, len(e.domains)) for e in entries} == {("gpt-4o", "all queries", "Avg.", 29)}
 
@@ -264,7 +264,7 @@ def _audit_csv(path: Path, dataset: str, judge: str, variant: str, domains: list
 def test_reproduction_compares_only_when_judge_and_data_match(tmp_path):
     from mmir.data.domains import MM_BRIGHT_DOMAINS
 
-    entries = [e for e in load_expected([PROJECT / "expected/mm-bright-paper.yaml"]) if e.task == "audit"]
+    entries = [e for e in load_expected([PIPELINE / "expected/mm-bright-paper.yaml"]) if e.task == "audit"]
     hub = {"mmb": "mm-bright/MM-BRIGHT"}
 
     def rows(judge, variant, domains, datasets=hub):

@@ -16,7 +16,7 @@ def loaded(monkeypatch):
     seen = []
     monkeypatch.setattr(V, "load_config", lambda params, overlays: seen.append((params, list(overlays))) or {})
     monkeypatch.setattr(cli, "cmd_validate", lambda config, args: 0)
-    monkeypatch.setattr(cli, "cmd_run", lambda config, args: seen.append(("run", args.rule, args.wildcards)) or 0)
+    monkeypatch.setattr(cli, "cmd_job", lambda config, args: seen.append(("job", args.rule, args.wildcards)) or 0)
     return seen
 
 
@@ -33,8 +33,8 @@ def test_configfile_list_or_repeated(loaded, argv):
 
 
 def test_configfile_list_before_run_keeps_the_rule_and_wildcards(loaded):
-    assert cli.main(["--params", "p.yaml", "--configfile", "a.yaml", "b.yaml", "run", "retrieve", "task=task1"]) == 0
-    assert loaded == [("p.yaml", ["a.yaml", "b.yaml"]), ("run", "retrieve", ["task=task1"])]
+    assert cli.main(["--params", "p.yaml", "--configfile", "a.yaml", "b.yaml", "job", "retrieve", "task=task1"]) == 0
+    assert loaded == [("p.yaml", ["a.yaml", "b.yaml"]), ("job", "retrieve", ["task=task1"])]
 
 
 def test_no_configfile_and_a_flag_without_file(loaded, capsys):
@@ -57,6 +57,6 @@ def test_a_missing_overlay_is_an_error_line_not_a_traceback(tmp_path, capsys):
 ])
 def test_run_with_a_wildcard_the_config_lacks_is_an_error_line_naming_it(rule, wildcards, expected, capsys):
     """params.yaml has no reranked system (rerank.yaml does) and every retrieve job has a domain."""
-    assert cli.main(["run", rule, "task=task1", "dataset=openstax", *wildcards]) == 2
+    assert cli.main(["job", rule, "task=task1", "dataset=openstax", *wildcards]) == 2
     err = capsys.readouterr().err
     assert err.startswith("mmir: error:") and expected in err and "Traceback" not in err

@@ -1,7 +1,7 @@
 """One merged config for Snakemake and ``python -m mmir validate``, and table rows and baselines that depend on neither
 dict nor merge order (issue 31, item 7).
 
-Snakemake merges params.yaml into its ``--configfile`` overlays (the overlay's keys first); ``workflow/rules/common.smk``
+Snakemake merges params.yaml into its ``--configfile`` overlays (the overlay's keys first); ``pipeline/rules/common.smk``
 rebuilds the config from Snakemake's own list of files with mmir's merge. Each shipped overlay is loaded here through
 the Snakemake API in-process (the Snakefile parsed, nothing planned) and compared with the CLI's config.
 """

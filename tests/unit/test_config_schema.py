@@ -1,4 +1,4 @@
-"""workflow/schemas/params.schema.yaml is generated from the models (mmir.config.schema) and kept equal to them."""
+"""src/mmir/pipeline/schemas/params.schema.yaml is generated from the models (mmir.config.schema) and kept equal to them."""
 
 import json
 

@@ -362,17 +362,17 @@ def test_the_cli_prints_one_error_line_and_the_traceback_only_with_debug(broken_
     from mmir import cli
 
     _, where = broken_project
-    assert cli.main(["run", "prepare", "dataset=toy", "domain=toy"]) == 2
+    assert cli.main(["job", "prepare", "dataset=toy", "domain=toy"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"mmir: error: {where}") and err.count("\n") == 1 and "Traceback" not in err
-    assert cli.main(["--debug", "run", "prepare", "dataset=toy", "domain=toy"]) == 2
+    assert cli.main(["--debug", "job", "prepare", "dataset=toy", "domain=toy"]) == 2
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and err.splitlines()[-1].startswith(f"mmir: error: {where}")
     assert not (broken_project[0] / "data" / "prepared").exists()
 
 
 def test_a_snakemake_job_logs_the_traceback_and_prints_one_line(broken_project, capsys):
-    """workflow/scripts/step.py's body, on the object Snakemake injects (its fields, as the prepare rule fills them)."""
+    """pipeline/scripts/step.py's body, on the object Snakemake injects (its fields, as the prepare rule fills them)."""
     from types import SimpleNamespace
 
     from mmir.workflow.rules import RULES, run_snakemake_job

@@ -3,8 +3,9 @@ config key fails here, naming the file, the line and the command.
 
 What is checked, in the fenced ``bash``/``sh``/``shell``/``console`` blocks (comments and heredoc bodies skipped):
 ``python -m mmir …`` / ``mmir …`` against the argparse parser of :mod:`mmir.cli` (and the stage family of
-``targets``/``snakemake``, the rule of ``run``); ``make <target>`` against the Makefile; ``snakemake … --profile <p>``
-against ``workflow/profiles/`` and ``--configfile <f>`` paths inside the project against the files; ``dvc repro
+``targets``/``snakemake``, the rule of ``job``); ``make <target>`` against the Makefile; ``snakemake … --profile <p>``
+and ``mmir run … --profile <p>`` against the package's profiles (``src/mmir/pipeline/profiles/``) and
+``--configfile <f>`` paths inside the project against the files; ``dvc repro
 <stage>`` against dvc.yaml's stages with ``foreach`` expanded over params.yaml (what ``dvc stage list`` prints);
 ``dvc exp run -S <key>=<value>`` against the config models (the JSON schema until they exist). The module-size table
 of docs/architecture.md is checked against ``src/mmir`` too. The configuration reference generator
@@ -30,6 +31,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from mmir.core.paths import PIPELINE
 
 PROJECT = Path(__file__).resolve().parents[2]
 DOC_FILES = [PROJECT / "README.md", *sorted((PROJECT / "docs").rglob("*.md"))]
@@ -162,7 +165,7 @@ def dvc_stages(dvc_file: Path = PROJECT / "dvc.yaml", params_file: Path = PROJEC
 
 
 def rule_names() -> set[str]:
-    text = "\n".join(p.read_text() for p in [PROJECT / "Snakefile", *(PROJECT / "workflow" / "rules").glob("*.smk")])
+    text = "\n".join(p.read_text() for p in [PIPELINE / "Snakefile", *(PIPELINE / "rules").glob("*.smk")])
     return set(re.findall(r"^\s*rule\s+(\w+)\s*:", text, re.M))
 
 
@@ -231,7 +234,7 @@ def config_has_key(key: str) -> bool:
     try:
         from mmir.config.models import Params
     except ImportError:  # before the typed config exists: the schema it replaces
-        schema = yaml.safe_load((PROJECT / "workflow" / "schemas" / "params.schema.yaml").read_text())
+        schema = yaml.safe_load((PIPELINE / "schemas" / "params.schema.yaml").read_text())
         return schema_has_key(schema, parts)
     return model_has_key(Params, parts)
 
@@ -258,6 +261,10 @@ def check_mmir(args: list[str], parser: argparse.ArgumentParser) -> str | None:
     from mmir import cli
 
     args, _ = cli.hoist_configfiles(args)  # what main() does first: a command name ends a --configfile list
+    at = cli._command_at(args)
+    if at is not None and args[at] == "run":  # mmir run's arguments are Snakemake's
+        args, rest = args[: at + 1], args[at + 1:]
+        return check_mmir(args[:at] + ["validate"], parser) or check_snakemake(rest)
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -266,8 +273,8 @@ def check_mmir(args: list[str], parser: argparse.ArgumentParser) -> str | None:
         return None if exc.code == 0 else err.getvalue().strip().splitlines()[-1]
     if ns.cmd in ("targets", "snakemake") and ns.family not in stage_families():
         return f"unknown stage family {ns.family!r} (mmir.workflow.targets.FAMILIES: {', '.join(sorted(stage_families()))})"
-    if ns.cmd == "run" and not ns.rule.startswith("<") and ns.rule not in rule_names():
-        return f"no rule {ns.rule!r} in the Snakefile or workflow/rules/*.smk"
+    if ns.cmd == "job" and not ns.rule.startswith("<") and ns.rule not in rule_names():
+        return f"no rule {ns.rule!r} in the packaged Snakefile or its rules/*.smk"
     return None
 
 
@@ -290,7 +297,7 @@ def check_snakemake(args: list[str]) -> str | None:
     for i, word in enumerate(args):
         if word == "--profile" or word.startswith("--profile="):
             profile = word.split("=", 1)[1] if "=" in word else (args[i + 1] if i + 1 < len(args) else "")
-            if not (PROJECT / profile).is_dir() and not (PROJECT / "workflow" / "profiles" / profile).is_dir():
+            if not (PROJECT / profile).is_dir() and not (PIPELINE / "profiles" / profile).is_dir():
                 problems.append(f"no profile directory {profile!r}")
         if word == "--configfile" or word.startswith("--configfile="):
             files = [word.split("=", 1)[1]] if "=" in word else []
@@ -369,7 +376,7 @@ def test_the_docs_show_commands_of_every_kind():
     words = [c.words for p in DOC_FILES for c in commands(p)]
     for program in ("mmir", "make", "snakemake", "dvc"):
         assert any(_after(w, program) is not None for w in words), program
-    assert any(_after(w, "snakemake") and "--profile" in w for w in words)
+    assert any((_after(w, "snakemake") or _after(w, "mmir")) and "--profile" in w for w in words)
     assert any(_after(w, "dvc") and "-S" in w for w in words)
 
 
@@ -378,8 +385,9 @@ def test_the_docs_show_commands_of_every_kind():
     ("python -m mmir mmdr", "invalid choice: 'mmdr'"),
     (".venv/bin/python -m mmir validate --bogus", "unrecognized arguments: --bogus"),
     ("python -m mmir snakemake trak --task task1", "unknown stage family 'trak'"),
-    ("python -m mmir run retrieeve task=task1", "no rule 'retrieeve'"),
-    ("snakemake --profile workflow/profiles/slurmm", "no profile directory 'workflow/profiles/slurmm'"),
+    ("python -m mmir job retrieeve task=task1", "no rule 'retrieeve'"),
+    ("mmir run --profile slurmm", "no profile directory 'slurmm'"),
+    ("snakemake --profile profiles/slurmm", "no profile directory 'profiles/slurmm'"),
     ("snakemake --cores 2 --configfile workflow/configs/nope.yaml off.yaml", "no config file 'workflow/configs/nope.yaml'"),
     ("dvc repro track@task1", "no DVC stage track@task1"),
     ("dvc exp run -S systems.bm25.k11=1.2", "no config key systems.bm25.k11"),
@@ -396,7 +404,8 @@ def test_a_misspelt_command_fails_naming_file_line_and_command(tmp_path, command
 @pytest.mark.parametrize("command", [
     "make run", "make test", "make docs", "python -m mmir --configfile /tmp/my.yaml validate",
     "python -m mmir snakemake task --task task1 -- -n", "mmir targets prepare --dataset openstax",
-    "snakemake --profile workflow/profiles/slurm -n --configfile workflow/configs/mm-bright-hub.yaml off.yaml",
+    "mmir run --profile slurm -n --configfile workflow/configs/mm-bright-hub.yaml off.yaml", "mmir run -n",
+    "mmir init my-project --dataset vaswani=beir:data/vaswani --system bm25 --task task1",
     "dvc repro task@task1", "dvc repro prepare@openstax", "dvc repro prepare@<dataset>", "dvc exp run -S systems.bm25.k1=1.2",
     "make test 2>&1 | tail -3 > /tmp/log",
     "cat > /tmp/x.yaml <<'YAML'\nmake tset\nYAML",   # a heredoc body is data, not a command

@@ -405,7 +405,7 @@ def test_example_copies_are_counted_per_module():
 
 
 def test_cli_runs_each_rule_step(tmp_path, monkeypatch, prepared):
-    """``python -m mmir run <rule> ...``: the rules' own steps (inputs, outputs, params from the rule specs) in the
+    """``mmir job <rule> ...``: the rules' own steps (inputs, outputs, params from the rule specs) in the
     project layout, one domain here."""
     import shutil
 
@@ -432,8 +432,8 @@ def test_cli_runs_each_rule_step(tmp_path, monkeypatch, prepared):
     cfg["datasets"]["ds"]["root"] = str(raw)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(cfg))
     for rule in ("mmdr_tasks", "mmdr_reports", "mmdr_score"):
-        assert cli.main(["run", rule, "dataset=ds", "domain=d"]) == 0
-    assert cli.main(["run", "mmdr_report"]) == 0
+        assert cli.main(["job", rule, "dataset=ds", "domain=d"]) == 0
+    assert cli.main(["job", "mmdr_report"]) == 0
     rows = list(csv.DictReader(open(tmp_path / "results/tables/mmdr/mmdr.task_scores.csv", encoding="utf-8-sig")))
     assert [r["Task ID"] for r in rows] == ["ds/d/q1"]
     assert parse_references((tmp_path / "results/mmdr/ds/d/reports/q1.md").read_text(), SCHEMES) == {

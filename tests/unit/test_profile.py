@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from mmir.core.paths import PIPELINE
 from mmir.workflow.profile import benchmark_patterns, markdown, rule_times
 
-RULES = Path(__file__).resolve().parents[2] / "workflow" / "rules"
+RULES = PIPELINE / "rules"
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
 # path under benchmarks/ -> (the rule that wrote it, seconds, max_rss)

@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from conftest import PROJECT
 
 from mmir.core.io import write_json
+from mmir.core.paths import PIPELINE
 from mmir.evaluation import expected as E
 from mmir.workflow.reproduction import reproduction_step
 
@@ -62,7 +62,7 @@ def test_statuses_ok_okish_fail_and_not_run(tmp_path):
 def test_matching_by_preset_and_repo_id(tmp_path):
     """A paper entry names a preset; any run system with that preset matches (one row each), on any dataset whose
     repo_id is MM-BRIGHT's, and only when the Avg. covers the 29 domains."""
-    entries = [e for e in E.load_expected([PROJECT / "expected" / "mm-bright-paper.yaml"]) if e.task == "task1"]
+    entries = [e for e in E.load_expected([PIPELINE / "expected" / "mm-bright-paper.yaml"]) if e.task == "task1"]
     assert {e.system for e in entries} == {"bm25", "contriever", "diver", "e5-mistral", "gritlm", "openai", "gte-qwen2",
                                            "rader", "reasonir", "sfr"}
     from mmir.data.domains import MM_BRIGHT_DOMAINS
@@ -96,7 +96,7 @@ def test_rag_and_ablation_observations(tmp_path):
     obs = E.observations_from_rag_csv(rag) + E.observations_from_ablation_csv(abl, "caption", "nDCG@10")
     best = [o for o in obs if o.system == "best-topk" and o.measure == "gap_to_oracle"]
     assert len(best) == 1 and best[0].value == pytest.approx(-7.0) and best[0].variant == "topk:e5"
-    entries = [e for e in E.load_expected([PROJECT / "expected" / "mm-bright-paper.yaml"])
+    entries = [e for e in E.load_expected([PIPELINE / "expected" / "mm-bright-paper.yaml"])
                if e.task in ("rag", "caption_ablation")]
     entries = [E.Expected(**{**e.__dict__, "domains": ("biology", "law")}) for e in entries]
     frame = E.check(entries, obs, {"e5": "e5-mistral", "bm25": None}, {"hub": "mm-bright/MM-BRIGHT"}, {"rag", "caption_ablation"})
@@ -123,7 +123,7 @@ def test_bad_expected_files_name_file_and_entry(tmp_path):
 
 
 def test_the_shipped_files_load_and_the_step_writes_the_table(tmp_path):
-    files = [PROJECT / "expected" / "mm-bright-paper.yaml", PROJECT / "expected" / "offline-regression.yaml"]
+    files = [PIPELINE / "expected" / "mm-bright-paper.yaml", PIPELINE / "expected" / "offline-regression.yaml"]
     entries = E.load_expected(files)
     paper = [e for e in entries if e.benchmark in ("mm-bright-paper", "mteb-port")]
     assert len(paper) == 33 and all(e.source for e in entries)  # 29 scores + the 4 quality-audit averages

@@ -15,6 +15,7 @@ import yaml
 from conftest import PROJECT, write_domain
 
 from mmir import cli
+from mmir.core.paths import PIPELINE
 from mmir.workflow import rules as R
 from mmir.workflow.targets import FAMILIES, FAMILY_OUTPUTS, ensure_outputs, family_targets
 from mmir.workflow.validate import validate_config
@@ -38,7 +39,7 @@ def root(tmp_path):
 
 
 def test_every_snakemake_rule_has_a_spec_and_runs_the_one_script():
-    smk = "\n".join(p.read_text() for p in (PROJECT / "workflow" / "rules").glob("*.smk"))
+    smk = "\n".join(p.read_text() for p in (PIPELINE / "rules").glob("*.smk"))
     names = re.findall(r"^(?:rule|checkpoint) (\w+):", smk, re.M)
     assert sorted(names) == sorted(R.RULES)
     assert smk.count('"../scripts/step.py"') == len(names)
@@ -150,13 +151,13 @@ def test_cli_run_builds_the_job_from_the_spec(root, tmp_path, monkeypatch, capsy
     cfg = _config(root)
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({k: cfg[k] for k in ("datasets", "tasks", "systems", "generators", "rag")}))
-    assert cli.main(["--params", str(params), "run", "prepare", "dataset=x", "domain=d"]) == 0
+    assert cli.main(["--params", str(params), "job", "prepare", "dataset=x", "domain=d"]) == 0
     assert Path("data/prepared/x/d/prepare.json").is_file()
-    assert cli.main(["--params", str(params), "run", "retrieve", "task=task1", "dataset=x", "domain=d", "system=bm25"]) == 0
+    assert cli.main(["--params", str(params), "job", "retrieve", "task=task1", "dataset=x", "domain=d", "system=bm25"]) == 0
     job = R.RULES["retrieve"].job(cfg, {"task": "task1", "dataset": "x", "domain": "d", "system": "bm25"})
     assert Path(job.output["run"]).is_file() and Path(job.output["stats"]).is_file()
     # inputs that do not exist yet: a clear error, no step run
-    assert cli.main(["--params", str(params), "run", "score", "task=task1", "dataset=x", "domain=d", "system=minilm"]) == 2
+    assert cli.main(["--params", str(params), "job", "score", "task=task1", "dataset=x", "domain=d", "system=minilm"]) == 2
     assert "inputs do not exist" in capsys.readouterr().err
     assert cli.main(["--params", str(params), "targets", "prepare"]) == 0
     assert capsys.readouterr().out.strip() == "data/prepared/x/d/prepare.json"

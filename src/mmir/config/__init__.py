@@ -3,7 +3,7 @@
 
 Generic cross-references only; each benchmark checks its own section (``mmir.workflow.validate``). Errors name
 the dotted key. Presets: ``src/mmir/config/presets.yaml`` (:func:`load_presets`, :func:`expand_presets`).
-The JSON schema ``workflow/schemas/params.schema.yaml`` is generated from the models (:mod:`mmir.config.schema`).
+The JSON schema ``src/mmir/pipeline/schemas/params.schema.yaml`` is generated from the models (:mod:`mmir.config.schema`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mmir.config.models import Params, fill, parse_params
 from mmir.core.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
-SCHEMA_PATH = PROJECT_ROOT / "workflow" / "schemas" / "params.schema.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "pipeline" / "schemas" / "params.schema.yaml"
 PRESETS_PATH = Path(__file__).resolve().parent / "presets.yaml"
 
 
@@ -226,7 +226,7 @@ def merge_overlay(base: dict, overlay: dict) -> dict:
 
 def merge_config_files(files: list[str | os.PathLike], overrides: dict | None = None) -> dict:
     """The raw config of ``files`` merged in order (:func:`merge_overlay`), then ``overrides`` (``snakemake --config
-    key=value``). Snakemake (``workflow/rules/common.smk``, from its own list of config files) and ``python -m mmir``
+    key=value``). Snakemake (``pipeline/rules/common.smk``, from its own list of config files) and ``python -m mmir``
     (:func:`read_config`) both build their config with it, so they see one config, key order included.
 
     Raises:

@@ -1,4 +1,4 @@
-"""workflow/schemas/params.schema.yaml, generated from :class:`mmir.config.models.Params`.
+"""src/mmir/pipeline/schemas/params.schema.yaml, generated from :class:`mmir.config.models.Params`.
 
 ``python -m mmir.config.schema --write`` rewrites it; ``--check`` exits 1 when the committed file differs
 (tests/unit/test_config_schema.py checks the same).

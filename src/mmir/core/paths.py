@@ -120,17 +120,22 @@ def project_path(p: str) -> Path:
     return Path(os.path.expandvars(os.path.expanduser(p)))
 
 
+#: the workflow shipped in the package: Snakefile, rules/, scripts/, profiles/, schemas/, expected/, examples/
+PIPELINE = Path(__file__).resolve().parents[1] / "pipeline"
+
+
 def project_file(p: str) -> str:
     """A path of the config (e.g. an ``expected`` file): as given when it exists (absolute, or relative to the working
-    directory), else relative to the source checkout this package runs from (the folder holding its ``Snakefile``),
-    so ``snakemake --directory elsewhere`` still finds the repository's own files. Returned unchanged when found
-    nowhere (the caller reports it)."""
+    directory), else relative to the workflow shipped in the package (:data:`PIPELINE`: ``expected/mm-bright-paper.yaml``
+    is the package's when the project has none), as a path relative to the working directory when the package lies
+    inside it (this repository), so that rule inputs stay relative. Returned unchanged when found nowhere (the caller
+    reports it)."""
     q = resolve_path(p)
     if q.exists():
         return p
-    root = Path(__file__).resolve().parents[3]
-    if (root / "Snakefile").is_file() and (root / p).exists() and not Path(p).is_absolute():
-        return str(root / p)
+    if not Path(p).is_absolute() and (PIPELINE / p).exists():
+        shipped = PIPELINE / p
+        return str(shipped.relative_to(Path.cwd().resolve()) if shipped.is_relative_to(Path.cwd().resolve()) else shipped)
     return p
 
 

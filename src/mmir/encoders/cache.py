@@ -25,6 +25,7 @@ import numpy as np
 from filelock import FileLock
 
 from mmir.core.errors import DataError
+from mmir.core.paths import project_path
 
 #: bytes per segment file (a new segment starts when the next row would not fit)
 SEGMENT_BYTES = 1 << 30
@@ -68,7 +69,7 @@ class EmbeddingCache:
         self.spec = spec
         self.key = encoder_key(spec)
         self.fsync = fsync
-        root = Path(root)
+        root = project_path(str(root))  # ~ and $VARS: the default lies under ~/.cache/mmir
         root.mkdir(parents=True, exist_ok=True)
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", str(spec.get("model", "encoder")))[-60:]
         stem = f"{slug}-{hashlib.sha256(self.key.encode()).hexdigest()[:12]}"

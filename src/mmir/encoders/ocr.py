@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmir.core.errors import MmirError
+from mmir.core.paths import project_path
 from mmir.data.images import DEFAULT_MAX_PIXELS, decode_image
 from mmir.encoders.ocr_engines import EngineSpec, resolve_device
 from mmir.encoders.ocr_layout import LAYOUT_VERSION, OcrLine, lines_to_text, reading_order
@@ -75,7 +76,7 @@ class OcrCaptioner:
         self._pool = OcrPool(self.spec, workers, max_pixels)
         self._db = None
         if cache_path is not None:
-            cache_path = Path(cache_path)
+            cache_path = project_path(str(cache_path))  # ~ and $VARS: the default lies under ~/.cache/mmir
             cache_path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(cache_path, timeout=60)
             self._db.execute("PRAGMA journal_mode=WAL")

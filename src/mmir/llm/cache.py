@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mmir.core.paths import project_path
 from mmir.llm.errors import GenerationFailure
 from mmir.llm.messages import Message, messages_sha256
 
@@ -76,9 +77,10 @@ class GenerationCache:
     """
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
         if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            path = project_path(str(path))  # ~ and $VARS: the default lies under ~/.cache/mmir
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = Path(path)
         self._lock = threading.RLock()
         self._db = sqlite3.connect(str(path), timeout=60, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")

@@ -30,7 +30,7 @@ from mmir.config.models import (
     parse_slice,
 )
 from mmir.config.models.systems import RunSystem
-from mmir.core.gitinfo import code_commit
+from mmir.core.gitinfo import code_commit, mmir_version
 from mmir.data.domains import fetched
 from mmir.llm.prompts import PromptLibrary
 
@@ -229,9 +229,9 @@ def used_prompts(config: ParamsSlice) -> dict[str, list[str] | None]:
 
 def lineage(config: Mapping[str, Any], prepared: Sequence[str | Path] = (), repo_dir: str | Path | None = None,
             external_runs: Sequence[str | Path] = ()) -> dict[str, Any]:
-    """The whole lineage: ``code`` (commit, dirty), ``datasets``, ``systems``, ``generators``, ``prompts``; with plug-in
-    rerankers, ``rerankers``; with ``kind: run`` systems, ``external_runs`` (rows as above; ``external_runs``: their
-    units' retrieve stats). ``config``: the report rule's slice (datasets, systems, generators, captioners,
+    """The whole lineage: ``code`` (mmir's commit, dirty, ``mmir_version``), ``datasets``, ``systems``, ``generators``,
+    ``prompts``; with plug-in rerankers, ``rerankers``; with ``kind: run`` systems, ``external_runs`` (rows as above;
+    ``external_runs``: their units' retrieve stats). ``config``: the report rule's slice (datasets, systems, generators, captioners,
     reformulators, ablations, rag, m2rag, mmdr, audit, mlflow, rerankers), parsed as :class:`~mmir.config.models.ParamsSlice`."""
     p = parse_slice(dict(config))
     c = code_commit(repo_dir)
@@ -242,7 +242,10 @@ def lineage(config: Mapping[str, Any], prepared: Sequence[str | Path] = (), repo
     used_gens |= {p.audit.judge} if p.audit and p.audit.enabled else set()
     used_gens |= {c_.generator for c_ in (p.captioners or {}).values() if isinstance(c_, VLMCaptioner)}
     gens = {g: v for g, v in (p.generators or {}).items() if g in used_gens}
-    return {"code": {"commit": c["commit"], "dirty": c["dirty"],
+    v = mmir_version()
+    if c["commit"] is None and repo_dir is None:  # an install from git: the commit pip recorded
+        c = {"commit": v["commit"], "dirty": v["dirty"]}
+    return {"code": {"commit": c["commit"], "dirty": c["dirty"], "mmir_version": v["version"],
                      "label": "unknown" if c["commit"] is None else c["commit"] + ("-dirty" if c["dirty"] else "")},
             "datasets": datasets_lineage(p.datasets or {}, prepared),
             "systems": systems_lineage(p.systems or {}),

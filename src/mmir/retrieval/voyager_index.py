@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmir.core.paths import project_path
 from mmir.retrieval.maxsim import topk_maxsim
 from mmir.retrieval.topk import empty_topk
 
@@ -85,7 +86,7 @@ class VoyagerIndex:
         self.store, self.params = store, params or VoyagerParams()
         p = self.params
         self.key = index_key(store, p)
-        folder = Path(cache_root) / "voyager"
+        folder = project_path(str(cache_root)) / "voyager"
         final = folder / self.key
         self.built = not (final / "index.voyager").exists()
         if self.built:  # build under a temporary name, then rename: a killed build is never read as complete

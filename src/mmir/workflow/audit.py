@@ -1,5 +1,5 @@
 """The quality audit of MM-BRIGHT §3 as pipeline steps (:mod:`mmir.benchmarks.mmbright.audit`). The Snakemake rules
-(``workflow/rules/audit.smk``) and ``python -m mmir run`` call these.
+(``pipeline/rules/audit.smk``) and ``python -m mmir run`` call these.
 
 * :func:`rate_step` -- per (dataset, domain): the judge rates each query with its positive Task 1 documents on the
   four criteria. Output: ``ratings.tsv`` (one row per query), ``calls.jsonl`` (every judge call's record: prompt hash,

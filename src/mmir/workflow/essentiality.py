@@ -1,5 +1,5 @@
 """Image essentiality and image types as pipeline steps (MM-BRIGHT §3.3-3.4, Figures 3, 4, 6, Appendix Tables
-16-23). The Snakemake rules (``workflow/rules/essentiality.smk``) and ``python -m mmir run`` call these.
+16-23). The Snakemake rules (``pipeline/rules/essentiality.smk``) and ``python -m mmir run`` call these.
 
 * :func:`label_step` -- per (dataset, domain): labels of the queries' images, from the classifier (an LLM/VLM through
   the generation cache: one essentiality call per query, one type call per image) or from the user's labels file

@@ -1,5 +1,5 @@
 """M2RAG as pipeline steps (spec ``shared/specs/m2rag.md``): knowledge bases, answers with their eight
-metrics, and the table. The Snakemake rules (``workflow/rules/m2rag.smk``) and ``python -m mmir m2rag`` call
+metrics, and the table. The Snakemake rules (``pipeline/rules/m2rag.smk``) and ``python -m mmir m2rag`` call
 these; all model calls go through the generation cache, so a rerun repeats nothing finished.
 
 Per (dataset, domain, source):

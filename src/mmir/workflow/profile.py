@@ -1,9 +1,9 @@
 """Where a run's time went: per-rule wall time from Snakemake's ``benchmark:`` files (one TSV per job, columns ``s``
 (wall seconds), ``max_rss`` (MB), … as ``snakemake.benchmark`` writes them), sorted by time.
 
-    python -m mmir.workflow.profile [--benchmarks benchmarks] [--rules workflow/rules]
+    python -m mmir.workflow.profile [--benchmarks benchmarks] [--rules DIR]
 
-A file is given to the rule whose ``benchmark:`` pattern (read from ``workflow/rules/*.smk``) it matches; where two
+A file is given to the rule whose ``benchmark:`` pattern (read from ``pipeline/rules/*.smk``) it matches; where two
 patterns match (``m2rag/…/kb.tsv`` and ``m2rag/…/{strategy}.tsv``) the one with more literal text wins.
 """
 
@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
+from mmir.core.paths import PIPELINE
 
 _RULE = re.compile(r"^rule\s+(\w+)\s*:", re.M)
 _BENCHMARK = re.compile(r"^\s+benchmark:\s*\n\s+\"([^\"]+)\"", re.M)
@@ -86,7 +88,8 @@ def markdown(df: pd.DataFrame) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mmir.workflow.profile", description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default=".", help="project root holding benchmarks/ (default: .)")
-    ap.add_argument("--rules", default="workflow/rules", help="the .smk files' directory (default: workflow/rules)")
+    ap.add_argument("--rules", default=str(PIPELINE / "rules"),
+                    help="the .smk files' directory (default: the rules of the workflow shipped in the package)")
     args = ap.parse_args(argv)
     df = rule_times(args.root, benchmark_patterns(args.rules))
     if df.empty:

@@ -1,5 +1,12 @@
-"""Run Snakemake, first removing the lock a killed Snakemake left: ``python -m mmir.workflow.resume [SNAKEMAKE ARGS]``
-(``make run`` and ``make reproduce`` run it; ``mmir snakemake`` does the same check).
+"""Run the workflow shipped in the package (:data:`mmir.core.paths.PIPELINE`) on a project, first removing the lock a
+killed Snakemake left: ``mmir run [SNAKEMAKE ARGS]`` in the project directory, or ``python -m mmir.workflow.resume
+[SNAKEMAKE ARGS]`` (``make run`` and ``make reproduce`` run the first; ``mmir snakemake`` does the same check).
+
+The command is ``python -m snakemake -s <package>/pipeline/Snakefile --cores all [SNAKEMAKE ARGS]`` (``-s`` and
+``--cores`` only when the arguments give none): Snakemake reads the project's ``params.yaml`` and the workflow profile
+``profiles/default`` (the project's own when it has one, else the package's), and writes everything under the working
+directory. ``--profile NAME`` names one of the package's profiles (``slurm``, ``local-cluster``) unless ``NAME`` is a
+folder here.
 
 Snakemake killed with its jobs (``kill -9``, an out-of-memory kill, a lost node) leaves two things behind: its lock on
 the working directory, and the outputs of the jobs it was running marked incomplete. The workflow profile
@@ -17,6 +24,10 @@ import sys
 from pathlib import Path
 
 from mmir.core.errors import MmirError
+from mmir.core.paths import PIPELINE
+
+#: Snakemake as this interpreter runs it (a venv that reuses another's packages has no snakemake script of its own)
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 #: where Snakemake's default (file) persistence keeps the locks of a working directory
 LOCKS = Path(".snakemake") / "locks"
@@ -72,9 +83,10 @@ def is_snakemake(cmd: str) -> bool:
     return "snakemake" in [Path(t).name for t in tokens[:2]] or tokens[1:3] == ["-m", "snakemake"]
 
 
-def clear_stale_lock(snakemake: str | os.PathLike, args: list[str]) -> str | None:
+def clear_stale_lock(snakemake: str | os.PathLike | list[str], args: list[str]) -> str | None:
     """Remove the lock of the directory ``args`` run Snakemake in when no live Snakemake holds it
-    (``snakemake --unlock ARGS``). Returns what was done or why not (None: there is no lock).
+    (``snakemake --unlock ARGS``; ``snakemake``: the executable, or the command as a list). Returns what was done or why
+    not (None: there is no lock).
 
     Raises:
         MmirError: ``snakemake --unlock`` failed (its output in the message).
@@ -92,25 +104,66 @@ def clear_stale_lock(snakemake: str | os.PathLike, args: list[str]) -> str | Non
         pid, cmd = live[0]  # a job whose Snakemake was killed alone: it runs on to its end
         return (f"{directory} is locked, and a job of a Snakemake that no longer runs is still running here (pid {pid}: "
                 f"{cmd[:120]}); left as it is: wait for the job to end, or stop it, then run again")
-    proc = subprocess.run([str(snakemake), "--unlock", *args], capture_output=True, text=True)  # first: args may end in "-- targets"
+    cmd = [str(snakemake)] if isinstance(snakemake, (str, os.PathLike)) else list(snakemake)
+    proc = subprocess.run([*cmd, "--unlock", *args], capture_output=True, text=True)  # first: args may end in "-- targets"
     if proc.returncode != 0:
         raise MmirError(f"snakemake --unlock failed in {directory}:\n{(proc.stdout + proc.stderr)[-2000:]}")
     return f"removed the lock a killed Snakemake left on {directory} (no Snakemake process of it is running here)"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Clear a stale lock, then replace this process by ``snakemake ARGV`` (its exit status is the command's)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    snakemake = Path(sys.executable).parent / "snakemake"
+def _has(args: list[str], *flags: str) -> bool:
+    return any(a in flags or a.startswith(tuple(f"{f}=" for f in flags if f.startswith("--"))) for a in args)
+
+
+def workflow_args(args: list[str]) -> list[str]:
+    """``args`` completed for the packaged workflow: ``-s <package>/pipeline/Snakefile`` and ``--cores all`` unless given,
+    ``--profile NAME`` of a package profile made its path (see the module docstring)."""
+    out = list(args)
+    for i, a in enumerate(out[:-1]):
+        if a == "--profile" and not Path(out[i + 1]).exists() and (PIPELINE / "profiles" / out[i + 1]).is_dir():
+            out[i + 1] = str(PIPELINE / "profiles" / out[i + 1])
+    if not _has(out, "-s", "--snakefile", "--unlock"):
+        out = ["-s", str(PIPELINE / "Snakefile"), *out]
+    if not _has(out, "-c", "--cores", "-j", "--jobs", "--profile", "--unlock"):
+        out = ["--cores", "all", *out]
+    return out
+
+
+def run(args: list[str]) -> int:
+    """Clear a stale lock, then run ``snakemake ARGS`` (:func:`workflow_args`) as a child and return its exit status;
+    Ctrl-C reaches it as usual (its process group), SIGTERM is passed on to it."""
+    import signal
+
+    args = workflow_args(args)
+    note = clear_stale_lock(SNAKEMAKE, args)
+    if note:
+        print(f"mmir: {note}", file=sys.stderr, flush=True)
+    proc = subprocess.Popen([*SNAKEMAKE, *args])
+    previous = signal.signal(signal.SIGTERM, lambda sig, frame: proc.send_signal(sig))
     try:
-        note = clear_stale_lock(snakemake, args)
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:  # Snakemake got it too and stops its jobs: wait for it
+                continue
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Clear a stale lock, then replace this process by ``snakemake ARGS`` (:func:`workflow_args`; its exit status is
+    the command's)."""
+    args = workflow_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        note = clear_stale_lock(SNAKEMAKE, args)
     except MmirError as exc:
         print(f"mmir: error: {exc}", file=sys.stderr)
         return 2
     if note:
         print(f"mmir: {note}", file=sys.stderr)
     sys.stderr.flush()
-    os.execv(snakemake, [str(snakemake), *args])
+    sys.stdout.flush()
+    os.execv(sys.executable, [*SNAKEMAKE, *args])
     return 0  # not reached
 
 

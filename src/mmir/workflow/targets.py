@@ -197,3 +197,22 @@ def tex_outputs(config: dict | Params) -> dict[str, str]:
         if p.parent.as_posix() == "results/tables" and p.suffix == ".md":
             out["tex_" + "".join(c if c.isalnum() else "_" for c in p.stem)] = paths.TABLE_TEX.format(name=p.stem)
     return out
+
+
+def stages(config: dict | Params) -> list[str]:
+    """The stages this config runs, in workflow order (``mmir validate`` prints them): prepare, captions, encode,
+    retrieve, rerank, score, then every stage family with a unit (ablations, rag, m2rag, mmdr, essentiality, audit,
+    reproduction, mteb), and report. A stage the config does not name has no unit and is left out."""
+    p = U.typed(config)
+    out = ["prepare"]
+    if family_targets(p, "captions"):
+        out.append("captions")
+    if any(s.kind not in ("bm25", "run") for s in p.systems.values()):
+        out.append("encode")
+    out.append("retrieve")
+    if U.rerank_systems(p):
+        out.append("rerank")
+    out.append("score")
+    out += [f for f in ("ablations", "rag", "m2rag", "mmdr", "essentiality", "audit", "reproduction", "mteb")
+            if family_targets(p, f)]
+    return [*out, "report"]

@@ -1,7 +1,7 @@
 """The one config check before any job: the typed models (defaults filled), then the embedding API systems' (base
 URL, key variable) and every benchmark's own cross-key checks, then what the config names outside itself (dataset
 roots and domains, environment variables holding API keys, model packages, the run files of ``kind: run`` systems).
-Snakemake (``workflow/rules/common.smk``) and the CLI both call this."""
+Snakemake (``pipeline/rules/common.smk``) and the CLI both call this."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The typed config: pydantic models of every section and variant of params.yaml. Each field is a setting's one
-definition, one default and one line of documentation; workflow/schemas/params.schema.yaml is generated from
+definition, one default and one line of documentation; pipeline/schemas/params.schema.yaml is generated from
 :class:`Params` (``python -m mmir.config.schema --write``). Parse a dict with :mod:`mmir.config.parse`."""
 
 from mmir.config.models.audit import AuditConfig, AuditReportParams

@@ -44,11 +44,12 @@ class EncodingConfig(Section):
 
 
 class PathsConfig(Section):
-    """Caches, relative to the project directory."""
+    """Content-addressed caches (a key holds everything that changes the cached value), shared by a user's projects
+    under ``~/.cache/mmir``; a relative path is relative to the project directory, ``~`` and ``$VARS`` are expanded."""
 
-    embedding_cache: str = Field("results/embeddings", description="vector stores of the encode stage")
-    caption_cache: str = Field("results/cache/captions", description="captions per image and captioner")
-    generation_cache: str = Field("results/cache/generations.sqlite", description="every LLM call's reply (SQLite)")
+    embedding_cache: str = Field("~/.cache/mmir/embeddings", description="vectors per text and encoder (the encode stage)")
+    caption_cache: str = Field("~/.cache/mmir/captions", description="captions per image and captioner")
+    generation_cache: str = Field("~/.cache/mmir/generations.sqlite", description="every LLM call's reply (SQLite)")
 
 
 class MlflowConfig(Section):

@@ -20,8 +20,8 @@ class MTEBConfig(Section):
     """The MTEB result files of this run (mmir.reporting.mteb_export) and the published ones read into the task tables
     (mmir.reporting.mteb_reference)."""
 
-    export: bool = Field(True, description="after scoring, write results/mteb/results/<model>/<revision>/<task name>.json for "
-                         "every (system, task), in the layout mteb's loaders read")
+    export: bool = Field(False, description="after scoring, write results/mteb/results/<model>/<revision>/<task name>.json for "
+                         "every (system, task), in the layout mteb's loaders read (true: the mteb stage runs)")
     names: dict[SystemName, str] = Field({}, description="{system: the model name its MTEB files are written under}; a system "
                                          "not listed takes its hub id, or mmir/<system> (docs: Your own system)")
     references: list[MTEBReference] = Field([], description="MTEB result files read with mteb's loader (needs mmir[mteb]) into "

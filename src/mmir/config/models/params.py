@@ -56,9 +56,9 @@ class Params(Section):
     resources: ResourcesConfig = Field(ResourcesConfig(), description="scheduling resources per rule")
     paths: PathsConfig = Field(PathsConfig(), description="caches")
     significance: SignificanceConfig = Field(SignificanceConfig(), description="intervals and tests in every table")
-    expected: list[str] = Field(["expected/mm-bright-paper.yaml", "expected/offline-regression.yaml"],
-                                description="files of expected scores checked by the `reproduction` rule (relative to the "
-                                "project directory)")
+    expected: list[str] = Field([], description="files of expected scores checked by the `reproduction` rule (relative to the "
+                                "project directory, else to the package's workflow: expected/mm-bright-paper.yaml holds the "
+                                "paper's published values); empty = no reproduction stage")
     mlflow: MlflowConfig = Field(MlflowConfig(), description="experiment tracking")
     rerankers: dict[Name, Reranker] = Field({}, description="second-stage rerankers by name: {kind: cross-encoder | llm-pointwise | "
                                             "llm-listwise | vlm, ...} or {backend: plugin, factory, options}")

@@ -1,5 +1,5 @@
 """``resources``: scheduling resources per rule (threads, mem_mb, runtime in minutes, gpu), read by every rule that
-loads a model and used by cluster profiles (workflow/profiles/)."""
+loads a model and used by cluster profiles (pipeline/profiles/)."""
 
 from __future__ import annotations
 

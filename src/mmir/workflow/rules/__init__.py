@@ -1,8 +1,8 @@
 """Every rule of the workflow as data: its outputs, what it reads (inputs), the config slice it gets (params) and
-the step it runs. One module per rule file (``workflow/rules/<family>.smk`` <-> ``mmir.workflow.rules.<family>``),
+the step it runs. One module per rule file (``pipeline/rules/<family>.smk`` <-> ``mmir.workflow.rules.<family>``),
 each declaring its rules once, as :class:`Rule` literals in its ``RULES`` tuple; :data:`RULES` gathers them.
 
-The Snakemake rule files take ``input``, ``output`` and ``params`` from here and run ``workflow/scripts/step.py``,
+The Snakemake rule files take ``input``, ``output`` and ``params`` from here and run ``pipeline/scripts/step.py``,
 which calls :func:`run_job`; ``mmir run <rule> key=value ...`` builds the same :class:`Job` from the same functions
 and calls the same step. Nothing about a rule is derived twice.
 
@@ -45,7 +45,7 @@ def run_job(job: Job) -> Any:
 
 
 def run_snakemake_job(smk) -> Any:
-    """The body of ``workflow/scripts/step.py``: the job of a Snakemake script call, its log set up, run.
+    """The body of ``pipeline/scripts/step.py``: the job of a Snakemake script call, its log set up, run.
 
     ``smk`` is the ``snakemake`` object Snakemake injects (``rule``, ``wildcards``, ``input``, ``output``,
     ``params.slice``, ``log``). A data or config error ends the job with one ``mmir: error: <file>, line N, field

@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/audit.smk``: the quality audit of MM-BRIGHT §3 -- an LLM judge rates each query with its
+"""Rules of ``pipeline/rules/audit.smk``: the quality audit of MM-BRIGHT §3 -- an LLM judge rates each query with its
 positive documents per domain, then the per-domain table with intervals."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What every rule module shares (``workflow/rules/common.smk``): :class:`Rule` and :class:`Job`, the retry token of
+"""What every rule module shares (``pipeline/rules/common.smk``): :class:`Rule` and :class:`Job`, the retry token of
 LLM stages, resources, and the path and config helpers several stage families use."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/data.smk``: fetch (hub datasets), prepare (normalise a domain, check its integrity),
+"""Rules of ``pipeline/rules/data.smk``: fetch (hub datasets), prepare (normalise a domain, check its integrity),
 caption (the image text of a domain's images; for an OCR captioner gathered from its ``ocr`` shards), ocr (one
 shard of a domain's corpus or query images)."""
 

@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/essentiality.smk``: image essentiality and types (MM-BRIGHT section 3.3-3.4): labels per
+"""Rules of ``pipeline/rules/essentiality.smk``: image essentiality and types (MM-BRIGHT section 3.3-3.4): labels per
 domain (classifier through the generation cache, or a labels file), then the distributions and scores by class."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/evaluation.smk``: score (pytrec_eval measures per query and their domain means) against
+"""Rules of ``pipeline/rules/evaluation.smk``: score (pytrec_eval measures per query and their domain means) against
 the qrels file of the task's :class:`~mmir.core.tasks.TaskSpec`."""
 
 from __future__ import annotations

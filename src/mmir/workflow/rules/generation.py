@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/generation.smk``: the Task 1 query ablations (MM-BRIGHT section 5): caption-augmented
+"""Rules of ``pipeline/rules/generation.smk``: the Task 1 query ablations (MM-BRIGHT section 5): caption-augmented
 (augment) and LLM-reformulated (reformulate) queries, BRIGHT's reasoning queries (reason_queries), the grid tables
 and their MLflow records."""
 

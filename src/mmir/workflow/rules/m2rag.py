@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/m2rag.smk``: M2RAG (shared/specs/m2rag.md) knowledge bases per (dataset, domain, source),
+"""Rules of ``pipeline/rules/m2rag.smk``: M2RAG (shared/specs/m2rag.md) knowledge bases per (dataset, domain, source),
 answers and the eight metrics per strategy, and the table."""
 
 from __future__ import annotations

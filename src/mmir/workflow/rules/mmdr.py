@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/mmdr.smk``: MMDeepResearch-Bench (shared/specs/mmdr-bench.md) per (dataset, domain) the
+"""Rules of ``pipeline/rules/mmdr.smk``: MMDeepResearch-Bench (shared/specs/mmdr-bench.md) per (dataset, domain) the
 tasks, the baseline's cited reports over a retrieval run and the scored run; then the export, table and MLflow."""
 
 from __future__ import annotations

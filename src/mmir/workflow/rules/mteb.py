@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/mteb.smk``: mteb_export (the MTEB result files of every (system, task) after scoring,
+"""Rules of ``pipeline/rules/mteb.smk``: mteb_export (the MTEB result files of every (system, task) after scoring,
 :mod:`mmir.reporting.mteb_export`), and the checks of the ``mteb`` section."""
 
 from __future__ import annotations

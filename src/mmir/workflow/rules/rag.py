@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/rag.smk``: RAG QA with an LLM judge (MM-BRIGHT section 5, Table 7) per (dataset, domain,
+"""Rules of ``pipeline/rules/rag.smk``: RAG QA with an LLM judge (MM-BRIGHT section 5, Table 7) per (dataset, domain,
 setting), then the table."""
 
 from __future__ import annotations

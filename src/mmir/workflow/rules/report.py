@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/report.smk``: report (the paper-style table of a task), track (its MLflow record),
+"""Rules of ``pipeline/rules/report.smk``: report (the paper-style table of a task), track (its MLflow record),
 reproduction (expected scores against this run's tables) and report_html (every table on one page, LaTeX)."""
 
 from __future__ import annotations

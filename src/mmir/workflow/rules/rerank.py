@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/rerank.smk``: rerank (the top ``depth`` of one first-stage run of one task and domain
+"""Rules of ``pipeline/rules/rerank.smk``: rerank (the top ``depth`` of one first-stage run of one task and domain
 reordered by a reranker -> the TREC run of ``<system>+rr:<reranker>``, scored and tabulated like any system)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/retrieval.smk``: encode (one shard of one kind of a vector system) and retrieve (one
+"""Rules of ``pipeline/rules/retrieval.smk``: encode (one shard of one kind of a vector system) and retrieve (one
 system over one prepared domain for one task -> TREC run; a ``kind: run`` system's external run checked and copied).
 What a task reads comes from :mod:`mmir.core.tasks`."""
 

@@ -1,11 +1,13 @@
-# Validation and the bridge to the rule specs (src/mmir/workflow/rules/, one module per rule file), shared by every
+# Validation and the bridge to the rule specs (mmir.workflow.rules, one module per rule file), shared by every
 # rule file.
 import re
 import sys
 from pathlib import Path
 
-# run from a checkout without installing
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+# the mmir this workflow ships in (a checkout's src/, or site-packages): its rules and its code are one version
+_MMIR_ROOT = str(Path(workflow.current_basedir).parents[2])
+if _MMIR_ROOT not in sys.path:
+    sys.path.insert(0, _MMIR_ROOT)
 
 from mmir.config import merge_config_files
 from mmir.core import paths
