@@ -73,16 +73,20 @@ def rerank(job: RerankJob, *, scorer=None, backend=None) -> dict:
                              "first_stage_depth": longest, **({"queries_file": str(job.queries)} if job.queries else {})}
     audit = None
     if cfg.kind == "cross-encoder":
-        from mmir.retrieval.rerank.cross_encoder import CrossEncoderScorer
+        if cfg.runtime == "torch":
+            from mmir.retrieval.rerank.cross_encoder import CrossEncoderScorer as Scorer
+        else:
+            from mmir.retrieval.rerank.onnx_cross_encoder import OnnxCrossEncoderScorer as Scorer
 
-        ce = scorer or CrossEncoderScorer(cfg)
+        ce = scorer or Scorer(cfg)
         try:
             out = rerank_run(run, job.depth, cross_encoder_reranker(ce, cands))
         finally:
             if scorer is None:
                 ce.close()
         stats |= {"pairs": ce.pairs, "pairs_truncated": ce.truncated, "model": cfg.model, "device": ce.device,
-                  "random_init": cfg.random_init}
+                  "random_init": cfg.random_init, "runtime": cfg.runtime,
+                  **({"onnx_sha256": ce.onnx.sha256, "precision": ce.onnx.precision} if getattr(ce, "onnx", None) else {})}
     elif cfg.kind == "plugin":  # a Python plug-in's scores, checked query by query
         from mmir.retrieval.encoding import corpus_texts
         from mmir.retrieval.rerank.plugin import PluginRerankScorer
