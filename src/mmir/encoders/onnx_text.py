@@ -29,7 +29,7 @@ from mmir.encoders.truncation import CHARS_PER_TOKEN, TextLimit, Truncations, cu
 log = logging.getLogger(__name__)
 
 #: the bench's fastest CPU runtime for the shipped MiniLM (bench/bench_onnx_encoding.py; docs/systems.md has the figures)
-CPU_RUNTIME = "openvino"
+CPU_RUNTIME = "onnx"
 #: the sentence-transformers modules the ONNX route computes; a folder with any other (Dense, ...) runs on torch
 ONNX_MODULES = ("Transformer", "Pooling", "Normalize")
 _POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean"}
