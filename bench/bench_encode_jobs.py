@@ -47,7 +47,7 @@ def run_job(dataset: str, domain: str, kind: str, runtime: str, tmp: Path) -> tu
     overlay.write_text(yaml.safe_dump({"datasets": roots, "systems": {"minilm": {"runtime": runtime}}}))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "mmir", "--params", str(ROOT / "params.yaml"), "run", "--configfile", str(overlay),
+    subprocess.run([sys.executable, "-m", "mmir", "--params", str(ROOT / "params.yaml"), "--configfile", str(overlay), "run",
                     "encode", f"dataset={dataset}", f"domain={domain}", "system=minilm", f"kind={kind}", "shard=00000"],
                    check=True, capture_output=True, cwd=work, env=os.environ | {"OMP_NUM_THREADS": "1"})
     wall = time.perf_counter() - t0

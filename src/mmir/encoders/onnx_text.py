@@ -211,7 +211,11 @@ class OnnxTextEncoder(HubTextEncoder):
             if out is None:
                 out = np.empty((len(inputs), vecs.shape[1]), dtype=np.float32)
             out[rows] = vecs
-        return out if out is not None else np.zeros((0, 0), dtype=np.float32)
+        if out is None:  # no text: the model's width from its config
+            cfg = self.folder / "config.json"
+            width = json.loads(cfg.read_text(encoding="utf-8")).get("hidden_size", 0) if cfg.is_file() else 0
+            out = np.zeros((0, int(width)), dtype=np.float32)
+        return out
 
     def encode_queries(self, texts):
         return self._encode(list(texts), "query")
