@@ -274,3 +274,22 @@ def test_a_depth_beyond_a_complete_ranking_reranks_it_whole():
         check_run(run, ["q1"], 100, "runs/x.trec", top_k=2)  # top_k cut the rankings: reranking fewer is an error
     with pytest.raises(DataError, match="larger than the run's longest ranking"):
         check_run(run, ["q1"], 100, "runs/x.trec")
+
+
+def test_a_hub_id_is_read_from_the_hub_cache_offline(tmp_path, monkeypatch):
+    """A hub id goes through huggingface_hub.snapshot_download: here offline, from a hub cache holding a tiny model."""
+    import huggingface_hub.constants as hf
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--mmir-test--tiny-bert"
+    tiny_bert_folder(repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(hf, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(hf, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("MMIR_MODEL_CACHE", str(tmp_path / "models"))
+    enc = make_text_encoder({"kind": "dense", "model": "mmir-test/tiny-bert", "runtime": "onnx", "revision": commit})
+    assert enc.folder == repo / "snapshots" / commit and enc.version is None
+    local = make_text_encoder({"kind": "dense", "model": str(enc.folder), "runtime": "onnx"})
+    np.testing.assert_allclose(enc.encode_documents(DOCS[:2]), local.encode_documents(DOCS[:2]), atol=1e-6)
+    assert enc.cache_spec()["revision"] == commit

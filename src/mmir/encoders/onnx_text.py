@@ -35,14 +35,18 @@ ONNX_MODULES = ("Transformer", "Pooling", "Normalize")
 _POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean"}
 
 
+#: the files of a hub repository the ONNX route reads (configs, tokenizers, weights to export, the repo's own ONNX file)
+HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors", "pytorch_model.bin", "onnx/model.onnx"]
+
+
 def model_folder(model: str, revision: str | None) -> tuple[Path, str | None]:
     """``(folder, version)`` of a model string (:func:`~mmir.encoders.fingerprint.resolve_model`); a hub id is
-    downloaded (or found in the hub cache) at ``revision``."""
+    downloaded (or found in the hub cache) at ``revision``, the :data:`HUB_FILES` only."""
     path, version = resolve_model(model)
     if version is None and not Path(path).exists():
         from huggingface_hub import snapshot_download
 
-        path = snapshot_download(model, revision=revision)
+        path = snapshot_download(model, revision=revision, allow_patterns=HUB_FILES)
     return Path(path), version
 
 
