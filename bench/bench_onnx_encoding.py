@@ -11,8 +11,8 @@ characters, truncated at 256 tokens, batches of about one length: what an ``enco
 * ``x torch``: docs/s over torch's; ``max |d|`` and ``min cos``: the vectors against torch's.
 
 Threads: ``--threads`` (default 1, as the first run's encode jobs) for every route (``OMP_NUM_THREADS``, torch's
-``set_num_threads``). The default ``runtime: auto`` takes the fastest float32 route (``CPU_RUNTIME`` in
-``mmir.encoders.onnx_text``). Usage: ``.venv/bin/python bench/bench_onnx_encoding.py [--rounds 2] [--threads 1]``
+``set_num_threads``). ``runtime: auto`` takes the route ``CPU_RUNTIME`` of ``mmir.encoders.onnx_text`` names, chosen
+from these figures (docs/systems.md). Usage: ``.venv/bin/python bench/bench_onnx_encoding.py [--rounds 2] [--threads 1]``
 """
 
 from __future__ import annotations

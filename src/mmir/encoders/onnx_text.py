@@ -28,7 +28,8 @@ from mmir.encoders.truncation import CHARS_PER_TOKEN, TextLimit, Truncations, cu
 
 log = logging.getLogger(__name__)
 
-#: the bench's fastest CPU runtime for the shipped MiniLM (bench/bench_onnx_encoding.py; docs/systems.md has the figures)
+#: the CPU runtime of ``runtime: auto``: ONNX Runtime loads as fast or faster than OpenVINO and encodes within the noise
+#: of it (bench/bench_onnx_encoding.py; docs/systems.md has the figures)
 CPU_RUNTIME = "onnx"
 #: the sentence-transformers modules the ONNX route computes; a folder with any other (Dense, ...) runs on torch
 ONNX_MODULES = ("Transformer", "Pooling", "Normalize")

@@ -116,7 +116,7 @@ class SentenceTransformersSystem(DenseSystemBase):
         "auto", description="what runs the model (sentence-transformers backend): torch (sentence-transformers); onnx (ONNX "
         "Runtime) or openvino (OpenVINO) on the CPU, from the folder's own ONNX file or a cached export of its weights "
         "(mmir.encoders.onnx_text); auto = torch on a CUDA device, a remote-code model or a folder with modules the ONNX route "
-        "does not compute, else the CPU runtime bench/bench_onnx_encoding.py measured fastest (docs: Systems)")
+        "does not compute, else onnx, the CPU runtime bench/bench_onnx_encoding.py chose (docs: Systems)")
     quantization: Literal["int8"] | None = unset("runtime onnx/openvino: int8 = int8 weights (a folder's own int8 ONNX file, "
                                                  "or ONNX Runtime's dynamic int8 quantisation of the export); null = float32")
     pooling: Literal["mean", "cls"] | None = unset("how token vectors become one: mean (attention-masked) or cls (the first "
