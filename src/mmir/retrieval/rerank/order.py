@@ -48,14 +48,19 @@ def head(ranking: Sequence[tuple[str, float]], depth: int) -> list[str]:
     return [item for item, _ in ranking[:depth]]
 
 
-def check_run(run: Run, qids: Sequence[str], depth: int, run_file: str, *, items_known: set[str] | None = None) -> int:
+def check_run(run: Run, qids: Sequence[str], depth: int, run_file: str, *, items_known: set[str] | None = None,
+              top_k: int | None = None) -> int:
     """Check a first-stage run against its task before reranking; returns the longest ranking's length.
+
+    A ``depth`` larger than every ranking is an error, unless the rankings are shorter than ``top_k`` (the first stage's
+    ``evaluation.top_k``): then the first stage ranked every item it could (a small, sampled corpus) and the whole
+    rankings are reranked.
 
     Raises:
         DataError: naming ``run_file`` and the first query of the run that is not one of the task's ``qids``, the first
             item that is not one of the task's items (when ``items_known``), or a ``depth`` larger than every ranking
-            of the run (the first stage retrieved fewer items than the reranker should rerank: lower ``depth`` or raise
-            ``evaluation.top_k``).
+            of the run that ``top_k`` cut (the first stage retrieved fewer items than the reranker should rerank: lower
+            ``depth`` or raise ``evaluation.top_k``).
     """
     known = set(qids)
     stray = [q for q in run if q not in known]
@@ -68,7 +73,7 @@ def check_run(run: Run, qids: Sequence[str], depth: int, run_file: str, *, items
             if bad is not None:
                 raise DataError(run_file, f"query {q!r} ranks {bad!r}, which is not an item of this task", field="docid")
     longest = max((len(r) for r in run.values()), default=0)
-    if run and depth > longest:
+    if run and depth > longest and (top_k is None or longest >= top_k):
         raise DataError(run_file, f"rerank depth {depth} is larger than the run's longest ranking ({longest} items): "
                         "lower rerank.runs[].depth or raise evaluation.top_k", field="rank")
     return longest

@@ -131,6 +131,25 @@ def untrained(config: dict, system: str) -> bool:
     return bool(system_config(config, system).get("random_init"))
 
 
+def int8_onnx(config: dict, system: str) -> bool:
+    """int8 ONNX weights somewhere in ``system`` (``quantization: int8``): its own, or a reranked system's first stage's
+    or reranker's."""
+    reranked = U.rerank_systems(config)
+    if system in reranked:
+        r = reranked[system]
+        return int8_onnx(config, r["base"]) or config["rerankers"][r["reranker"]].get("quantization") == "int8"
+    return system_config(config, system).get("quantization") == "int8"
+
+
+def int8_notes(config: dict, units: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One caption line naming the systems of a table's ``units`` that run an int8 ONNX export (none without one)."""
+    systems = sorted({u["system"] for u in units if int8_onnx(config, u["system"])})
+    if not systems:
+        return []
+    return [f"{', '.join(f'`{s}`' for s in systems)}: int8 ONNX export (int8 weights run by ONNX Runtime or OpenVINO on "
+            "the CPU; scores differ from the float model's by the quantisation)."]
+
+
 def approximate(config: dict, system: str) -> bool:
     """An approximate search anywhere in ``system``: a FAISS index (``approximate: hnsw | ivf``) or a Voyager index
     (``index: voyager``), its own or a reranked system's first stage's."""

@@ -12,6 +12,7 @@ from mmir.workflow.rules.common import (
     W,
     approximate,
     image_mode_notes,
+    int8_notes,
     sample_notes,
     tracked_derived,
     tracked_reranked,
@@ -34,7 +35,7 @@ def table_notes(config: dict, task: str) -> list[str]:
         notes.append(f"Text systems (bm25, dense) see images as their `{ev['image_text']}` image text"
                      + (" plus the dataset's alt text for corpus images." if ev["alt_text"] else
                         " only (no alt text: the hub's document_images has none)."))
-    notes += image_mode_notes(config, U.task_units(config, task))
+    notes += image_mode_notes(config, U.task_units(config, task)) + int8_notes(config, U.task_units(config, task))
     return notes
 
 

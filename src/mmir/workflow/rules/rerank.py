@@ -19,7 +19,7 @@ def _rerank(job: Job):
     return rerank_steps.rerank(rerank_steps.RerankJob(
         w["task"], prepared_dir(w), w["system"], p["reranker_name"], p["reranker"], p["depth"], i["first_stage"], o["run"],
         o["stats"], o["calls"], p.get("generator"), p.get("generation_cache"), i.get("captions"), p.get("alt_text", False),
-        i.get("queries")))
+        i.get("queries"), p.get("top_k")))
 
 
 def _rerank_inputs(config: dict, w: W) -> dict:
@@ -47,7 +47,7 @@ def _rerank_params(config: dict, w: W) -> dict:
     its identity (a new version reruns the job)."""
     r = U.rerank_systems(config)[w["system"]]
     reranker = config["rerankers"][r["reranker"]]
-    out = {"reranker_name": r["reranker"], "reranker": reranker, "depth": r["depth"],
+    out = {"reranker_name": r["reranker"], "reranker": reranker, "depth": r["depth"], "top_k": config["evaluation"]["top_k"],
            **plugin_params(reranker, f"rerankers.{r['reranker']}")}  # a plug-in's new version reruns the job
     if reranker["kind"] in LLM_KINDS:
         out |= {"generator": config["generators"][reranker["generator"]],
