@@ -105,7 +105,7 @@ def cmd_snakemake(config, args) -> int:
 
     targets = _targets(config, args)
     if not targets:
-        made = ensure_outputs(args.family, dataset=args.dataset, task=args.task)
+        made = ensure_outputs(args.family, dataset=args.dataset, task=args.task, config=config)
         print(f"mmir: stage family {args.family} has no unit in this config: nothing to do "
               f"(created {len(made)} empty outputs for DVC)", file=sys.stderr)
         return 0

@@ -9,6 +9,7 @@ use these functions, so the layout is defined once.
     results/runs/<task>/<dataset>/<system>/<domain>.trec   (a reranked system <system>+rr:<reranker> also .calls.jsonl)
     results/metrics/<task>/<dataset>/<system>/<domain>.json  (+ .perquery.tsv)
     results/tables/<task>.{md,csv,metrics.json,significance.json}, results/tables/<grid>_ablation.{md,csv}
+    metrics/<task>.json, metrics/<task>_forest.csv    committed (git) summary of a task table for DVC experiments
     results/tables/reproduction.{md,csv}              published / regression values vs this run
     results/plots/<grid>_ablation.{png,csv}
     results/rag/<dataset>/<domain>/<setting>/    answers, judgments, summary.json (RAG QA)
@@ -76,6 +77,9 @@ TABLE_CSV = "results/tables/{task}.csv"
 TABLE_METRICS = "results/tables/{task}.metrics.json"
 TABLE_SIGNIFICANCE = "results/tables/{task}.significance.json"
 TABLE_FOREST = "results/plots/{task}_forest.svg"
+# committed to git (outside the ignored results/): what `dvc exp show` / `dvc metrics diff` / `dvc plots diff` compare
+EXPERIMENT_METRICS = "metrics/{task}.json"
+EXPERIMENT_FOREST = "metrics/{task}_forest.csv"
 REPRODUCTION_MD = "results/tables/reproduction.md"
 REPRODUCTION_CSV = "results/tables/reproduction.csv"
 TRACKING = "results/tracking/{task}.json"
