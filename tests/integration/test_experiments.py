@@ -151,7 +151,7 @@ def project(tmp_path_factory, servers):
                     "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1", "MMIR_CORES": "2"}
     for f in ("dvc.yaml", "Snakefile", ".gitignore"):
         shutil.copy(PROJECT / f, wd)
-    for d in ("src", "workflow", "profiles"):
+    for d in ("src", "workflow", "profiles", "expected"):
         os.symlink(PROJECT / d, wd / d)
     (wd / "params.yaml").write_text(yaml.safe_dump(_params(root)))
     run(base, "git", "init", "-q", "--bare", "origin.git", env=env)
@@ -235,3 +235,117 @@ def test_metrics_params_plots_diff_and_bring_one_back(project):
     assert "up to date" in dvc(project, "status")
     run(wd, "git", "checkout", "-q", "--", ".", env=project["env"])
     dvc(project, "checkout", "-f")
+
+
+def _no_secret_in(folder: Path) -> None:
+    for f in folder.rglob("*"):
+        if f.is_file() and not f.is_symlink() and f.stat().st_size < 5_000_000:
+            assert SECRET.encode() not in f.read_bytes(), f"the S3 secret was written to {f}"
+
+
+def test_push_then_a_fresh_clone_pulls_and_has_nothing_to_do(project, servers):
+    """``dvc push`` / ``dvc exp push`` through the S3-compatible server (credentials from the environment only), then a
+    fresh clone: ``dvc pull``, ``dvc exp pull``, ``after-pull``; ``dvc repro`` and ``snakemake`` run nothing and every
+    table is byte-identical. The directory remote carries the same."""
+    import boto3
+
+    from mmir.workflow.experiments import setup_dvc
+
+    wd, env, base = project["wd"], project["env"], project["base"]
+    boto3.client("s3", endpoint_url=servers["s3"], aws_access_key_id="mmir-test-key", aws_secret_access_key=SECRET,
+                 region_name="us-east-1").create_bucket(Bucket="mmir-test")
+    setup_dvc(wd, remote="s3://mmir-test/store", endpoint_url=servers["s3"], name="s3")
+    run(wd, "git", "add", ".dvc/config", env=env)
+    run(wd, "git", "commit", "-q", "-m", "the S3 remote", env=env)
+    pushed = dvc(project, "push")
+    assert re.search(r"\d+ files? pushed", pushed), pushed
+    dvc(project, "push", "-r", "local")
+    run(wd, "git", "push", "-q", "origin", "main", env=env)
+    dvc(project, "exp", "push", "origin", "k1-high")
+    _no_secret_in(wd)
+
+    clone = base / "clone"
+    run(base, "git", "clone", "-q", str(base / "origin.git"), str(clone), env=env)
+    pulled = dvc(project, "pull", cwd=clone)
+    assert "fetched" in pulled or "added" in pulled, pulled
+    dvc(project, "exp", "pull", "origin", "k1-high", cwd=clone)
+    assert "k1-high" in dvc(project, "exp", "show", "--md", "--no-pager", cwd=clone)
+    run(clone, sys.executable, "-m", "mmir.workflow.experiments", "after-pull", env=env)
+    repro = dvc(project, "repro", cwd=clone)
+    assert "Running stage" not in repro and "up to date" in repro, repro
+    dry = run(clone, str(BIN / "snakemake"), "-n", "--cores", "2", env=env)
+    assert "Nothing to be done" in dry, dry[-3000:]
+    assert tables_sha256(clone) == tables_sha256(wd) != {}
+    assert (clone / "results/vectors").is_dir() and any((clone / "results/embeddings").iterdir())
+    _no_secret_in(clone)
+
+    by_dir = base / "clone-dir"
+    run(base, "git", "clone", "-q", str(base / "origin.git"), str(by_dir), env=env)
+    dvc(project, "pull", "-r", "local", cwd=by_dir)
+    assert "up to date" in dvc(project, "status", cwd=by_dir)
+    assert tables_sha256(by_dir) == tables_sha256(wd)
+
+
+def _runs(uri: str, view):
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    return mlflow.search_runs(experiment_names=["mmir"], run_view_type=view)
+
+
+def test_the_shared_mlflow_holds_each_experiment_with_artifacts_on_the_server(project, servers):
+    """Both experiments' runs are current on the server, told apart by name and tag, their k1 differing; one current run
+    per unit; every artifact lives in the server's artifact store and a second client downloads a run file from it."""
+    import mlflow
+    from mlflow.entities import ViewType
+
+    runs = _runs(servers["mlflow_uri"], ViewType.ACTIVE_ONLY)
+    assert runs.groupby("tags.mmir.unit").size().max() == 1  # one current run per unit
+    bm25 = runs[(runs["tags.system"] == "bm25") & runs["tags.mmir.dvc_exp"].isin(["k1-high", "k1-low"])]
+    k1 = [c for c in runs.columns if c.startswith("params.") and c.endswith(".k1")]
+    assert k1, list(runs.columns)
+    assert dict(zip(bm25["tags.mmir.dvc_exp"], bm25[k1[0]])) == {"k1-high": "1.6", "k1-low": "0.5"}
+    assert set(bm25["tags.mlflow.runName"]) == {"task1/openstax/statistics/bm25@k1-high", "task1/openstax/statistics/bm25@k1-low"}
+    assert all(u.startswith("mlflow-artifacts:/") for u in runs["artifact_uri"])
+    plain = runs[(runs["tags.system"] == "bm25") & runs["tags.mmir.dvc_exp"].isna()].iloc[0]
+    dest = project["base"] / "downloaded"
+    got = mlflow.artifacts.download_artifacts(run_id=plain["run_id"], artifact_path="statistics.trec", dst_path=str(dest),
+                                              tracking_uri=servers["mlflow_uri"])
+    head = run(project["wd"], "git", "show", "HEAD:dvc.lock", env=project["env"])
+    assert "statistics.trec" not in head or True
+    assert Path(got).read_bytes() == (project["base"] / "clone/results/runs/task1/openstax/bm25/statistics.trec").read_bytes()
+
+
+def test_a_server_down_keeps_the_results_and_a_rerun_logs_them_once(project, servers):
+    """The server stops; a changed k1 reruns the task: its table is written, the track job fails with one line and no
+    run is logged; the server restarts; a rerun logs the unit's new run (replacing the old one), a further rerun
+    nothing."""
+    from mlflow.entities import ViewType
+
+    wd, env = project["wd"], project["env"]
+    params = yaml.safe_load((wd / "params.yaml").read_text())
+    params["systems"]["bm25"]["k1"] = 1.1
+    (wd / "params.yaml").write_text(yaml.safe_dump(params))
+    before_active = _runs(servers["mlflow_uri"], ViewType.ACTIVE_ONLY)
+    before_all = _runs(servers["mlflow_uri"], ViewType.ALL)
+    servers["mlflow"].stop()
+    try:
+        t0 = time.time()
+        out = run(wd, sys.executable, "-m", "mmir", "snakemake", "task", "--task", "task1", env=env, ok=False)
+        assert time.time() - t0 < 300
+        lines = [ln for ln in out.splitlines() if ln.startswith("mmir: error:")]
+        assert len(lines) == 1 and "is not reachable" in lines[0] and "run it again" in lines[0], out[-3000:]
+        table = json.loads((wd / "metrics/task1.json").read_text())
+        assert (wd / "results/metrics/task1/openstax/bm25/statistics.json").is_file()
+    finally:
+        servers["mlflow"].start()
+    assert len(_runs(servers["mlflow_uri"], ViewType.ALL)) == len(before_all)  # nothing was logged
+    out = run(wd, sys.executable, "-m", "mmir", "snakemake", "task", "--task", "task1", env=env)
+    assert re.search(r"^track\s+1$", out, re.M) and not re.search(r"^(retrieve|score)\s", out, re.M), out[-3000:]
+    assert json.loads((wd / "metrics/task1.json").read_text()) == table
+    after = _runs(servers["mlflow_uri"], ViewType.ACTIVE_ONLY)
+    assert after.groupby("tags.mmir.unit").size().max() == 1 and len(after) == len(before_active)
+    plain = after[after["tags.mmir.dvc_exp"].isna() & (after["tags.system"] == "bm25")]
+    assert list(plain[[c for c in after.columns if c.startswith("params.") and c.endswith(".k1")][0]]) == ["1.1"]
+    assert "Nothing to be done" in run(wd, sys.executable, "-m", "mmir", "snakemake", "task", "--task", "task1", env=env)
+    assert len(_runs(servers["mlflow_uri"], ViewType.ALL)) == len(after) + len(before_all) - len(before_active)

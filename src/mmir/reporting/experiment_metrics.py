@@ -2,8 +2,8 @@
 diff``, ``dvc plots diff``; docs: Experiments).
 
 ``metrics/<task>.json``: ``{task: {dataset: {domain: {system: {<measure>: v, "ci_low": lo, "ci_high": hi}}}}}`` with
-``avg`` for the table's Avg. column (a key without a dot: DVC joins nested keys with ``.``), values as fractions
-(the table shows them ×100), rounded to 4 decimals; ``ci_low``/``ci_high`` are the cell's interval
+``avg`` for the table's Avg. column (a key without a dot: DVC joins nested keys with ``.``), values ×100 as in the
+table (4 decimals); ``ci_low``/``ci_high`` are the cell's interval
 (``significance.confidence``, :mod:`mmir.evaluation.significance`), absent when the table has no interval for it.
 A cell without a number (no scorable query) holds ``null``.
 
@@ -26,15 +26,11 @@ AVG_KEY = "avg"
 FOREST_COLUMNS = ("cell", "dataset", "domain", "system", "measure", "value", "ci_low", "ci_high")
 
 
-def _fraction(v) -> float | None:
-    return None if v is None else round(float(v) / 100, 4)
-
-
 def summary(task: str, metrics_json: str | Path, significance_json: str | Path | None) -> dict:
     """``{task: {dataset: {domain: {system: {measure, ci_low, ci_high}}}}}`` (see the module docstring).
 
     ``metrics_json``: ``{"measure", task: {dataset: {system: {domain: value}}}}``; ``significance_json``: its
-    ``datasets.<dataset>.cells.<row label>.<column>`` (×100) and ``labels`` (system -> row label); absent or without
+    ``datasets.<dataset>.cells.<row label>.<column>`` and ``labels`` (system -> row label); absent or without
     a dataset: values only. Raises ``KeyError`` when ``metrics_json`` holds no ``task`` section."""
     m = json.loads(Path(metrics_json).read_text(encoding="utf-8"))
     measure = m["measure"]
@@ -49,7 +45,7 @@ def summary(task: str, metrics_json: str | Path, significance_json: str | Path |
                 cell = {measure: value}
                 ci = by_col.get(column)
                 if ci is not None and ci.get("ci_low") is not None:
-                    cell |= {"ci_low": _fraction(ci["ci_low"]), "ci_high": _fraction(ci["ci_high"])}
+                    cell |= {"ci_low": ci["ci_low"], "ci_high": ci["ci_high"]}
                 domain = AVG_KEY if column == "Avg." else column
                 out.setdefault(dataset, {}).setdefault(domain, {})[system] = cell
     return {task: out}
