@@ -24,9 +24,8 @@ import pytest
 import yaml
 from conftest import PROJECT, shared
 
-from integration.helpers import BIN
+from integration.helpers import BIN, openstax_slice
 from integration.helpers import env as _env
-from integration.helpers import openstax_slice
 
 pytestmark = pytest.mark.integration
 

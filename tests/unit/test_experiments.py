@@ -119,3 +119,30 @@ def test_setup_dvc_writes_the_remote_and_no_credential(tmp_path, monkeypatch):
     assert "url = s3://bucket/mmir" in config and "endpointurl = http://127.0.0.1:9000" in config
     assert not any("never-in-a-file" in f.read_text(errors="ignore") for f in (tmp_path / ".dvc").rglob("*") if f.is_file())
     assert setup_dvc(tmp_path)[0] == ["dvc", "config", "core.autostage", "true"]  # again: no second init
+
+
+def test_every_command_of_the_experiments_page_is_run_by_a_test():
+    """Each ``dvc …`` and ``python -m mmir.workflow.experiments …`` command of docs/experiments.md is one that
+    tests/integration/test_experiments.py runs (directly, or through :func:`mmir.workflow.experiments.setup_dvc`)."""
+    import re
+
+    from conftest import PROJECT
+
+    doc = (PROJECT / "docs" / "experiments.md").read_text(encoding="utf-8")
+    ran = (PROJECT / "tests" / "integration" / "test_experiments.py").read_text(encoding="utf-8") + \
+        (PROJECT / "src" / "mmir" / "workflow" / "experiments.py").read_text(encoding="utf-8")
+    seen = []
+    for block in re.findall(r"```bash\n(.*?)```", doc, re.S):
+        for line in block.splitlines():
+            words = line.split("#")[0].split()
+            if words[:1] == ["dvc"]:
+                sub = [w for w in words[1:3] if not w.startswith("-")][: 2 if words[1] in ("exp", "queue", "metrics", "params",
+                                                                                        "plots", "remote") else 1]
+                needle = ", ".join(f'"{w}"' for w in sub)
+            elif words[:3] == ["python", "-m", "mmir.workflow.experiments"]:
+                needle = '"after-pull"' if words[3] == "after-pull" else "setup_dvc("
+            else:
+                continue
+            seen.append(needle)
+            assert needle in ran, f"docs/experiments.md: `{line.strip()}` is run by no test ({needle})"
+    assert len(seen) >= 15
