@@ -109,7 +109,11 @@ def cmd_snakemake(config, args) -> int:
         print(f"mmir: stage family {args.family} has no unit in this config: nothing to do "
               f"(created {len(made)} empty outputs for DVC)", file=sys.stderr)
         return 0
+    from mmir.workflow.experiments import in_dvc_copy, restore_mtimes
     from mmir.workflow.resume import clear_stale_lock
+
+    if in_dvc_copy():  # a queued DVC experiment: the outputs were just checked out, in any order
+        print(f"mmir: DVC experiment copy: {restore_mtimes()[0]} outputs given their Snakemake record's time", file=sys.stderr)
 
     files = [a for f in [args.params, *args.configfile] for a in ("--configfile", f)]
     cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", os.environ.get("MMIR_CORES", "all"), *files,

@@ -121,6 +121,35 @@ def test_setup_dvc_writes_the_remote_and_no_credential(tmp_path, monkeypatch):
     assert setup_dvc(tmp_path)[0] == ["dvc", "config", "core.autostage", "true"]  # again: no second init
 
 
+def test_restore_mtimes_gives_checked_out_outputs_their_recorded_order(tmp_path):
+    """A real two-rule Snakemake run; its files then get times in the wrong order (as a DVC checkout may write them):
+    Snakemake would rerun a job; after :func:`restore_mtimes` it has nothing to do, and the times are the records'."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from mmir.workflow.experiments import restore_mtimes
+
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    (tmp_path / "in.txt").write_text("x" * 2_000_000)  # over 1 MB: Snakemake keeps no checksum, the times decide
+    (tmp_path / "Snakefile").write_text('rule all:\n    input: "b.txt"\n\nrule a:\n    input: "in.txt"\n    output: "a.txt"\n'
+                                        '    shell: "cp {input} {output}"\n\nrule b:\n    input: "a.txt"\n    output: "b.txt"\n'
+                                        '    shell: "cp {input} {output}"\n')
+    def dry():
+        return subprocess.run([snakemake, "-n", "--cores", "1"], cwd=tmp_path, capture_output=True, text=True).stdout
+
+    subprocess.run([snakemake, "--cores", "1", "-q"], cwd=tmp_path, check=True, capture_output=True)
+    recorded = {f: os.stat(tmp_path / f).st_mtime for f in ("a.txt", "b.txt")}
+    now = time.time()
+    os.utime(tmp_path / "in.txt", (now - 100, now - 100))
+    os.utime(tmp_path / "b.txt", (now - 50, now - 50))
+    os.utime(tmp_path / "a.txt", (now, now))  # a.txt written after b.txt
+    assert "Nothing to be done" not in dry()
+    assert restore_mtimes(tmp_path) == (2, 0)
+    assert {f: os.stat(tmp_path / f).st_mtime for f in recorded} == pytest.approx(recorded)
+    assert "Nothing to be done" in dry()
+
+
 def test_every_command_of_the_experiments_page_is_run_by_a_test():
     """Each ``dvc …`` and ``python -m mmir.workflow.experiments …`` command of docs/experiments.md is one that
     tests/integration/test_experiments.py runs (directly, or through :func:`mmir.workflow.experiments.setup_dvc`)."""

@@ -51,8 +51,10 @@ FAMILY_OUTPUTS = {
     # the page, its lineage and the all-tables LaTeX document; the per-table results/tables/<name>.tex vary with the
     # config, so DVC tracks their combined copy (results/report/tables.tex), Snakemake each file
     "report": ["results/report", "results/tracking/report.json"],
-    # written by the jobs of every other family (content-addressed or keyed: a pulled cache only saves work)
-    "caches": ["results/vectors", "{embedding_cache}", "{caption_cache}", "{generation_cache}", "results/cache/thumbnails"],
+    # written by the jobs of every other family (content-addressed or keyed: a pulled cache only saves work), and
+    # Snakemake's records of every job (params, code, end time; mmir.workflow.experiments)
+    "caches": ["results/vectors", "{embedding_cache}", "{caption_cache}", "{generation_cache}", "results/cache/thumbnails",
+               ".snakemake/metadata"],
 }
 
 
