@@ -159,6 +159,7 @@ def project(tmp_path_factory, servers):
     from mmir.workflow.experiments import setup_dvc
 
     setup_dvc(wd, remote=str(base / "dir-remote"), name="local")
+    shutil.copy(PROJECT / ".dvcignore", wd)
     t0 = time.time()
     run(wd, str(BIN / "dvc"), "repro", env=env)
     run(wd, "git", "add", "-A", env=env)

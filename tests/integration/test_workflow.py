@@ -135,7 +135,7 @@ def test_the_report_page_holds_every_task_table_cell(workflow_dir):
     p.feed(page)
     with open(wd / "results/tables/task1.csv", newline="", encoding="utf-8") as f:
         assert p.rows == list(csv.reader(f))
-    assert r"\begin{tabular}" in (wd / "results/tables/task1.tex").read_text()
+    assert r"\begin{tabular}" in (wd / "results/report/tables/task1.tex").read_text()
     assert "read " in (wd / "logs/report_html.log").read_text()
     # the summary comes first and links the domain's query page, which lists every scored query with its values
     assert page.index('id="summary"') < page.index('class="report-table"') < page.index('id="lineage-and-data"')

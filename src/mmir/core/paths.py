@@ -17,7 +17,7 @@ use these functions, so the layout is defined once.
     results/m2rag/<dataset>/<domain>/<source>/<strategy>/  answers, evaluations, summary.json, pages/*.html
     results/mmdr/<dataset>/<domain>/{tasks,reports,run}/  MMDR tasks, baseline reports, the scored run
     results/tables/mmdr/                              MMDR leaderboard export (task scores, leaderboard, manifest)
-    results/tables/<name>.tex                         LaTeX export of each markdown table
+    results/report/tables/<name>.tex                  LaTeX export of each markdown table
     results/report/{index.html,lineage.json,tables.tex}   the self-contained HTML report, its lineage, all tables in LaTeX
     results/report/queries/<task>/<dataset>/<domain>.html   its query pages (+ queries/thumbs/: image thumbnails)
     results/cache/thumbnails/                         the thumbnails, made once per image (sha256)
@@ -95,7 +95,8 @@ AUDIT_CALLS = "results/audit/{dataset}/{domain}/calls.jsonl"
 AUDIT_STATS = "results/audit/{dataset}/{domain}/stats.json"
 AUDIT_MD = "results/tables/audit.md"
 AUDIT_CSV = "results/tables/audit.csv"
-TABLE_TEX = "results/tables/{name}.tex"
+# inside results/report (a DVC output, pushed and pulled): the files vary with the config, so DVC cannot list them
+TABLE_TEX = "results/report/tables/{name}.tex"
 REPORT_HTML = "results/report/index.html"
 REPORT_LINEAGE = "results/report/lineage.json"
 REPORT_LATEX = "results/report/tables.tex"

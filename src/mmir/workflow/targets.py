@@ -48,8 +48,8 @@ FAMILY_OUTPUTS = {
     "audit": ["results/audit", "results/tables/audit.md", "results/tables/audit.csv", "results/tracking/audit.json"],
     "reproduction": ["results/tables/reproduction.md", "results/tables/reproduction.csv", "results/tracking/reproduction.json"],
     "mteb": ["results/mteb"],
-    # the page, its lineage and the all-tables LaTeX document; the per-table results/tables/<name>.tex vary with the
-    # config, so DVC tracks their combined copy (results/report/tables.tex), Snakemake each file
+    # the page, its lineage, the all-tables LaTeX document and the per-table results/report/tables/<name>.tex (they vary
+    # with the config: DVC tracks the folder, Snakemake each file)
     "report": ["results/report", "results/tracking/report.json"],
     # written by the jobs of every other family (content-addressed or keyed: a pulled cache only saves work), and
     # Snakemake's records of every job (params, code, end time; mmir.workflow.experiments)
@@ -205,7 +205,7 @@ def report_files(config: dict | Params) -> list[str]:
 
 
 def tex_outputs(config: dict | Params) -> dict[str, str]:
-    """``{output name: results/tables/<name>.tex}``, one per markdown table among :func:`report_files`."""
+    """``{output name: results/report/tables/<name>.tex}``, one per markdown table among :func:`report_files`."""
     out = {}
     for f in report_files(config):
         p = Path(f)
