@@ -270,7 +270,7 @@ def test_push_then_a_fresh_clone_pulls_and_has_nothing_to_do(project, servers):
     _no_secret_in(wd)
 
     clone = base / "clone"
-    run(base, "git", "clone", "-q", str(base / "origin.git"), str(clone), env=env)
+    run(base, "git", "clone", "-q", "-b", "main", str(base / "origin.git"), str(clone), env=env)
     pulled = dvc(project, "pull", cwd=clone)
     assert "fetched" in pulled or "added" in pulled, pulled
     dvc(project, "exp", "pull", "origin", "k1-high", cwd=clone)
@@ -286,7 +286,7 @@ def test_push_then_a_fresh_clone_pulls_and_has_nothing_to_do(project, servers):
     _no_secret_in(clone)
 
     by_dir = base / "clone-dir"
-    run(base, "git", "clone", "-q", str(base / "origin.git"), str(by_dir), env=env)
+    run(base, "git", "clone", "-q", "-b", "main", str(base / "origin.git"), str(by_dir), env=env)
     dvc(project, "pull", "-r", "local", cwd=by_dir)
     assert "up to date" in dvc(project, "status", cwd=by_dir)
     assert tables_sha256(by_dir) == tables_sha256(wd)
