@@ -111,11 +111,15 @@ def cmd_snakemake(config, args) -> int:
 
     targets = _targets(config, args)
     if not targets:
-        made = ensure_outputs(args.family, dataset=args.dataset, task=args.task)
+        made = ensure_outputs(args.family, dataset=args.dataset, task=args.task, config=config)
         print(f"mmir: stage family {args.family} has no unit in this config: nothing to do "
               f"(created {len(made)} empty outputs for DVC)", file=sys.stderr)
         return 0
+    from mmir.workflow.experiments import in_dvc_copy, restore_mtimes
     from mmir.workflow.resume import SNAKEMAKE, clear_stale_lock, workflow_args
+
+    if in_dvc_copy():  # a queued DVC experiment: the outputs were just checked out, in any order
+        print(f"mmir: DVC experiment copy: {restore_mtimes()[0]} outputs given their Snakemake record's time", file=sys.stderr)
 
     files = [a for f in [args.params, *args.configfile] for a in ("--configfile", f)]
     args_ = workflow_args(["--cores", os.environ.get("MMIR_CORES", "all"), *files, *args.snakemake_args, "--", *targets])

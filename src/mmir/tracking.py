@@ -3,7 +3,13 @@ one current run per unit: a rerun that changes nothing logs nothing, a recompute
 replaced one stays reachable under "Deleted" (:func:`log_tree`).
 
 Store: ``MLFLOW_TRACKING_URI``, else ``mlflow.tracking_uri`` of params.yaml, else ``mlflow.db`` (SQLite).
-Nothing from the environment is logged, so API keys never reach the store. README: "Outputs and tracking".
+Artifacts: a local store's go to the project's ``mlartifacts/``; a tracking server's (``http(s)://``, e.g. ``mlflow
+server --artifacts-destination ...``) to the server's artifact store, so that every client can download them
+(:func:`artifact_location`). A server that cannot be reached stops the logging at once with one line
+(:class:`TrackingError`); the job's results stay and a rerun logs them. Under ``dvc exp run`` every unit key carries
+the experiment's name (``DVC_EXP_NAME``): each experiment keeps its own current runs (:func:`dvc_experiment`).
+Nothing from the environment is logged, so API keys never reach the store. README: "Outputs and tracking";
+docs: Experiments.
 """
 
 from __future__ import annotations
@@ -19,7 +25,12 @@ from typing import Any
 
 from mmir.config.models import MlflowConfig, fill, parse_slice
 from mmir.core import paths
+from mmir.core.errors import MmirError
 from mmir.core.gitinfo import commit_label, mmir_version
+
+
+class TrackingError(MmirError):
+    """The MLflow store cannot be reached; nothing was logged by this call."""
 
 
 def _sections(config: Mapping[str, Any], *names: str):
@@ -141,16 +152,58 @@ def seed_store(uri: str, cache: str | Path | None = None) -> bool:
     return True
 
 
+#: Store URI schemes of a tracking server: it places the artifacts itself (``--artifacts-destination``).
+SERVER_SCHEMES = ("http", "https", "databricks")
+
+
+def artifact_location(uri: str, project_dir: Path) -> str | None:
+    """Where a new MLflow experiment keeps its artifacts: ``None`` (the server's artifact store, which it serves to
+    every client) for a tracking server (:data:`SERVER_SCHEMES`), else the project's ``mlartifacts/`` folder."""
+    from urllib.parse import urlsplit
+
+    return None if urlsplit(uri).scheme in SERVER_SCHEMES else (project_dir / "mlartifacts").as_uri()
+
+
+def check_server(uri: str, timeout: float = 10.0) -> None:
+    """Raise :class:`TrackingError` (one line: the redacted URI and why) when ``uri`` is an ``http(s)`` tracking server
+    that does not answer its ``/health`` endpoint within ``timeout`` seconds (MLflow's own client would retry for
+    minutes). Any answer passes (a proxy's 401 too: MLflow reports what follows); other stores are not checked."""
+    from urllib.parse import urlsplit
+
+    import requests
+
+    if urlsplit(uri).scheme not in ("http", "https"):
+        return
+    try:
+        requests.get(uri.rstrip("/") + "/health", timeout=timeout)
+    except requests.RequestException as exc:
+        why = type(exc).__name__
+        raise TrackingError(f"MLflow tracking server {redact(uri)} is not reachable ({why}): nothing was logged, this "
+                            "job's results are kept; run it again when the server is up to log them") from None
+
+
+def dvc_experiment() -> dict[str, str]:
+    """``{"mmir.dvc_exp": name, "mmir.dvc_baseline": rev}`` when this runs under ``dvc exp run`` (DVC sets
+    ``DVC_EXP_NAME`` and ``DVC_EXP_BASELINE_REV`` for its stages), else ``{}``."""
+    name = os.environ.get("DVC_EXP_NAME")
+    if not name:
+        return {}
+    return {"mmir.dvc_exp": name, **({"mmir.dvc_baseline": os.environ["DVC_EXP_BASELINE_REV"]}
+                                     if os.environ.get("DVC_EXP_BASELINE_REV") else {})}
+
+
 def _experiment(config: dict, project_dir: Path) -> str:
     import mlflow
 
-    seed_store(tracking_uri(config, project_dir))
-    mlflow.set_tracking_uri(tracking_uri(config, project_dir))
+    uri = tracking_uri(config, project_dir)
+    check_server(uri)
+    seed_store(uri)
+    mlflow.set_tracking_uri(uri)
     name = _mlflow(config).experiment
     exp = mlflow.get_experiment_by_name(name)
     kind = {EXPERIMENT_KIND: "custom_model_development"}  # the UI opens on the runs table, not on GenAI traces
     if exp is None:
-        return mlflow.create_experiment(name, artifact_location=(project_dir / "mlartifacts").as_uri(), tags=kind)
+        return mlflow.create_experiment(name, artifact_location=artifact_location(uri, project_dir), tags=kind)
     if exp.tags.get(EXPERIMENT_KIND) != kind[EXPERIMENT_KIND]:
         mlflow.MlflowClient().set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND, kind[EXPERIMENT_KIND])
     return exp.experiment_id
@@ -267,13 +320,23 @@ def log_tree(exp_id: str, parent: UnitRun, children: list[UnitRun]) -> dict:
     a changed child, a unit no longer logged) gets the tag ``mmir.superseded_by`` (its successor; the new parent for a
     unit that is gone) and is deleted with ``MlflowClient.delete_run``: the UI lists it under "Deleted" and
     ``restore_run`` brings it back; the new run's ``mmir.supersedes`` names the run it replaced. Caller holds the
-    store lock. Returns ``{"parent": run id, "children": [run ids, in order]}``.
+    store lock. Under ``dvc exp run`` each key and run name gets ``@<experiment name>`` and the runs its tags
+    (:func:`dvc_experiment`). Returns ``{"parent": run id, "children": [run ids, in order]}``.
     """
+    import dataclasses
     import hashlib
 
     import mlflow
 
     client = mlflow.MlflowClient()
+    scope = dvc_experiment()
+    if scope:  # under `dvc exp run`: each experiment keeps its own current run per unit
+
+        def scoped(u: UnitRun) -> UnitRun:
+            at = f"@{scope['mmir.dvc_exp']}"
+            return dataclasses.replace(u, key=u.key + at, name=u.name + at, tags={**u.tags, **scope})
+
+        parent, children = scoped(parent), [scoped(c) for c in children]
     group = hashlib.sha256(parent.key.encode("utf-8")).hexdigest()[:32]
     kids = [(c, c.content()) for c in children]
     p_content = hashlib.sha256(json.dumps([parent.content(), [(c.key, h) for c, h in kids]]).encode("utf-8")).hexdigest()

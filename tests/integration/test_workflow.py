@@ -135,7 +135,7 @@ def test_the_report_page_holds_every_task_table_cell(workflow_dir):
     p.feed(page)
     with open(wd / "results/tables/task1.csv", newline="", encoding="utf-8") as f:
         assert p.rows == list(csv.reader(f))
-    assert r"\begin{tabular}" in (wd / "results/tables/task1.tex").read_text()
+    assert r"\begin{tabular}" in (wd / "results/report/tables/task1.tex").read_text()
     assert "read " in (wd / "logs/report_html.log").read_text()
     # the summary comes first and links the domain's query page, which lists every scored query with its values
     assert page.index('id="summary"') < page.index('class="report-table"') < page.index('id="lineage-and-data"')
@@ -262,7 +262,7 @@ def test_dvc_repro_then_bm25_change_touches_only_bm25(tmp_path):
     dvc("init", "--no-scm", "-q")
     dvc("repro", "task@task1")
     shown = dvc("metrics", "show")
-    assert "task1.openstax.bm25.statistics" in shown and "task1.openstax.minilm.statistics" in shown
+    assert "task1.openstax.statistics.bm25.nDCG@10" in shown and "task1.openstax.statistics.minilm.ci_high" in shown
     assert "up to date" in dvc("status", "task@task1")
     params["systems"]["bm25"]["k1"] = 1.2
     (wd / "params.yaml").write_text(yaml.safe_dump(params))

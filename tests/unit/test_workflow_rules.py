@@ -113,7 +113,7 @@ def test_dvc_stages_track_exactly_the_family_outputs():
         for section in ("outs", "metrics", "plots"):
             for o in body.get(section, []):
                 path = o if isinstance(o, str) else next(iter(o))
-                declared.append(path.replace("${key}", "{dataset}").replace("${item}", "{task}"))
+                declared.append(path.replace("${key}", "{dataset}").replace("${item}", "{task}").replace("${paths.", "{"))
                 assert isinstance(o, dict) and next(iter(o.values())).get("persist") is True, (family, path)
         assert sorted(declared) == sorted(FAMILY_OUTPUTS[family]), family
         assert body["cmd"].startswith(f"python -m mmir snakemake {family}")

@@ -9,6 +9,7 @@ use these functions, so the layout is defined once.
     results/runs/<task>/<dataset>/<system>/<domain>.trec   (a reranked system <system>+rr:<reranker> also .calls.jsonl)
     results/metrics/<task>/<dataset>/<system>/<domain>.json  (+ .perquery.tsv)
     results/tables/<task>.{md,csv,metrics.json,significance.json}, results/tables/<grid>_ablation.{md,csv}
+    metrics/<task>.json, metrics/<task>_forest.csv    committed (git) summary of a task table for DVC experiments
     results/tables/reproduction.{md,csv}              published / regression values vs this run
     results/plots/<grid>_ablation.{png,csv}
     results/rag/<dataset>/<domain>/<setting>/    answers, judgments, summary.json (RAG QA)
@@ -16,7 +17,7 @@ use these functions, so the layout is defined once.
     results/m2rag/<dataset>/<domain>/<source>/<strategy>/  answers, evaluations, summary.json, pages/*.html
     results/mmdr/<dataset>/<domain>/{tasks,reports,run}/  MMDR tasks, baseline reports, the scored run
     results/tables/mmdr/                              MMDR leaderboard export (task scores, leaderboard, manifest)
-    results/tables/<name>.tex                         LaTeX export of each markdown table
+    results/report/tables/<name>.tex                  LaTeX export of each markdown table
     results/report/{index.html,lineage.json,tables.tex}   the self-contained HTML report, its lineage, all tables in LaTeX
     results/report/queries/<task>/<dataset>/<domain>.html   its query pages (+ queries/thumbs/: image thumbnails)
     results/cache/thumbnails/                         the thumbnails, made once per image (sha256)
@@ -76,6 +77,9 @@ TABLE_CSV = "results/tables/{task}.csv"
 TABLE_METRICS = "results/tables/{task}.metrics.json"
 TABLE_SIGNIFICANCE = "results/tables/{task}.significance.json"
 TABLE_FOREST = "results/plots/{task}_forest.svg"
+# committed to git (outside the ignored results/): what `dvc exp show` / `dvc metrics diff` / `dvc plots diff` compare
+EXPERIMENT_METRICS = "metrics/{task}.json"
+EXPERIMENT_FOREST = "metrics/{task}_forest.csv"
 REPRODUCTION_MD = "results/tables/reproduction.md"
 REPRODUCTION_CSV = "results/tables/reproduction.csv"
 TRACKING = "results/tracking/{task}.json"
@@ -91,7 +95,8 @@ AUDIT_CALLS = "results/audit/{dataset}/{domain}/calls.jsonl"
 AUDIT_STATS = "results/audit/{dataset}/{domain}/stats.json"
 AUDIT_MD = "results/tables/audit.md"
 AUDIT_CSV = "results/tables/audit.csv"
-TABLE_TEX = "results/tables/{name}.tex"
+# inside results/report (a DVC output, pushed and pulled): the files vary with the config, so DVC cannot list them
+TABLE_TEX = "results/report/tables/{name}.tex"
 REPORT_HTML = "results/report/index.html"
 REPORT_LINEAGE = "results/report/lineage.json"
 REPORT_LATEX = "results/report/tables.tex"

@@ -1,4 +1,4 @@
-"""LaTeX export of the tables (``results/tables/<name>.tex``): every pipe table of ``<name>.md`` as a ``table`` float
+"""LaTeX export of the tables (``results/report/tables/<name>.tex``): every pipe table of ``<name>.md`` as a ``table`` float
 (``longtable`` when it is long), in plain LaTeX with ``\\hline`` rules, so it compiles with the LaTeX kernel alone
 (texlive-latex-base); a long table needs ``\\usepackage{longtable}`` (also in texlive-latex-base), which the
 fragment's header says.

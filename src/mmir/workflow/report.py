@@ -3,7 +3,7 @@
 and links one page per (task, dataset, domain) listing its queries (``results/report/queries/``,
 :mod:`mmir.reporting.query_pages`), with the lineage of its numbers
 (``results/report/lineage.json``, :mod:`mmir.reporting.lineage`), each table's markdown exported as LaTeX
-(``results/tables/<name>.tex``, :mod:`mmir.reporting.latex`) and all of them in one compilable document
+(``results/report/tables/<name>.tex``, :mod:`mmir.reporting.latex`) and all of them in one compilable document
 (``results/report/tables.tex``); logged to MLflow as one run with these files as artifacts."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def report_step(config: Mapping[str, Any], files: Sequence[str | Path], prepared
             mlflow).
         files: :func:`mmir.workflow.targets.report_files` of the config (tables, figures, MLflow records).
         prepared: the ``prepare.json`` of every prepared domain (sizes and fetched revisions for the lineage).
-        tex: ``{name: results/tables/<name>.tex}`` for the markdown tables (from :func:`mmir.workflow.targets.tex_outputs`).
+        tex: ``{name: results/report/tables/<name>.tex}`` for the markdown tables (from :func:`mmir.workflow.targets.tex_outputs`).
         external_runs: the retrieve stats of every ``kind: run`` unit (file and sha256 in the lineage).
         pages: one :class:`mmir.reporting.query_data.DomainFiles` per query page (their baseline and row labels are
             taken from the task's ``significance.json`` when it has the dataset, so pages and tables agree);

@@ -6,7 +6,9 @@ Families: ``prepare`` (per dataset), ``captions``, ``task`` (per task: runs, met
 (the quality audit of queries and their positive documents),
 ``reproduction`` (expected scores vs this run's tables), ``mteb`` (the MTEB result files of every (system, task)),
 ``report`` (the HTML page of every table, its lineage and
-the LaTeX export: last, it reads every other family's tables).
+the LaTeX export: last, it reads every other family's tables), ``caches`` (no job: the DVC record of what the others
+leave outside their outputs, the vector stores and the embedding, caption and generation caches, so that ``dvc push``
+and ``dvc pull`` carry them; docs: Experiments).
 """
 
 from __future__ import annotations
@@ -21,17 +23,18 @@ from mmir.data.domains import has_multimodal, has_query_images
 from mmir.workflow import units as U
 
 FAMILIES = ("prepare", "captions", "task", "ablations", "rag", "m2rag", "mmdr", "essentiality", "audit", "reproduction",
-            "mteb", "report")
+            "mteb", "report", "caches")
 
 #: What DVC tracks of each family (dvc.yaml's outs, metrics and plots; a test keeps the two equal). ``{dataset}`` /
-#: ``{task}`` are the family's foreach key. When a config has no unit of a family these are still created (empty
-#: folders, a one-line note in each file), because DVC requires every declared output.
+#: ``{task}`` are the family's foreach key, ``{embedding_cache}`` etc. the config's ``paths``. When a config has no unit
+#: of a family these are still created (empty folders, a one-line note in each file, an empty SQLite file), because DVC
+#: requires every declared output.
 FAMILY_OUTPUTS = {
     "prepare": ["data/prepared/{dataset}"],
     "captions": ["results/captions"],
     "task": ["results/runs/{task}", "results/metrics/{task}", "results/tables/{task}.md", "results/tables/{task}.csv",
              "results/tracking/{task}.json", "results/tables/{task}.metrics.json", "results/tables/{task}.significance.json",
-             "results/plots/{task}_forest.svg"],
+             "results/plots/{task}_forest.svg", "metrics/{task}.json", "metrics/{task}_forest.csv"],
     "ablations": ["results/queries", "results/runs/ablation", "results/metrics/ablation",
                   *(f"results/tables/{g}_ablation.{x}" for g in ("caption", "reformulation") for x in ("md", "csv")),
                   *(f"results/tracking/{g}_ablation.json" for g in ("caption", "reformulation")),
@@ -45,24 +48,34 @@ FAMILY_OUTPUTS = {
     "audit": ["results/audit", "results/tables/audit.md", "results/tables/audit.csv", "results/tracking/audit.json"],
     "reproduction": ["results/tables/reproduction.md", "results/tables/reproduction.csv", "results/tracking/reproduction.json"],
     "mteb": ["results/mteb"],
-    # the page, its lineage and the all-tables LaTeX document; the per-table results/tables/<name>.tex vary with the
-    # config, so DVC tracks their combined copy (results/report/tables.tex), Snakemake each file
+    # the page, its lineage, the all-tables LaTeX document and the per-table results/report/tables/<name>.tex (they vary
+    # with the config: DVC tracks the folder, Snakemake each file)
     "report": ["results/report", "results/tracking/report.json"],
+    # written by the jobs of every other family (content-addressed or keyed: a pulled cache only saves work), and
+    # Snakemake's records of every job (params, code, end time; mmir.workflow.experiments)
+    "caches": ["results/vectors", "{embedding_cache}", "{caption_cache}", "{generation_cache}", "results/cache/thumbnails",
+               ".snakemake/metadata"],
 }
 
 
-def ensure_outputs(family: str, *, dataset: str | None = None, task: str | None = None) -> list[str]:
+def ensure_outputs(family: str, *, dataset: str | None = None, task: str | None = None,
+                   config: dict | Params | None = None) -> list[str]:
     """Create the family's :data:`FAMILY_OUTPUTS` that do not exist (folders empty, files a note saying the config
-    has no unit of this family). Returns the paths created."""
+    has no unit of this family; the ``paths`` of ``config``, default: their defaults). Returns the paths created."""
+    from mmir.config.models import PathsConfig, fill
     from mmir.core.io import write_bytes, write_text
 
     note = f"stage family {family}: no unit in this config, nothing computed"
+    cache_paths = fill(U.typed(config).paths) if config is not None else fill(PathsConfig())
     made = []
     for pattern in FAMILY_OUTPUTS[family]:
-        path = Path(pattern.format(dataset=dataset, task=task))
+        path = Path(pattern.format(dataset=dataset, task=task, **cache_paths))
         if path.exists():
             continue
-        if path.suffix == "":
+        if path.suffix == ".sqlite":  # an empty file is an empty SQLite database
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_bytes(path, b"")
+        elif path.suffix == "":
             path.mkdir(parents=True, exist_ok=True)
         elif path.suffix == ".png":
             write_bytes(path, _blank_png())
@@ -156,6 +169,8 @@ def family_targets(config: dict | Params, family: str, *, dataset: str | None = 
 
         files = export_files(fill(config))
         return [paths.MTEB_MANIFEST, *files] if files else []
+    if family == "caches":  # no job of its own (see FAMILY_OUTPUTS)
+        return []
     if family == "report":
         return [paths.REPORT_HTML, paths.REPORT_LINEAGE, paths.REPORT_LATEX, paths.TRACKING.format(task="report"),
                 *tex_outputs(config).values()]
@@ -169,7 +184,7 @@ def all_targets(config: dict | Params) -> list[str]:
 
 
 #: Families whose outputs are not tables (or are the report itself).
-NOT_TABLES = ("prepare", "captions", "mteb", "report")
+NOT_TABLES = ("prepare", "captions", "mteb", "report", "caches")
 
 
 def report_files(config: dict | Params) -> list[str]:
@@ -190,7 +205,7 @@ def report_files(config: dict | Params) -> list[str]:
 
 
 def tex_outputs(config: dict | Params) -> dict[str, str]:
-    """``{output name: results/tables/<name>.tex}``, one per markdown table among :func:`report_files`."""
+    """``{output name: results/report/tables/<name>.tex}``, one per markdown table among :func:`report_files`."""
     out = {}
     for f in report_files(config):
         p = Path(f)

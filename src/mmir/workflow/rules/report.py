@@ -51,6 +51,7 @@ def unscorable_notes(config: dict, task: str) -> list[str]:
 
 
 def _report(job: Job):
+    from mmir.reporting.experiment_metrics import write_experiment_metrics
     from mmir.reporting.forest import write_forest
     from mmir.workflow import steps
 
@@ -65,6 +66,7 @@ def _report(job: Job):
                           notes, list(job.input["perquery"]), p["significance"], reranked, stats, p["approximate"],
                           p["task4_protocol"], p["baselines"], p.get("no_unit"))
     write_forest(o["significance"], o["csv"], o["forest"])
+    write_experiment_metrics(job.wildcards["task"], o["metrics"], o["significance"], o["summary"], o["summary_forest"])
     if p.get("mteb_references"):  # after the tables, their bold and their tests: reference rows take part in none
         mteb_reference_rows(job.wildcards["task"], p["measure"], p["mteb_references"], o["md"], o["csv"])
     return result
@@ -267,7 +269,8 @@ def _report_html_params(config: dict, w: W) -> dict:
 
 RULES = (
     Rule(name="report", output={"md": paths.TABLE_MD, "csv": paths.TABLE_CSV, "metrics": paths.TABLE_METRICS,
-                                "significance": paths.TABLE_SIGNIFICANCE, "forest": paths.TABLE_FOREST},
+                                "significance": paths.TABLE_SIGNIFICANCE, "forest": paths.TABLE_FOREST,
+                                "summary": paths.EXPERIMENT_METRICS, "summary_forest": paths.EXPERIMENT_FOREST},
          run=_report, input=_report_inputs, params=_report_params),
     Rule(name="reproduction", output={"md": paths.REPRODUCTION_MD, "csv": paths.REPRODUCTION_CSV,
                                       "tracking": tracking_output("reproduction")},
