@@ -276,7 +276,7 @@ def test_push_then_a_fresh_clone_pulls_and_has_nothing_to_do(project, servers):
     dvc(project, "exp", "pull", "origin", "k1-high", cwd=clone)
     assert "k1-high" in dvc(project, "exp", "list", "--all-commits", cwd=clone)  # its baseline: the commit before HEAD
     restored = run(clone, sys.executable, "-m", "mmir.workflow.experiments", "after-pull", env=env)
-    assert re.search(r"mmir: [1-9]\d* outputs given the modification time", restored), restored
+    assert re.search(r"mmir: [1-9]\d* outputs given modification times", restored), restored
     repro = dvc(project, "repro", cwd=clone)
     assert "Running stage" not in repro and "up to date" in repro, repro
     dry = run(clone, str(BIN / "snakemake"), "-n", "--cores", "2", env=env)
