@@ -175,7 +175,8 @@ def cmd_init(args) -> int:
         from mmir.workflow.dvc_project import init_dvc
 
         written += init_dvc(args.dir, args.remote, args.endpoint_url)
-    print(f"wrote {', '.join(map(str, written))}; next: cd {args.dir} && mmir run")
+    then = "dvc repro && git add -A && git commit -m 'first run'" if args.dvc else "mmir run"
+    print(f"wrote {', '.join(map(str, written))}; next: cd {args.dir} && {then}")
     return 0
 
 

@@ -8,7 +8,8 @@ The derivation keeps every stage, command and output, and changes two things:
   params file instead (the version, the commit when installed from git, and ``code``: sha256 over every file of the
   installed package, :func:`mmir.workflow.versions.package_files`). The stage command (``mmir snakemake``) stops when
   the installed mmir is not that one (:func:`check_version`); ``python -m mmir.workflow.dvc_project`` rewrites both
-  files for it, and the next ``dvc repro`` reruns the stages (Snakemake inside them the jobs whose code changed).
+  files for it, and the next ``dvc repro`` reruns the stages (and Snakemake in them the jobs of the reinstalled
+  workflow's scripts, which are newer than their outputs).
 - **params**: each stage lists the whole ``params.yaml``. A project's config names only what it uses, DVC stops when a
   listed key is missing (MissingParamsError), and a key added later must still rerun the stages that read it; Snakemake
   inside a stage reruns only the jobs whose own config slice changed.
@@ -45,7 +46,7 @@ HEADER = """\
 # the package as mmir/pipeline/templates/dvc-stages.yaml, with its comments). Each stage asks Snakemake for the files
 # of one stage family; it tracks the whole params.yaml and mmir-version.yaml (the mmir that runs it) instead of mmir's
 # source. After installing another mmir, `python -m mmir.workflow.dvc_project` rewrites this file and
-# mmir-version.yaml; the next `dvc repro` reruns what the change touches. docs: Experiments.
+# mmir-version.yaml; the next `dvc repro` reruns the stages. docs: Experiments.
 """
 
 
@@ -102,9 +103,9 @@ def check_version(project: str | Path = ".") -> None:
     recorded = (yaml.safe_load(f.read_text(encoding="utf-8")) or {}).get("mmir") or {}
     now = version_record()["mmir"]
     if recorded.get("code") != now["code"]:
-        raise ConfigError(str(f), f"this project's DVC stages were set up for mmir {recorded.get('version')} (code "
+        raise ConfigError("mmir.code", f"this project's DVC stages were set up for mmir {recorded.get('version')} (code "
                           f"{str(recorded.get('code'))[:12]}), the installed mmir {now['version']} is other code (code "
-                          f"{now['code'][:12]}): run `python -m mmir.workflow.dvc_project` to record it, then `dvc repro`")
+                          f"{now['code'][:12]}): run `python -m mmir.workflow.dvc_project` to record it, then `dvc repro`", str(f))
 
 
 def check_config(config: dict) -> None:
@@ -115,11 +116,11 @@ def check_config(config: dict) -> None:
     """
     for key in ("tasks", "paths"):
         if key not in config:
-            raise ConfigError("params.yaml", f"a DVC project's config needs `{key}` written out (dvc.yaml's stages read it)")
+            raise ConfigError(key, "a DVC project's config needs it written out (dvc.yaml's stages read it)", "params.yaml")
     for name, ds in (config.get("datasets") or {}).items():
         if not isinstance(ds, dict) or "root" not in ds:
-            raise ConfigError("params.yaml", f"datasets.{name}: DVC's prepare stage depends on the dataset's folder "
-                              "(`root`): a DVC project takes beir:, local: and trec: datasets")
+            raise ConfigError(f"datasets.{name}", "DVC's prepare stage depends on the dataset's folder (`root`): a DVC "
+                              "project takes beir:, local: and trec: datasets", "params.yaml")
 
 
 def _git(project: Path, *args: str) -> subprocess.CompletedProcess:
@@ -149,9 +150,10 @@ def init_dvc(project: str | Path, remote: str | None = None, endpoint_url: str |
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m mmir.workflow.dvc_project``: rewrite this project's dvc.yaml and mmir-version.yaml."""
-    if argv or sys.argv[1:]:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv:
         print(__doc__)
-        return 0 if set(argv or sys.argv[1:]) & {"-h", "--help"} else 2
+        return 0 if set(argv) & {"-h", "--help"} else 2
     for f in write_dvc_files("."):
         print(f"wrote {f}")
     return 0

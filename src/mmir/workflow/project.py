@@ -46,6 +46,7 @@ GITIGNORE = """\
 /.snakemake/
 /mlflow.db
 /mlartifacts/
+/.mlflow.lock
 """
 
 HEADER = """\
