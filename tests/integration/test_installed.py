@@ -62,6 +62,8 @@ def installed(tmp_path_factory) -> Path:
     assert where.splitlines()[0].startswith(str(site / "mmir")), where
     assert str(PROJECT / "src") not in where, "the editable checkout must not be on the new environment's path"
     assert (site / "mmir" / "pipeline" / "Snakefile").is_file() and (venv / "bin" / "mmir").is_file()
+    # the repository's dvc.yaml, which `mmir init --dvc` derives a project's stages from
+    assert (site / "mmir" / "pipeline" / "templates" / "dvc-stages.yaml").read_bytes() == (PROJECT / "dvc.yaml").read_bytes()
     return venv / "bin"
 
 
