@@ -4,6 +4,7 @@ one job of a rule as the Snakemake rule scripts do, and Snakemake per stage fami
 
     mmir init DIR --dataset NAME=beir:PATH --system bm25 [--task task1]   a new project: params.yaml, .gitignore
     mmir init DIR --example first-run [--data ROOT]   the paper's first run (the repository's params.yaml)
+    mmir init DIR ... --dvc [--remote URL]         a DVC project too: git, dvc.yaml, caches inside it (docs: Experiments)
     mmir run [SNAKEMAKE ARGS]                     the workflow on this project (kill recovery: a stale lock is removed)
     mmir validate                                 check the config, list its units and the stages it runs
     mmir job RULE key=value ...                   run one job of a rule, e.g. job retrieve task=task1 dataset=openstax
@@ -107,8 +108,10 @@ def cmd_targets(config, args) -> int:
 
 
 def cmd_snakemake(config, args) -> int:
+    from mmir.workflow.dvc_project import check_version
     from mmir.workflow.targets import ensure_outputs
 
+    check_version()  # a project made by `mmir init --dvc`: the mmir its stages were set up for
     targets = _targets(config, args)
     if not targets:
         made = ensure_outputs(args.family, dataset=args.dataset, task=args.task, config=config)
@@ -119,7 +122,7 @@ def cmd_snakemake(config, args) -> int:
     from mmir.workflow.resume import SNAKEMAKE, clear_stale_lock, workflow_args
 
     if in_dvc_copy():  # a queued DVC experiment: the outputs were just checked out, in any order
-        print(f"mmir: DVC experiment copy: {restore_mtimes()[0]} outputs given their Snakemake record's time", file=sys.stderr)
+        print(f"mmir: DVC experiment copy: {restore_mtimes()[0]} outputs given times in their Snakemake records' order", file=sys.stderr)
 
     files = [a for f in [args.params, *args.configfile] for a in ("--configfile", f)]
     args_ = workflow_args(["--cores", os.environ.get("MMIR_CORES", "all"), *files, *args.snakemake_args, "--", *targets])
@@ -164,9 +167,16 @@ def cmd_run(args) -> int:
 def cmd_init(args) -> int:
     from mmir.workflow.project import init_project
 
+    if (args.remote or args.endpoint_url) and not args.dvc:
+        raise ConfigError("mmir init", "--remote and --endpoint-url go with --dvc")
     written = init_project(args.dir, datasets=args.dataset, systems=args.system, tasks=args.task, example=args.example,
-                           data=args.data, force=args.force)
-    print(f"wrote {', '.join(map(str, written))}; next: cd {args.dir} && mmir run")
+                           data=args.data, force=args.force, dvc=args.dvc)
+    if args.dvc:
+        from mmir.workflow.dvc_project import init_dvc
+
+        written += init_dvc(args.dir, args.remote, args.endpoint_url)
+    then = "dvc repro && git add -A && git commit -m 'first run'" if args.dvc else "mmir run"
+    print(f"wrote {', '.join(map(str, written))}; next: cd {args.dir} && {then}")
     return 0
 
 
@@ -267,6 +277,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--example", help="an example config shipped with mmir instead: first-run (the paper's first run)")
     p.add_argument("--data", help="with --example: the folder holding the offline data (default: ../shared/data)")
     p.add_argument("--force", action="store_true", help="overwrite an existing params.yaml")
+    p.add_argument("--dvc", action="store_true", help="a DVC project too (git init when needed, dvc.yaml, "
+                   "mmir-version.yaml, dvc init; caches inside the project): docs/experiments.md")
+    p.add_argument("--remote", help="with --dvc: the default DVC remote (a folder, s3://bucket/prefix, ...)")
+    p.add_argument("--endpoint-url", help="with --dvc --remote: an S3-compatible server's URL")
     p = sub.add_parser("run", help="run the workflow on this project (every argument goes to snakemake)")
     p.add_argument("snakemake_args", nargs="*", metavar="SNAKEMAKE ARGS")
     p = sub.add_parser("validate", help="check the config, list its units and stages")

@@ -62,3 +62,20 @@ def beir_text(root: Path, qrels: str) -> Path:
         (root / name).write_text("".join(json.dumps(r) + "\n" for r in rs), encoding="utf-8")
     (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels, encoding="utf-8")
     return root
+
+
+def vaswani_beir(trec: Path, dest: Path, n_topics: int = 20, others: int = 1000) -> Path:
+    """Vaswani in BEIR form, cut small: its first ``n_topics`` topics, the documents they judge and ``others`` more."""
+    from mmir.data.trec import read_qrels, read_trec_documents, read_trec_topics
+
+    topics = read_trec_topics(trec / "query-text.trec")[:n_topics]
+    qrels = read_qrels(trec / "qrels")
+    judged = {d for q, _ in topics for d in qrels.get(q, {})}
+    docs = read_trec_documents(trec / "corpus" / "doc-text.trec")
+    kept = [(d, t) for d, t in docs if d in judged] + [(d, t) for d, t in docs if d not in judged][:others]
+    (dest / "qrels").mkdir(parents=True)
+    (dest / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n" for d, t in kept))
+    (dest / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in topics))
+    rows = [f"{q}\t{d}\t{r}" for q, _ in topics for d, r in qrels.get(q, {}).items()]
+    (dest / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n")
+    return dest

@@ -4,6 +4,8 @@ an S3-compatible server (moto's server mode) that DVC reaches through dvc-s3, cr
 
 One project (a git repository with a bare ``origin``) is built once: ``dvc repro``, committed, then two ``-S``
 experiments (one in the workspace, one through ``--queue`` + ``dvc queue start``), every job tracked on the server.
+The same loop in a project of one's own that ``mmir init --dvc`` makes (BM25 on a small Vaswani BEIR folder):
+:func:`test_a_project_made_by_mmir_init_dvc_compares_experiments_and_travels`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pytest
 import yaml
 from conftest import PROJECT, shared
 
-from integration.helpers import BIN, openstax_slice
+from integration.helpers import BIN, openstax_slice, vaswani_beir
 from integration.helpers import env as _env
 
 pytestmark = pytest.mark.integration
@@ -150,7 +152,7 @@ def project(tmp_path_factory, servers):
                     "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1", "MMIR_CORES": "2"}
     for f in ("dvc.yaml", "Snakefile", ".gitignore"):
         shutil.copy(PROJECT / f, wd)
-    for d in ("src", "workflow", "profiles", "expected"):
+    for d in ("src", "workflow", "profiles"):
         os.symlink(PROJECT / d, wd / d)
     (wd / "params.yaml").write_text(yaml.safe_dump(_params(root)))
     run(base, "git", "init", "-q", "--bare", "origin.git", env=env)
@@ -276,7 +278,7 @@ def test_push_then_a_fresh_clone_pulls_and_has_nothing_to_do(project, servers):
     dvc(project, "exp", "pull", "origin", "k1-high", cwd=clone)
     assert "k1-high" in dvc(project, "exp", "list", "--all-commits", cwd=clone)  # its baseline: the commit before HEAD
     restored = run(clone, sys.executable, "-m", "mmir.workflow.experiments", "after-pull", env=env)
-    assert re.search(r"mmir: [1-9]\d* outputs given the modification time", restored), restored
+    assert re.search(r"mmir: [1-9]\d* outputs given modification times", restored), restored
     repro = dvc(project, "repro", cwd=clone)
     assert "Running stage" not in repro and "up to date" in repro, repro
     dry = run(clone, str(BIN / "snakemake"), "-n", "--cores", "2", env=env)
@@ -361,3 +363,75 @@ def test_a_server_down_keeps_the_results_and_a_rerun_logs_them_once(project, ser
     assert len(replaced) == 3 and replaced["tags.mmir.superseded_by"].notna().all() and replaced["tags.mmir.dvc_exp"].isna().all()
     assert "Nothing to be done" in run(wd, sys.executable, "-m", "mmir", "snakemake", "task", "--task", "task1", env=env)
     assert len(_runs(servers["mlflow_uri"], ViewType.ALL)) == len(logged)  # a rerun logs nothing
+
+
+def test_a_project_made_by_mmir_init_dvc_compares_experiments_and_travels(tmp_path):
+    """``mmir init --dvc`` on a BEIR folder (Vaswani, 20 topics, BM25, Task 1) with a folder remote: ``dvc repro``,
+    commit, two ``-S`` experiments (one queued), ``dvc exp show --md`` with every metric cell, the diffs; ``dvc push``;
+    a second clone of the project pulls, runs ``after-pull``, and ``dvc repro`` and ``mmir run`` have nothing to do,
+    the tables byte-identical (sha256)."""
+    if shutil.which("git") is None:
+        pytest.skip("git is needed by dvc")
+    data = vaswani_beir(shared("vaswani") / "trec", tmp_path / "vaswani-beir")
+    env = _env() | {"PYTHONPATH": str(PROJECT / "src"), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+                    "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org", "MMIR_CORES": "2"}
+    wd, clone = tmp_path / "proj", tmp_path / "clone"
+
+    def dvc(*args: str, cwd: Path = wd) -> str:
+        return run(cwd, str(BIN / "dvc"), *args, env=env)
+
+    run(tmp_path, str(BIN / "mmir"), "init", "proj", "--dataset", f"vaswani=beir:{data}", "--system", "bm25", "--dvc",
+        "--remote", str(tmp_path / "dvc-remote"), env=env)
+    dvc("repro")
+    run(wd, "git", "add", "-A", env=env)
+    run(wd, "git", "commit", "-q", "-m", "first run", env=env)
+    run(wd, "git", "branch", "-M", "main", env=env)
+    assert not run(wd, "git", "status", "--porcelain", env=env).strip()  # dvc.lock, metrics/ committed, nothing else left
+    # k1 is not in the project's config: `++` adds it (or overrides it, once an experiment has written it)
+    dvc("exp", "run", "-n", "k1-high", "-S", "++systems.bm25.k1=1.6")
+    dvc("exp", "run", "--queue", "-n", "k1-low", "-S", "++systems.bm25.k1=0.5")
+    dvc("queue", "start", "-j", "1")
+    end = time.time() + 300
+    while time.time() < end and re.search(r"Queued|Running", status := dvc("queue", "status")):
+        time.sleep(3)
+    assert re.search(r"k1-low\s.*Success", status), status
+    print(dvc("exp", "show", "--md", "--no-pager", "--only-changed"))
+    out = dvc("exp", "show", "--md", "--no-pager")
+    lines = [ln for ln in out.splitlines() if ln.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = {r[0]: r for r in ([c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:])}
+    cells = [f"task1.vaswani.{dom}.bm25.{k}" for dom in ("vaswani", "avg") for k in ("nDCG@10", "ci_low", "ci_high")]
+    assert set(cells) <= set(header), header
+    values = {}
+    for name, row in rows.items():
+        if name == "workspace":
+            continue
+        assert all(re.fullmatch(r"[0-9.]+", row[header.index(c)]) for c in cells), (name, row)
+        key = name.split("[")[-1].rstrip("]") if "[" in name else name
+        values[key] = (row[header.index("systems.bm25.k1")], row[header.index("task1.vaswani.vaswani.bm25.nDCG@10")])
+    assert {k: v[0] for k, v in values.items()} == {"main": "-", "k1-high": "1.6", "k1-low": "0.5"}, values
+    assert len({v[1] for v in values.values()}) == 3, values  # each experiment's own BM25 run, the queued one too
+    diff = json.loads(dvc("metrics", "diff", "main", "k1-high", "--json"))["metrics/task1.json"]
+    committed = json.loads(run(wd, "git", "show", "main:metrics/task1.json", env=env))["task1"]["vaswani"]["vaswani"]["bm25"]
+    cell = diff["task1.vaswani.vaswani.bm25.nDCG@10"]
+    assert cell["old"] == committed["nDCG@10"] and cell["new"] == pytest.approx(float(values["k1-high"][1]), abs=1e-3)
+    assert json.loads(dvc("params", "diff", "main", "k1-high", "--json"))["params.yaml"]["systems.bm25.k1"]["new"] == 1.6
+    dvc("plots", "diff", "main", "k1-high", "-o", str(tmp_path / "plots-diff"))
+    assert "metrics/task1_forest.csv" in (tmp_path / "plots-diff" / "index.html").read_text()
+    run(wd, "git", "checkout", "-q", "--", ".", env=env)  # the workspace back to main (it holds k1-high)
+    dvc("checkout", "-f")
+
+    assert re.search(r"\d+ files? pushed", dvc("push"))
+    run(tmp_path, "git", "init", "-q", "--bare", "origin.git", env=env)
+    run(wd, "git", "push", "-q", str(tmp_path / "origin.git"), "main", env=env)
+    run(tmp_path, "git", "clone", "-q", "-b", "main", str(tmp_path / "origin.git"), str(clone), env=env)
+    dvc("pull", cwd=clone)
+    restored = run(clone, sys.executable, "-m", "mmir.workflow.experiments", "after-pull", env=env)
+    assert re.search(r"mmir: [1-9]\d* outputs given modification times", restored), restored
+    repro = dvc("repro", cwd=clone)
+    assert "Running stage" not in repro and "up to date" in repro, repro
+    again = run(clone, str(BIN / "mmir"), "run", env=env)
+    assert "Nothing to be done" in again, again[-3000:]
+    assert tables_sha256(clone) == tables_sha256(wd) != {}
+    assert any((clone / "results/embeddings").iterdir()) or (clone / "results/runs/task1/vaswani/bm25").is_dir()
+    assert "up to date" in dvc("status", cwd=clone)

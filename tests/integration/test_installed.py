@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT, shared
 
-from integration.helpers import BIN, env
-from mmir.data.trec import read_qrels, read_trec_documents, read_trec_topics
+from integration.helpers import BIN, env, vaswani_beir
 
 pytestmark = pytest.mark.integration
 
@@ -63,22 +62,9 @@ def installed(tmp_path_factory) -> Path:
     assert where.splitlines()[0].startswith(str(site / "mmir")), where
     assert str(PROJECT / "src") not in where, "the editable checkout must not be on the new environment's path"
     assert (site / "mmir" / "pipeline" / "Snakefile").is_file() and (venv / "bin" / "mmir").is_file()
+    # the repository's dvc.yaml, which `mmir init --dvc` derives a project's stages from
+    assert (site / "mmir" / "pipeline" / "templates" / "dvc-stages.yaml").read_bytes() == (PROJECT / "dvc.yaml").read_bytes()
     return venv / "bin"
-
-
-def _beir_subset(trec: Path, dest: Path, n_topics: int = 20, others: int = 1000) -> Path:
-    """Vaswani in BEIR form, cut small: its first ``n_topics`` topics, the documents they judge and ``others`` more."""
-    topics = read_trec_topics(trec / "query-text.trec")[:n_topics]
-    qrels = read_qrels(trec / "qrels")
-    judged = {d for q, _ in topics for d in qrels.get(q, {})}
-    docs = read_trec_documents(trec / "corpus" / "doc-text.trec")
-    kept = [(d, t) for d, t in docs if d in judged] + [(d, t) for d, t in docs if d not in judged][:others]
-    (dest / "qrels").mkdir(parents=True)
-    (dest / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n" for d, t in kept))
-    (dest / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in topics))
-    rows = [f"{q}\t{d}\t{r}" for q, _ in topics for d, r in qrels.get(q, {}).items()]
-    (dest / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n")
-    return dest
 
 
 def _outputs(project: Path) -> dict[str, bytes]:
@@ -111,7 +97,7 @@ def beir_projects(installed, tmp_path_factory):
     """The README's example (``mmir init`` with the 6-line config, ``mmir validate``, ``mmir run``) by the installed mmir
     on a BEIR folder made here, and the same ``mmir init`` + ``mmir run`` by the repository's mmir."""
     base = tmp_path_factory.mktemp("beir")
-    _beir_subset(shared("vaswani") / "trec", base / "data" / "vaswani-beir")
+    vaswani_beir(shared("vaswani") / "trec", base / "data" / "vaswani-beir")
     commands = readme_example()
     assert commands[0].startswith("mmir init my-project ") and commands[1] == "cd my-project", commands
     script = "set -e\n" + "\n".join(c.split("#")[0].strip() for c in commands) + "\n"

@@ -327,7 +327,8 @@ def check_dvc(args: list[str]) -> str | None:
     if args[:2] == ["exp", "run"]:
         keys = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-S", "--set-param")]
         keys += [a.split("=", 1)[1] for a in args if a.startswith("--set-param=")]
-        bad = [k.split("=", 1)[0] for k in keys if not config_has_key(k.split("=", 1)[0].split(":")[-1])]
+        # DVC's Hydra syntax: +key adds a key the file lacks, ++key adds or overrides, ~key removes
+        bad = [k.split("=", 1)[0] for k in keys if not config_has_key(k.split("=", 1)[0].split(":")[-1].lstrip("+~"))]
         return f"no config key {', '.join(bad)}" if bad else None
     return None
 
@@ -391,6 +392,7 @@ def test_the_docs_show_commands_of_every_kind():
     ("snakemake --cores 2 --configfile workflow/configs/nope.yaml off.yaml", "no config file 'workflow/configs/nope.yaml'"),
     ("dvc repro track@task1", "no DVC stage track@task1"),
     ("dvc exp run -S systems.bm25.k11=1.2", "no config key systems.bm25.k11"),
+    ("dvc exp run -S ++systems.bm25.k11=1.2", "no config key ++systems.bm25.k11"),
     (".venv/bin/python bench/bench_bm26.py", "no script bench/bench_bm26.py"),
 ])
 def test_a_misspelt_command_fails_naming_file_line_and_command(tmp_path, command, expected):

@@ -118,3 +118,82 @@ def test_after_a_workflow_change_mmir_run_forces_only_the_rules_of_its_plan(tmp_
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 files of the package differ (mmir/pipeline/Snakefile)" in proc.stderr
     assert "rules whose code changed: prepare, report, report_html, retrieve, score, track\n" in proc.stderr, proc.stderr
+
+
+def _git_env(monkeypatch):
+    for k, v in (("GIT_AUTHOR_NAME", "t"), ("GIT_AUTHOR_EMAIL", "t@example.org"), ("GIT_COMMITTER_NAME", "t"),
+                 ("GIT_COMMITTER_EMAIL", "t@example.org")):
+        monkeypatch.setenv(k, v)
+
+
+def test_init_dvc_writes_a_git_and_dvc_project_whose_stages_are_the_repositorys(tmp_path, monkeypatch):
+    """``mmir init --dvc``: git and DVC set up, the config holds ``tasks`` and ``paths`` (caches inside the project),
+    dvc.yaml has the repository's stages, commands and outputs, no dependency on mmir's source but the whole
+    params.yaml and mmir-version.yaml as params; DVC itself lists its stages (foreach expanded on the config)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from mmir.workflow import dvc_project as D
+    from mmir.workflow.targets import FAMILY_OUTPUTS
+
+    _git_env(monkeypatch)
+    write_domain(tmp_path / "data" / "mine")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["init", "proj", "--dataset", "mine=local:data/mine", "--system", "bm25", "--dvc", "--remote",
+                     str(tmp_path / "remote")]) == 0
+    proj = tmp_path / "proj"
+    cfg = yaml.safe_load((proj / "params.yaml").read_text())
+    assert cfg["tasks"] == ["task1"] and cfg["paths"] == D.PROJECT_CACHES
+    assert all(not Path(p).is_absolute() and p.startswith("results/") for p in cfg["paths"].values())
+    monkeypatch.chdir(proj)
+    assert load_config("params.yaml")["paths"] == D.PROJECT_CACHES  # a valid config
+    assert (proj / ".git").is_dir() and "autostage = true" in (proj / ".dvc" / "config").read_text()
+    assert f"url = {tmp_path / 'remote'}" in (proj / ".dvc" / "config").read_text()
+    ignored = (proj / ".gitignore").read_text().split()
+    assert "/results/" in ignored and not any(p.startswith(("/metrics", "metrics", "dvc.lock")) for p in ignored)
+    repo = yaml.safe_load((PROJECT / "dvc.yaml").read_text())["stages"]
+    stages = yaml.safe_load((proj / "dvc.yaml").read_text())["stages"]
+    assert list(stages) == list(repo)
+    for name, stage in stages.items():
+        body, theirs = stage.get("do", stage), repo[name].get("do", repo[name])
+        assert body["cmd"] == theirs["cmd"] and body["params"] == [{"params.yaml": None}, {D.VERSION_FILE: None}]
+        for section in ("outs", "metrics", "plots"):
+            assert body.get(section) == theirs.get(section), (name, section)
+        assert body.get("deps", []) == [d for d in theirs.get("deps", []) if not d.startswith("src/")]
+    assert any(d.startswith("src/") for s in repo.values() for d in s.get("do", s).get("deps", []))
+    assert {n for n in stages} == set(FAMILY_OUTPUTS)
+    record = yaml.safe_load((proj / D.VERSION_FILE).read_text())["mmir"]
+    assert record["code"] == D.version_record()["mmir"]["code"] and record["version"]
+    listed = subprocess.run([str(Path(sys.executable).parent / "dvc"), "stage", "list", "--name-only"], cwd=proj,
+                            capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == ["prepare@mine", *[n for n in stages if n not in ("prepare", "task")][:1],
+                                     "task@task1", *[n for n in stages if n not in ("prepare", "captions", "task")]]
+
+
+def test_a_dvc_project_stops_its_stages_under_another_mmir_and_needs_dataset_folders(tmp_path, monkeypatch):
+    from mmir.workflow import dvc_project as D
+
+    _git_env(monkeypatch)
+    write_domain(tmp_path / "data" / "mine")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["init", "proj", "--dataset", "mine=local:data/mine", "--system", "bm25", "--dvc"]) == 0
+    proj = tmp_path / "proj"
+    D.check_version(proj)  # the mmir it was set up for
+    D.check_version(tmp_path)  # not a DVC project: nothing to check
+    other = yaml.safe_load((proj / D.VERSION_FILE).read_text())
+    other["mmir"]["code"] = "0" * 64
+    (proj / D.VERSION_FILE).write_text(yaml.safe_dump(other))
+    with pytest.raises(ConfigError, match=r"mmir.code'.* set up for mmir .*`python -m mmir.workflow.dvc_project`"):
+        D.check_version(proj)
+    monkeypatch.chdir(proj)
+    assert cli.main(["snakemake", "rag"]) == 2  # the DVC stage command stops before anything runs
+    assert not (proj / "results").exists()
+    assert D.main([]) == 0 and D.check_version(proj) is None  # rewritten for the installed mmir
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="'datasets.v': DVC's prepare stage depends on the dataset's folder"):
+        P.init_project(tmp_path / "irds", datasets=["v=ir_datasets:vaswani"], systems=["bm25"], dvc=True)
+    assert not (tmp_path / "irds").exists()
+    assert cli.main(["init", "plain", "--dataset", "mine=local:data/mine", "--system", "bm25", "--remote", "x"]) == 2
+    assert not (tmp_path / "plain").exists()

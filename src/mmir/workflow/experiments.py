@@ -4,8 +4,8 @@ outputs as up to date. docs: Experiments.
 
 Snakemake decides what to rerun from modification times and its own records (``.snakemake/metadata``: each output's
 params, code and the time its job ended). DVC keeps those records with the outputs (stage ``caches``) but writes files
-in any order, so a checked-out output can look older than its inputs: :func:`restore_mtimes` gives each output the
-time its record holds, the order in which the jobs ran.
+in any order, so a checked-out output can look older than its inputs: :func:`restore_mtimes` gives the outputs times in
+the order in which the jobs ran, the last one now (newer than the workflow and the data the machine already had).
 
 ``python -m mmir.workflow.experiments setup [--remote URL] [--endpoint-url URL]`` and
 ``python -m mmir.workflow.experiments after-pull`` run :func:`setup_dvc` and :func:`after_pull`.
@@ -19,12 +19,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from mmir.core.errors import MmirError
 
 REMOTE_NAME = "storage"
 METADATA = Path(".snakemake") / "metadata"
+#: seconds between the modification times :func:`restore_mtimes` gives consecutive jobs' outputs
+TIME_STEP = 0.01
 
 
 def _tool(name: str) -> str:
@@ -71,12 +74,16 @@ def stale_stages(project_dir: str | Path = ".") -> list[str]:
 
 
 def restore_mtimes(project_dir: str | Path = ".") -> tuple[int, int]:
-    """Set the modification time of every output that has a Snakemake record (``.snakemake/metadata``; the record's
-    file name is the output path, base64, cut into ``@``-prefixed parts when long) to the record's ``endtime`` (its
-    modification time when its job ended). Returns ``(outputs set, records whose output is absent)``."""
+    """Give every output that has a Snakemake record (``.snakemake/metadata``; the record's file name is the output
+    path, base64, cut into ``@``-prefixed parts when long) a modification time in the order of the records' ``endtime``
+    (when its job ended): the jobs' order, the last one now, :data:`TIME_STEP` apart (equal end times stay equal). So
+    each output is newer than its inputs and than every file written before this call: the workflow's scripts and the
+    data on another machine, which Snakemake compares by time too. Returns ``(outputs set, records whose output is
+    absent)``."""
     project_dir = Path(project_dir)
     meta = project_dir / METADATA
-    done = absent = 0
+    ended: list[tuple[float, Path]] = []
+    absent = 0
     for rec in sorted(meta.rglob("*")) if meta.is_dir() else []:
         if not rec.is_file():
             continue
@@ -90,11 +97,15 @@ def restore_mtimes(project_dir: str | Path = ".") -> tuple[int, int]:
         if endtime is None:
             continue
         if path.exists():
-            os.utime(path, (endtime, endtime), follow_symlinks=False)
-            done += 1
+            ended.append((endtime, path))
         else:
             absent += 1
-    return done, absent
+    order = {t: i for i, t in enumerate(sorted({t for t, _ in ended}))}
+    now = time.time()
+    for endtime, path in ended:
+        t = now - (len(order) - 1 - order[endtime]) * TIME_STEP
+        os.utime(path, (t, t), follow_symlinks=False)
+    return len(ended), absent
 
 
 def in_dvc_copy() -> bool:
@@ -124,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("setup", help="dvc init, autostage, a default remote")
     p.add_argument("--remote", help="the default remote's URL (a folder, s3://bucket/prefix, ...)")
     p.add_argument("--endpoint-url", help="an S3-compatible server's URL")
-    sub.add_parser("after-pull", help="after `dvc pull`: check DVC is up to date, then give outputs their recorded times")
+    sub.add_parser("after-pull", help="after `dvc pull`: check DVC is up to date, then give outputs times in their jobs' order")
     args = top.parse_args(argv)
     try:
         if args.cmd == "setup":
@@ -132,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
                 print("ran: " + " ".join(cmd))
             return 0
         done, absent = after_pull(".")
-        print(f"mmir: {done} outputs given the modification time of their Snakemake record ({absent} records without "
-              "their output)")
+        print(f"mmir: {done} outputs given modification times in the order of their Snakemake records ({absent} records "
+              "without their output)")
         return 0
     except MmirError as exc:
         print(f"mmir: error: {exc}", file=sys.stderr)

@@ -46,6 +46,7 @@ GITIGNORE = """\
 /.snakemake/
 /mlflow.db
 /mlartifacts/
+/.mlflow.lock
 """
 
 HEADER = """\
@@ -114,8 +115,10 @@ def system_entry(spec: str) -> tuple[str, dict]:
     raise ConfigError("--system", f"{spec!r}: not bm25, minilm, plugin:FACTORY or a preset ({', '.join(presets)})")
 
 
-def project_config(datasets: list[str], systems: list[str], tasks: list[str], project: Path) -> dict:
-    """The config of a new project: the named datasets and systems, and ``tasks`` when named.
+def project_config(datasets: list[str], systems: list[str], tasks: list[str], project: Path, dvc: bool = False) -> dict:
+    """The config of a new project: the named datasets and systems, and ``tasks`` when named. A DVC project's
+    (``dvc``) also holds ``tasks`` (default: the config models') and ``paths``, its caches inside the project
+    (:mod:`mmir.workflow.dvc_project`).
 
     Raises:
         ConfigError: no dataset or no system, a bad spec, or a name given twice.
@@ -129,9 +132,20 @@ def project_config(datasets: list[str], systems: list[str], tasks: list[str], pr
             if name in out[key]:
                 raise ConfigError(f"--{key[:-1]}", f"{name!r} is named twice; give NAME=... to tell them apart")
             out[key][name] = entry
-    if tasks:
-        out["tasks"] = list(dict.fromkeys(tasks))
+    if tasks or dvc:
+        from mmir.config.models import Params
+
+        out["tasks"] = list(dict.fromkeys(tasks or Params.model_fields["tasks"].default))
+    if dvc:
+        from mmir.workflow.dvc_project import PROJECT_CACHES
+
+        out["paths"] = dict(PROJECT_CACHES)
     return out
+
+
+def _inline(value) -> str:
+    """``value`` as one line of flow YAML (a scalar without the ``...`` end marker that YAML adds after one)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=1000, sort_keys=False).removesuffix("\n...\n").strip()
 
 
 def _flow(config: dict) -> str:
@@ -140,9 +154,9 @@ def _flow(config: dict) -> str:
     for section, value in config.items():
         if isinstance(value, dict):
             lines.append(f"{section}:")
-            lines += [f"  {n}: {yaml.safe_dump(e, default_flow_style=True, width=1000, sort_keys=False).strip()}" for n, e in value.items()]
+            lines += [f"  {n}: {_inline(e)}" for n, e in value.items()]
         else:
-            lines.append(f"{section}: {yaml.safe_dump(value, default_flow_style=True, width=1000, sort_keys=False).strip()}")
+            lines.append(f"{section}: {_inline(value)}")
     return "\n".join(lines) + "\n"
 
 
@@ -159,9 +173,10 @@ def example_text(name: str, data: str | None = None) -> str:
 
 
 def init_project(directory: str | os.PathLike, *, datasets: list[str] = (), systems: list[str] = (), tasks: list[str] = (),
-                 example: str | None = None, data: str | None = None, force: bool = False) -> list[Path]:
-    """Write a new project into ``directory`` (created if needed): ``params.yaml`` and ``.gitignore``. Returns the files
-    written.
+                 example: str | None = None, data: str | None = None, force: bool = False, dvc: bool = False) -> list[Path]:
+    """Write a new project into ``directory`` (created if needed): ``params.yaml`` and ``.gitignore``; with ``dvc``
+    its config holds what the DVC stages read (:func:`project_config`; ``mmir.workflow.dvc_project.init_dvc`` writes
+    the DVC files). Returns the files written.
 
     Raises:
         ConfigError: a bad spec, an example with datasets or systems named too, or a ``params.yaml`` already there
@@ -177,8 +192,12 @@ def init_project(directory: str | os.PathLike, *, datasets: list[str] = (), syst
                               "or --task with it")
         text = example_text(example, _project_relative(data, project) if data else None)
     else:
-        text = HEADER + "\n" + _flow(project_config(list(datasets), list(systems), list(tasks), project)) + "\n" \
+        text = HEADER + "\n" + _flow(project_config(list(datasets), list(systems), list(tasks), project, dvc)) + "\n" \
             + EXAMPLES_TEMPLATE.read_text(encoding="utf-8")
+    if dvc:
+        from mmir.workflow.dvc_project import check_config
+
+        check_config(yaml.safe_load(text))
     from mmir.core.io import write_text
 
     project.mkdir(parents=True, exist_ok=True)
