@@ -82,7 +82,6 @@ from mmir.data.sample import Sample, cut, kept_items
 log = logging.getLogger(__name__)
 
 
-
 def qrels_file(task: str, task4_protocol: str = default_of(EvaluationConfig, "task4_protocol")) -> str:
     """The prepared qrels file a task is scored against: ``qrels.<task>.txt``, and for Task 4 under
     ``evaluation.task4_protocol: official`` the released scripts' labels ``qrels.task4.official.txt``
