@@ -4,6 +4,8 @@ stages that run them, and the checks CI runs on the workflow (snakemake --lint, 
 from __future__ import annotations
 
 import copy
+import json
+import math
 import re
 import shutil
 import subprocess
@@ -256,3 +258,34 @@ def test_the_units_read_one_typed_parse_per_config_dict_and_a_new_one_when_it_ch
     cfg["systems"]["minilm"]["tasks"] = ["task2"]  # a dict changed in place (e.g. a test or an overlay) is parsed again
     assert U.typed(cfg) is not first and [u["system"] for u in U.task_units(cfg, "task1")] == ["bm25"]
     assert U.rag_units(cfg)[0] == {"dataset": "x", "domain": "d", "setting": "none", "slug": "none"}
+
+
+
+#: libraries a cheap job must not import: each costs 0.1-2 CPU-s of every job's start-up (docs/development.md, "Where
+#: the first run's time goes")
+HEAVY = ("pandas", "pyarrow", "PIL", "torch", "transformers", "sentence_transformers", "onnxruntime", "mlflow",
+         "matplotlib", "sklearn")
+
+
+def _imported(code: str, cwd: Path, modules: tuple[str, ...] = HEAVY) -> list[str]:
+    """Those of ``modules`` a fresh interpreter holds after running ``code`` in ``cwd``."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {modules!r} if m in sys.modules]))"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=cwd, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_rules_module_and_a_score_job_import_no_heavy_library(root, tmp_path):
+    """Every job's process imports ``mmir.workflow.rules`` (``pipeline/scripts/step.py``): it holds no numpy, data-frame,
+    image or model library; a score job (25 of the first run's 113) runs with pytrec_eval and numpy, without pandas and
+    pyarrow (~0.45 CPU-s of its ~1.3 s start-up)."""
+    assert _imported("import mmir.workflow.rules", tmp_path, HEAVY + ("numpy",)) == []
+    job = R.RULES["score"].job(_config(root, measures=["nDCG@10"]),
+                               {"task": "task1", "dataset": "x", "domain": "d", "system": "bm25"})
+    for name, text in (("run", "q1 Q0 d1 1 3.0 bm25\nq1 Q0 d3 2 2.0 bm25\nq1 Q0 d2 3 1.0 bm25\n"),
+                       ("qrels", "q1 0 d1 1\nq1 0 d2 1\n")):
+        (tmp_path / job.input[name]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / job.input[name]).write_text(text)
+    assert _imported(f"from mmir.workflow.rules import Job, run_job\nrun_job(Job(**{job.__dict__!r}))", tmp_path) == []
+    got = json.loads((tmp_path / job.output["metrics"]).read_text())["measures"]["nDCG@10"]
+    assert got == pytest.approx((1 + 1 / math.log2(4)) / (1 + 1 / math.log2(3)))  # d1 at rank 1, d2 at rank 3

@@ -38,6 +38,12 @@ from pathlib import Path
 RAW = "data/raw/{dataset}"
 FETCHED = "data/raw/{dataset}/.fetched/{domain}.json"
 PREPARED = "data/prepared/{dataset}/{domain}"
+# the files prepare writes into PREPARED (mmir.data.prepare): text-only, then those of a domain with images
+PREPARED_FILES = ("corpus.parquet", "topics.parquet", "qrels.task1.txt", "excluded.tsv", "prepare.json")
+MM_FILES = ("topics_mm.parquet", "images.parquet", "query_images.parquet", "pairs.parquet", "qrels.task2.txt",
+            "qrels.task3.txt", "qrels.task4.txt", "qrels.task4.official.txt", "excluded.task2.tsv",
+            "excluded.task4.tsv", "excluded.task4.always.tsv")
+ALL_FILES = PREPARED_FILES + MM_FILES
 CAPTIONS = "results/captions/{dataset}/{domain}/{captioner}.parquet"
 CAPTIONS_STATS = "results/captions/{dataset}/{domain}/{captioner}.stats.json"
 # one OCR shard of a domain's images (kind: images = corpus images, query_images)

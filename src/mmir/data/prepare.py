@@ -67,6 +67,9 @@ import pandas as pd
 from mmir.config.models import Dataset, EvaluationConfig, default_of, parse_dataset
 from mmir.core.errors import DataError
 from mmir.core.io import write_json, write_parquet, write_text
+from mmir.core.paths import ALL_FILES as ALL_FILES  # the file lists, re-exported
+from mmir.core.paths import MM_FILES as MM_FILES
+from mmir.core.paths import PREPARED_FILES as PREPARED_FILES
 from mmir.core.paths import resolve_path
 from mmir.core.tasks import task as task_spec
 from mmir.data.checks import DEFAULT_POLICY as DEFAULT_POLICY  # the integrity defaults, re-exported
@@ -77,12 +80,6 @@ from mmir.data.rows import check_corpus, read_queries
 from mmir.data.sample import Sample, cut, kept_items
 
 log = logging.getLogger(__name__)
-
-PREPARED_FILES = ("corpus.parquet", "topics.parquet", "qrels.task1.txt", "excluded.tsv", "prepare.json")
-MM_FILES = ("topics_mm.parquet", "images.parquet", "query_images.parquet", "pairs.parquet", "qrels.task2.txt",
-            "qrels.task3.txt", "qrels.task4.txt", "qrels.task4.official.txt", "excluded.task2.tsv",
-            "excluded.task4.tsv", "excluded.task4.always.tsv")
-ALL_FILES = PREPARED_FILES + MM_FILES
 
 
 def qrels_file(task: str, task4_protocol: str = default_of(EvaluationConfig, "task4_protocol")) -> str:

@@ -11,14 +11,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mmir.config.models import TrecDataset
 from mmir.core.errors import DataError
 from mmir.core.paths import resolve_path
 from mmir.data.checks import Checks
-from mmir.data.frames import SourceFrames, docs_frame, examples_frame
 from mmir.data.judgements import Judgement, attach
 from mmir.data.lines import LineCounter, fields, numbered, read_text
+
+if TYPE_CHECKING:
+    from mmir.data.frames import SourceFrames
 
 _DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S | re.I)
 _DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.S | re.I)
@@ -122,6 +125,8 @@ def read_frames(ds: TrecDataset, domain: str, raw_root: str | Path | None = None
     Raises:
         DataError: a malformed document, topic or qrels line (file, line, field), a qrels row naming an unknown topic.
     """
+    from mmir.data.frames import SourceFrames, docs_frame, examples_frame  # pandas: not for the qrels readers
+
     root = resolve_path(ds.root)
     corpus_path, topics_path, qrels_path = root / ds.corpus, root / ds.topics, root / ds.qrels
     checks = Checks(ds.integrity.model_dump(), str(root))

@@ -22,9 +22,7 @@ def _dataset_params(config: dict, w: W) -> dict:
 
 
 def _prepare_outputs() -> dict[str, str]:
-    from mmir.data.prepare import ALL_FILES
-
-    return {f.replace(".", "_"): f"{paths.PREPARED}/{f}" for f in ALL_FILES}
+    return {f.replace(".", "_"): f"{paths.PREPARED}/{f}" for f in paths.ALL_FILES}
 
 
 def _prepare(job: Job):

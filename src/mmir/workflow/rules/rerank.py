@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from mmir.core import paths
 from mmir.core.tasks import task as task_spec
-from mmir.encoders.plugins import plugin_params
 from mmir.workflow import units as U
 from mmir.workflow.rules.common import Job, Rule, W, image_text_captions, prepared_dir
 
@@ -45,6 +44,8 @@ def _rerank_inputs(config: dict, w: W) -> dict:
 def _rerank_params(config: dict, w: W) -> dict:
     """The reranker's entry, the depth and, for an LLM reranker, its generator and the generation cache; for a plug-in,
     its identity (a new version reruns the job)."""
+    from mmir.encoders.plugins import plugin_params  # numpy, the plug-in encoders: the DAG's process only
+
     r = U.rerank_systems(config)[w["system"]]
     reranker = config["rerankers"][r["reranker"]]
     out = {"reranker_name": r["reranker"], "reranker": reranker, "depth": r["depth"], "top_k": config["evaluation"]["top_k"],

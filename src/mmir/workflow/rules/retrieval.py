@@ -8,7 +8,6 @@ from pathlib import Path
 
 from mmir.core import paths
 from mmir.core.tasks import task as task_spec
-from mmir.encoders.plugins import plugin_params
 from mmir.workflow import units as U
 from mmir.workflow.rules.common import Job, Rule, W, base_system, image_text_captions, prepared_dir, system_config
 
@@ -55,6 +54,7 @@ def _encode_inputs(config: dict, w: W) -> dict:
 
 
 def _encode_params(config: dict, w: W) -> dict:
+    from mmir.encoders.plugins import plugin_params  # numpy, the plug-in encoders: the DAG's process only
     from mmir.retrieval.encoding import needs_image_text
     from mmir.workflow.shards import n_shards
 
@@ -106,6 +106,8 @@ def _retrieve_inputs(config: dict, w: W) -> dict:
 
 
 def _retrieve_params(config: dict, w: W) -> dict:
+    from mmir.encoders.plugins import plugin_params  # numpy, the plug-in encoders: the DAG's process only
+
     spec = task_spec(w["task"])
     system = system_config(config, w["system"])
     ev = {k: config["evaluation"][k] for k in ("protocol", "top_k")}
