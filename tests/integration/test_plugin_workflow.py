@@ -134,7 +134,7 @@ def test_the_example_plugin_through_snakemake_equals_a_direct_computation_and_a_
     wd = tmp_path / "wf"
     wd.mkdir()
     (wd / "params.yaml").write_text(yaml.safe_dump(params))
-    # vectors stored as float32 (the default float16 store would round the scores the direct computation compares)
+    # vectors stored as float32, named although it is the default: the direct computation compares exact scores
     (wd / "float32.yaml").write_text(yaml.safe_dump({"encoding": {"dtype": "float32"}}))
 
     proc = snakemake(wd, install_example(tmp_path), TARGETS)

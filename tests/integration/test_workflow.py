@@ -329,7 +329,9 @@ def test_ablation_grids_with_ocr_and_the_local_llm(tmp_path):
                       "reformulation": {"systems": ["bm25"], "reformulators": ["qwen"]}},
         "rag": {"settings": ["none", "oracle", "topk:bm25"], "generator": "qwen", "judge": "qwen", "max_queries": 2,
                 "answer_max_tokens": 48, "judge_repeats": 2, "evidence_chars": 2000},  # the first run's evidence size
-        "paths": {"embedding_cache": str(tmp_path / "emb")},
+        # this test's own caches: the defaults under ~/.cache/mmir may hold these calls from another test's run
+        "paths": {"embedding_cache": str(tmp_path / "emb"), "caption_cache": str(tmp_path / "captions"),
+                  "generation_cache": str(tmp_path / "generations.sqlite")},
     }
     wd = tmp_path / "wf"
     wd.mkdir()
