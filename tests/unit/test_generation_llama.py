@@ -93,6 +93,20 @@ def test_llama_cpp_backend_generates(local):
 
 @needs_parts
 @needs_llama
+def test_llama_cpp_threads_are_the_jobs_unless_given(gguf, monkeypatch):
+    """``n_threads: null`` runs on the job's threads ($OMP_NUM_THREADS, which Snakemake sets from resources.<rule>);
+    a given ``n_threads`` wins. Outside a job (no $OMP_NUM_THREADS) llama.cpp's own default applies."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    job = make_backend({"backend": "llama_cpp", "n_ctx": 256})
+    given = make_backend({"backend": "llama_cpp", "n_ctx": 256, "n_threads": 1})
+    assert job._load().n_threads == 3
+    job._load().close()
+    assert given._load().n_threads == 1
+    given._load().close()
+
+
+@needs_parts
+@needs_llama
 def test_llama_cpp_backend_rejects_images(local):
     msgs = [{"role": "user", "content": [{"type": "text", "text": "what is this"}, {"type": "image", "image": b"\x89PNG\r\n\x1a\n...."}]}]
     n0 = local.usage.requests

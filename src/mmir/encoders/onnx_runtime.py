@@ -15,13 +15,9 @@ from typing import Literal
 
 import numpy as np
 
+from mmir.core.threads import job_threads
+
 Runtime = Literal["onnx", "openvino"]
-
-
-def cpu_threads() -> int | None:
-    """``$OMP_NUM_THREADS`` as a positive int, else None (the runtime's default)."""
-    value = os.environ.get("OMP_NUM_THREADS", "")
-    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 class OnnxSession:
@@ -33,7 +29,7 @@ class OnnxSession:
 
     def __init__(self, path: str | os.PathLike, runtime: Runtime, inputs: tuple[str, ...], threads: int | None = None):
         self.path, self.runtime, self.inputs = Path(path), runtime, tuple(inputs)
-        threads = threads if threads is not None else cpu_threads()
+        threads = threads if threads is not None else job_threads()
         if runtime == "onnx":
             import onnxruntime as ort
 

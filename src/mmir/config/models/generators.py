@@ -50,7 +50,7 @@ class LlamaCppGenerator(_Generator):
     hf_repo: str | None = unset("hub repository of the GGUF file")
     hf_file: str | None = unset("file name in hf_repo")
     n_ctx: int | None = unset("context window in tokens (default 4096)")
-    n_threads: int | None = unset("CPU threads; null = llama.cpp's choice")
+    n_threads: int | None = unset("CPU threads; null = the job's threads (resources.<rule>.threads), else llama.cpp's choice")
     n_gpu_layers: int | None = unset("layers offloaded to the GPU (default 0)")
     chat_format: str | None = unset("chat template name; null = the GGUF's")
     model_id: str | None = unset("name recorded with each call; null = the file name")

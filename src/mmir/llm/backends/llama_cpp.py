@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from mmir.config.models import LlamaCppGenerator
 from mmir.core.errors import ConfigError, MmirError
+from mmir.core.threads import job_threads
 from mmir.llm.backends.base import Backend, Generation, is_empty_text, token_logprobs, with_defaults
 from mmir.llm.errors import GenerationFailure
 from mmir.llm.messages import text_only_messages
@@ -58,7 +59,8 @@ class LlamaCppBackend(Backend):
             - ``cache_dir``: where that file is assembled (see ``qwen05b_gguf_path``).
             - ``hf_repo``, ``hf_file``: load from the Hugging Face hub instead (``Llama.from_pretrained``; needs network).
             - ``n_ctx``: context length.
-            - ``n_threads``: CPU threads (``None`` = llama.cpp's default).
+            - ``n_threads``: CPU threads; ``None`` = the job's threads (:func:`mmir.core.threads.job_threads`), else
+              llama.cpp's default.
             - ``n_gpu_layers``: layers offloaded to a GPU if llama.cpp was built with one.
             - ``chat_format``: llama-cpp chat format; ``None`` = the template stored in the GGUF.
             - ``model_id``: name used in cache keys; default the hub id for the offline model, else the file name.
@@ -150,8 +152,9 @@ class LlamaCppBackend(Backend):
             check_cpu_supports_build(llama_cpp)
             kw = dict(n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers, verbose=self.verbose, logits_all=logits_all)
             self._logits_all = logits_all
-            if self.n_threads is not None:
-                kw["n_threads"] = self.n_threads
+            threads = self.n_threads if self.n_threads is not None else job_threads()
+            if threads is not None:  # llama.cpp's default is every core: two such jobs side by side would oversubscribe
+                kw["n_threads"] = threads
             if self.chat_format is not None:
                 kw["chat_format"] = self.chat_format
             if self.hf_repo is not None:
