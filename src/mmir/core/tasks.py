@@ -55,7 +55,7 @@ class TaskSpec:
     dense_kinds: tuple[str, ...]
     mm_kinds: tuple[str, ...] | None
     table: bool = True
-    excluded_note: str = "its negative_ids, as the MM-BRIGHT code does"
+    excluded_note: str = "its negative_ids, if its dataset has any, as the MM-BRIGHT code does"
     excluded_always_note: str = ""
     kept_note: str = ""
 
@@ -103,7 +103,7 @@ TASK3 = TaskSpec("task3", "Task 3: text + image query → images", "Task 3", "im
 TASK4 = TaskSpec("task4", "Task 4: text + image query → (document, image) pairs", "Task 4", "pairs", "topics_mm.parquet",
                  True, True, "qrels.task4.txt", "qrels.task4.official.txt", "excluded.task4.tsv",
                  "excluded.task4.always.tsv", ("pairs", "mm_queries"), ("documents", "images"),
-                 excluded_note="every pair of its negative_ids documents, as the MM-BRIGHT code does",
+                 excluded_note="every pair of its negative_ids documents, if its dataset has any, as the MM-BRIGHT code does",
                  excluded_always_note="pairs whose image is annotated negative for it (under both protocols)",
                  kept_note="the released task4_pair.py (task4 labels official) passes document ids as exclusions, which "
                  "never match a pair id")

@@ -143,8 +143,9 @@ def _md_significance(t: pd.DataFrame, st: pd.DataFrame, settings: Settings, digi
 def significance_note(settings: Settings, baseline: str, family: int, measure: str, judged: bool = False) -> str:
     """The footnote of the markers: test, correction, alpha, resamples, seed."""
     unit = "per-answer scores (mean of valid judgings)" if judged else f"per-query {measure}"
-    fam = (f"over the {family} comparisons with the baseline in each column" if settings.family == "column"
-           else f"over all {family} comparisons with the baseline in the table")
+    plural = "comparison" if family == 1 else "comparisons"
+    fam = (f"over the {family} {plural} with the baseline in each column" if settings.family == "column"
+           else f"over all {family} {plural} with the baseline in the table")
     stratum = ("signs flipped within each domain" if settings.test == "permutation" else "differences resampled within each domain")
     return (f"{MARK} = differs from the baseline **{baseline}** at α = {settings.alpha:g}: {settings.describe_test()} on "
             f"the {unit}, p-values {settings.describe_correction()} {fam}; {settings.resamples} resamples with seed {settings.seed}, "
