@@ -37,6 +37,7 @@ def cmd_validate(config, args) -> int:
     from mmir.workflow.targets import stages
 
     p = U.typed(config)
+    print("dataset\tdomain")  # one line per unit below, tab-separated (scripts read them)
     for ds, dom in U.units(config):
         print(f"{ds}\t{dom}")
     print(f"systems: {', '.join(U.system_order(p))}; tasks: {', '.join(p.tasks)}; protocol: {p.evaluation.protocol}")
