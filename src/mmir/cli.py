@@ -93,6 +93,8 @@ def cmd_job(config, args) -> int:
     if missing:
         raise ConfigError("<inputs>", f"rule {args.rule}: {len(missing)} inputs do not exist, e.g. {missing[0]} "
                           "(build them first, e.g. with snakemake)")
+    # the job's threads, as Snakemake gives a job (torch, ONNX Runtime and llama.cpp read it); a value set by the user wins
+    os.environ.setdefault("OMP_NUM_THREADS", str(job.threads))
     run_job(job)
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -153,9 +154,14 @@ def test_cli_run_builds_the_job_from_the_spec(root, tmp_path, monkeypatch, capsy
     cfg = _config(root)
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({k: cfg[k] for k in ("datasets", "tasks", "systems", "generators", "rag")}))
+    monkeypatch.setenv("OMP_NUM_THREADS", "")  # undone after the test, whatever the jobs set
+    monkeypatch.delenv("OMP_NUM_THREADS")
     assert cli.main(["--params", str(params), "job", "prepare", "dataset=x", "domain=d"]) == 0
     assert Path("data/prepared/x/d/prepare.json").is_file()
+    assert os.environ["OMP_NUM_THREADS"] == "1"  # the job's threads, as Snakemake sets them (resources.prepare: 1)
+    monkeypatch.delenv("OMP_NUM_THREADS")
     assert cli.main(["--params", str(params), "job", "retrieve", "task=task1", "dataset=x", "domain=d", "system=bm25"]) == 0
+    assert os.environ["OMP_NUM_THREADS"] == "2"  # resources.retrieve: 2
     job = R.RULES["retrieve"].job(cfg, {"task": "task1", "dataset": "x", "domain": "d", "system": "bm25"})
     assert Path(job.output["run"]).is_file() and Path(job.output["stats"]).is_file()
     # inputs that do not exist yet: a clear error, no step run
