@@ -111,6 +111,24 @@ def test_token_cache_hits_on_a_rerun_and_misses_for_another_encoder(colbert, tmp
         assert c.encode(DOCS[:1], keys[:1], fn)[1]["misses"] == 1
 
 
+def test_token_cache_batches_texts_by_length_and_returns_input_order(colbert, tmp_path):
+    """A batch holds texts of about one length (longest first), so it pads little; the matrices come back in input
+    order and equal each text encoded alone (to float rounding: the padding differs)."""
+    enc = make_multivector_encoder(system(colbert[0]))
+    batches = []
+
+    def fn(texts):
+        batches.append(list(texts))
+        return enc.encode_documents(texts)
+
+    keys = [content_key(encoder_key(enc.cache_spec()), "document", t) for t in DOCS]
+    with TokenCache(tmp_path, enc.cache_spec()) as c:
+        mats, _ = c.encode(DOCS, keys, fn, batch_size=2)
+    assert [t for b in batches for t in b] == sorted(DOCS, key=len, reverse=True)
+    for text, m in zip(DOCS, mats):
+        np.testing.assert_allclose(m, enc.encode_documents([text])[0], rtol=0, atol=1e-5)
+
+
 def png(color, size):
     from PIL import Image
 

@@ -22,6 +22,16 @@ def row_key(key: str, j: int) -> str:
     return hashlib.sha256(f"{key}:{j}".encode()).hexdigest()
 
 
+def _text_length(item) -> int:
+    """Characters of an item's text (a string, or the first string of a tuple such as a pair); 0 for anything else
+    (an image's bytes: the model resizes it, so its size says nothing of its cost)."""
+    if isinstance(item, str):
+        return len(item)
+    if isinstance(item, tuple) and item and isinstance(item[0], str):
+        return len(item[0])
+    return 0
+
+
 class TokenCache:
     """Token matrices (float32 ``(tokens, dim)``) by content key, for one encoder spec."""
 
@@ -42,7 +52,8 @@ class TokenCache:
     def encode(self, items: Sequence, keys: Sequence[str], encode_fn: Callable[[list], list[np.ndarray]],
                batch_size: int = 32) -> tuple[list[np.ndarray], dict]:
         """Token matrices of ``items`` in input order, computing only the missing ones (``encode_fn``: a list of items
-        -> one ``(tokens_i, dim)`` array each), a batch committed before the next starts.
+        -> one ``(tokens_i, dim)`` array each) in batches of ``batch_size`` by descending text length, a batch committed
+        before the next starts.
 
         Returns:
             ``(matrices, {"hits", "misses", "model_calls"})``.
@@ -57,7 +68,9 @@ class TokenCache:
         for item, k in zip(items, keys):
             if k not in found and k not in missing:
                 missing[k] = item
-        miss, calls = list(missing), 0
+        # longest first, so a model batch pads its texts to about one length (as sentence-transformers sorts inside one
+        # call): batches in corpus order padded 1,450 Vaswani abstracts to 2.5x the tokens, 68 s against 27 s
+        miss, calls = sorted(missing, key=lambda k: -_text_length(missing[k])), 0
         for i in range(0, len(miss), batch_size):
             chunk = miss[i : i + batch_size]
             mats = [np.asarray(m, dtype=np.float32) for m in encode_fn([missing[k] for k in chunk])]
