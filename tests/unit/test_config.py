@@ -180,13 +180,19 @@ def test_validate_checks_api_key_env_and_pypi_models(monkeypatch):
 
 def test_an_overlay_switches_stages_off_with_null(tmp_path):
     """``rag: null``, ``m2rag: null``, ``mmdr: null`` and ``ablations: null`` (or one grid) leave no unit of that
-    stage; the rest of the run is unchanged."""
+    stage; the rest of the run is unchanged. The first run leaves M2RAG and MMDR off (``enabled: false``), and
+    workflow/configs/m2rag-mmdr.yaml switches both on, as the params.yaml comment says."""
     from mmir.workflow import targets
 
-    full = load_config(PROJECT_ROOT / "params.yaml", [])
+    first = load_config(PROJECT_ROOT / "params.yaml", [])
+    assert targets.family_targets(first, "m2rag") == targets.family_targets(first, "mmdr") == []
+    full = load_config(PROJECT_ROOT / "params.yaml", [PROJECT_ROOT / "workflow/configs/m2rag-mmdr.yaml"])
+    assert "results/tables/m2rag.md" in targets.family_targets(full, "m2rag")
+    assert "results/tables/mmdr.md" in targets.family_targets(full, "mmdr")
+    assert targets.family_targets(full, "task") == targets.family_targets(first, "task")
     off = tmp_path / "off.yaml"
     off.write_text("rag: null\nm2rag: null\nmmdr: null\nablations: null\n")
-    cfg = load_config(PROJECT_ROOT / "params.yaml", [off])
+    cfg = load_config(PROJECT_ROOT / "params.yaml", [PROJECT_ROOT / "workflow/configs/m2rag-mmdr.yaml", off])
     for family in ("rag", "m2rag", "mmdr", "ablations"):
         assert targets.family_targets(full, family) and targets.family_targets(cfg, family) == []
     assert targets.family_targets(cfg, "task") == targets.family_targets(full, "task")

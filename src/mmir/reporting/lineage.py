@@ -222,7 +222,7 @@ def used_prompts(config: ParamsSlice) -> dict[str, list[str] | None]:
     if mm:
         out["mmbright"] = list(dict.fromkeys(mm))
     for stage in ("rag", "m2rag", "mmdr"):
-        if getattr(config, stage):
+        if (section := getattr(config, stage)) and getattr(section, "enabled", True):
             out[stage] = None
     return out
 
@@ -237,7 +237,7 @@ def lineage(config: Mapping[str, Any], prepared: Sequence[str | Path] = (), repo
     c = code_commit(repo_dir)
     used_gens = set()
     for stage in (p.rag, p.m2rag, p.mmdr):
-        used_gens |= {stage.generator, stage.judge} if stage else set()
+        used_gens |= {stage.generator, stage.judge} if stage and getattr(stage, "enabled", True) else set()
     used_gens |= {p.reformulators[r].generator for r in _reformulators(p)}
     used_gens |= {p.audit.judge} if p.audit and p.audit.enabled else set()
     used_gens |= {c_.generator for c_ in (p.captioners or {}).values() if isinstance(c_, VLMCaptioner)}

@@ -1,7 +1,7 @@
 """Where a run's time went: per-rule wall time from Snakemake's ``benchmark:`` files (one TSV per job, columns ``s``
 (wall seconds), ``max_rss`` (MB), … as ``snakemake.benchmark`` writes them), sorted by time.
 
-    python -m mmir.workflow.profile [--benchmarks benchmarks] [--rules DIR]
+    python -m mmir.workflow.profile [--root PROJECT] [--rules DIR]
 
 A file is given to the rule whose ``benchmark:`` pattern (read from ``pipeline/rules/*.smk``) it matches; where two
 patterns match (``m2rag/…/kb.tsv`` and ``m2rag/…/{strategy}.tsv``) the one with more literal text wins.
@@ -19,7 +19,7 @@ import pandas as pd
 
 from mmir.core.paths import PIPELINE
 
-_RULE = re.compile(r"^rule\s+(\w+)\s*:", re.M)
+_RULE = re.compile(r"^(?:rule|checkpoint)\s+(\w+)\s*:", re.M)  # prepare is a checkpoint
 _BENCHMARK = re.compile(r"^\s+benchmark:\s*\n\s+\"([^\"]+)\"", re.M)
 
 

@@ -120,7 +120,7 @@ def used_captioners(config: dict | Params) -> list[str]:
         out += ab.caption.captioners
     if ab.reformulation.systems:
         out += [p.reformulators[r].image_text for r in ab.reformulation.reformulators]
-    if p.m2rag and p.m2rag.image_text:
+    if p.m2rag and p.m2rag.enabled and p.m2rag.image_text:
         out.append(p.m2rag.image_text)
     return [c for c in dict.fromkeys(out) if c in p.captioners]
 

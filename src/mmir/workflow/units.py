@@ -52,9 +52,9 @@ def typed(config: dict | Params) -> Params:
 
 def mmdr_units(config: dict | Params) -> list[dict]:
     """``{dataset, domain}`` of the MMDR stage: every domain of ``mmdr.datasets`` (null = all datasets) whose
-    queries can have images."""
+    queries can have images; none when the section is absent or ``mmdr.enabled`` is false."""
     p = typed(config)
-    if not p.mmdr:
+    if not p.mmdr or not p.mmdr.enabled:
         return []
     wanted = p.mmdr.datasets or list(p.datasets)
     return [{"dataset": d, "domain": dom} for d, dom in units(p) if d in wanted and has_query_images(p.datasets[d], dom)]
@@ -66,10 +66,10 @@ M2RAG_DEVSET = ("m2rag-bench", "dev", "devset")  # (dataset, domain, source) of 
 def m2rag_units(config: dict | Params) -> list[dict]:
     """``{dataset, domain, source, strategy}`` of the M2RAG stage: each multimodal domain of the chosen
     datasets whose ``task`` run exists for the source system, times the strategies; plus the dev set when
-    ``m2rag.devset`` is set (see :data:`M2RAG_DEVSET`)."""
+    ``m2rag.devset`` is set (see :data:`M2RAG_DEVSET`); none when the section is absent or ``m2rag.enabled`` is false."""
     p = typed(config)
     m = p.m2rag
-    if not m:
+    if not m or not m.enabled:
         return []
     wanted = m.datasets or list(p.datasets)
     kbs = []

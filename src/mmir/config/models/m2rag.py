@@ -38,6 +38,7 @@ class M2RAGConfig(Section):
     """Per query a multimodal knowledge base from the top documents of a retrieval run, element scoring and selection,
     answers with interleaved images by each strategy, and the eight LLM-judged metrics."""
 
+    enabled: bool = Field(True, description="false = the stage is off (as m2rag: null)")
     datasets: list[str] | None = Field(None, description="null = every dataset whose domains have images")
     sources: list[str] = Field(["bm25"], description="systems whose `task` runs give the knowledge bases (one row group per source)")
     task: DocumentTask = Field("task1", description="the run the knowledge bases come from")

@@ -16,6 +16,7 @@ class MMDRConfig(Section):
     """Tasks from queries with images, cited reports by a retrieve-then-write baseline, scored end to end (FLAE, TRACE
     with VEF, MOSAIC) by an LLM judge with every call audited."""
 
+    enabled: bool = Field(True, description="false = the stage is off (as mmdr: null)")
     datasets: list[str] | None = Field(None, description="null = every dataset whose queries can have images")
     max_tasks: int | None = Field(2, ge=1, description="per domain: the first N queries (topic order) with at least one image; null = all")
     task: TaskName = Field("task1", description="whose run gives the baseline's sources")

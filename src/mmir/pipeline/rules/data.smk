@@ -58,7 +58,10 @@ rule caption:
         "../scripts/step.py"
 
 
+# first among ready jobs: image text gates every Tasks 2-4 text-route job, the caption ablation, the reformulations and
+# the LLM stages, and a two-thread OCR job that waits behind one-thread jobs leaves a core idle (first run: 30 s)
 rule ocr:
+    priority: 10
     input:
         unpack(spec_input("ocr")),
     output:
