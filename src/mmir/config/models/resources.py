@@ -28,7 +28,8 @@ class ResourcesConfig(Section):
 
     default: JobResources = Field(_job(1, 2000, 30, 0), description="every rule not listed here")
     prepare: JobResources = Field(_job(1, 8000, 60, 0), description="prepare one dataset domain")
-    caption: JobResources = Field(_job(2, 4000, 120, 0), description="caption the images of one domain")
+    caption: JobResources = Field(_job(1, 4000, 120, 0), description="gather one domain's OCR shards, or caption its images "
+                                  "with a VLM captioner (a server: its max_concurrency, not threads)")
     ocr: JobResources = Field(_job(2, 4000, 120, 0), description="OCR one shard of a domain's images (one process a thread)")
     encode: JobResources = Field(_job(4, 16000, 60, 1), description="encode one shard")
     retrieve: JobResources = Field(_job(2, 8000, 60, 0), description="search one task, dataset and system")
