@@ -41,7 +41,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[mteb]"   # backend: mteb and MTEB result files: after torch and datasets, see pyproject.toml
 	touch $@
 
-# the first run: every stage on a sample of ../shared/data (params.yaml), 11-17 minutes cold on 2 cores (docs: Tests and benchmarks).
+# the first run: MM-BRIGHT's stages on a sample of ../shared/data (params.yaml), under 5 minutes cold on 2 cores (docs: Tests and benchmarks).
 # This repository is one mmir project: `mmir run` runs the workflow shipped in the package on its params.yaml; after a
 # kill, the same command removes the stale lock and resumes.
 run: setup

@@ -216,4 +216,4 @@ def test_task_table_captions_name_each_systems_image_text_cuts_from_its_run_stat
     config = validate_config(raw)
     assert "run_stats" not in _report_inputs(config, {"task": "task1"})
     stats = _report_inputs(config, {"task": "task2"})["run_stats"]
-    assert "results/runs/task2/openstax/colbert-untrained/statistics.stats.json" in stats
+    assert "results/runs/task2/openstax/minilm/statistics.stats.json" in stats

@@ -59,9 +59,8 @@ rule caption:
 
 
 # first among ready jobs: image text gates every Tasks 2-4 text-route job, the caption ablation, the reformulations and
-# the LLM stages, and a two-thread OCR job that waits behind one-thread jobs leaves a core idle (first run: 30 s)
+# the LLM stages (a job of 2 threads still waits until both cores are free at once: params.yaml gives OCR one)
 rule ocr:
-    priority: 10
     input:
         unpack(spec_input("ocr")),
     output:
@@ -70,6 +69,7 @@ rule ocr:
         "logs/ocr/{dataset}/{domain}/{captioner}/{kind}/{shard}.log",
     benchmark:
         "benchmarks/ocr/{dataset}/{domain}/{captioner}/{kind}/{shard}.tsv"
+    priority: 10
     threads: spec_threads("ocr")
     resources:
         **spec_resources("ocr"),
